@@ -1,0 +1,208 @@
+"""Samejima's graded response model for paired comparisons (Sedoc & Ungar, section 4.1).
+
+For comparison i ("A vs B", ability difference theta_i, > 0 when B is better)
+and item j (a prompt, or a group of redundant prompts) with discrimination
+alpha_j and ordered thresholds b_j1 < ... < b_j(K-1), the response y in
+{0, ..., K-1} (a net rating shifted to start at 0) follows
+
+    P(y >= c) = sigmoid(alpha_j * (theta_i - b_jc)),    c = 1..K-1,
+    P(y = c)  = P(y >= c) - P(y >= c + 1),
+
+with P(y >= 0) = 1 and P(y >= K) = 0. Priors: theta ~ N(0, 1) (or, per
+system, s ~ N(0, 1) with theta_(A vs B) = s_B - s_A), log alpha ~ N(0,
+alpha_scale), b ~ N(0, b_scale) restricted to ordered vectors (Stan's
+``ordered`` type with a normal prior).
+
+The likelihood is evaluated in log space (log-sigmoid differences, as Stan's
+``ordered_logistic``) because ``numpyro.distributions.OrderedLogistic`` works
+with probabilities that underflow at NUTS's random initial points.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpyro
+import numpyro.distributions as dist
+from numpyro.distributions import constraints
+from numpyro.distributions.util import validate_sample
+
+DEFAULT_ALPHA_SCALE = 1.0
+DEFAULT_B_SCALE = 2.0
+
+
+def log1m_exp(x: jax.Array) -> jax.Array:
+    """log(1 - exp(x)) for x <= 0, accurate on both ends (Maechler 2012)."""
+    x = jnp.minimum(x, 0.0)
+    return jnp.where(x > -0.6931471805599453, jnp.log(-jnp.expm1(x)), jnp.log1p(-jnp.exp(x)))
+
+
+def graded_log_prob(y: jax.Array, cum_logits: jax.Array) -> jax.Array:
+    """Log P(y) of a graded response, stable in float32.
+
+    Args:
+        y: integer categories in 0..K-1, shape (...).
+        cum_logits: (..., K-1) logits of P(y >= c), c = 1..K-1, decreasing in c
+            (alpha * (theta - b_c) with b increasing).
+
+    Returns:
+        log P(y), shape (...).
+
+    Uses log(sigmoid(u) - sigmoid(l)) = log_sigmoid(u) + log_sigmoid(-l) + log1m_exp(l - u)
+    with u = +inf for the lowest category and l = -inf for the highest.
+    """
+    num_cut = cum_logits.shape[-1]
+    y = jnp.asarray(y, dtype=jnp.int32)
+    upper_idx = jnp.clip(y - 1, 0, num_cut - 1)
+    lower_idx = jnp.clip(y, 0, num_cut - 1)
+    upper_raw = jnp.take_along_axis(cum_logits, upper_idx[..., None], axis=-1)[..., 0]
+    lower_raw = jnp.take_along_axis(cum_logits, lower_idx[..., None], axis=-1)[..., 0]
+    has_upper = y > 0
+    has_lower = y < num_cut
+    # Safe values in the unused branch keep gradients finite.
+    upper = jnp.where(has_upper, upper_raw, 0.0)
+    lower = jnp.where(has_lower, lower_raw, 0.0)
+    term_upper = jnp.where(has_upper, jax.nn.log_sigmoid(upper), 0.0)
+    term_lower = jnp.where(has_lower, jax.nn.log_sigmoid(-lower), 0.0)
+    gap = jnp.where(has_upper & has_lower, lower - upper, -jnp.inf)
+    term_gap = jnp.where(
+        has_upper & has_lower, log1m_exp(jnp.where(has_upper & has_lower, gap, -1.0)), 0.0
+    )
+    return term_upper + term_lower + term_gap
+
+
+class GradedResponse(dist.Distribution):
+    """Categorical over 0..K-1 given the K-1 cumulative logits of a graded response."""
+
+    arg_constraints = {"cum_logits": constraints.real_vector}
+    pytree_data_fields = ("cum_logits",)
+
+    def __init__(self, cum_logits: jax.Array, *, validate_args: bool | None = None):
+        self.cum_logits = cum_logits
+        self.num_categories = cum_logits.shape[-1] + 1
+        super().__init__(batch_shape=cum_logits.shape[:-1], validate_args=validate_args)
+
+    @constraints.dependent_property(is_discrete=True, event_dim=0)
+    def support(self):
+        return constraints.integer_interval(0, self.num_categories - 1)
+
+    def sample(self, key, sample_shape=()):
+        shape = sample_shape + self.batch_shape
+        u = jax.random.uniform(key, shape + (1,))
+        return jnp.sum(u < jax.nn.sigmoid(self.cum_logits), axis=-1).astype(jnp.int32)
+
+    @validate_sample
+    def log_prob(self, value):
+        value, logits = value, self.cum_logits
+        value = jnp.broadcast_to(value, jnp.broadcast_shapes(jnp.shape(value), self.batch_shape))
+        logits = jnp.broadcast_to(logits, value.shape + logits.shape[-1:])
+        return graded_log_prob(value, logits)
+
+    @property
+    def probs(self) -> jax.Array:
+        """(..., K) category probabilities."""
+        cum = jax.nn.sigmoid(self.cum_logits)
+        ones = jnp.ones(cum.shape[:-1] + (1,), cum.dtype)
+        zeros = jnp.zeros_like(ones)
+        upper = jnp.concatenate([ones, cum], axis=-1)
+        lower = jnp.concatenate([cum, zeros], axis=-1)
+        return upper - lower
+
+
+def symmetric_from_half(half: jax.Array, num_categories: int) -> jax.Array:
+    """Thresholds symmetric about 0 from their positive half: (..., m) -> (..., K-1).
+
+    Example: half (d1 < d2 < d3), K = 7 -> (-d3, -d2, -d1, d1, d2, d3); K even adds a 0.
+    """
+    xp = jnp if isinstance(half, jax.Array) else __import__("numpy")
+    parts = [-xp.flip(half, axis=-1)]
+    if (num_categories - 1) % 2 == 1:
+        parts.append(xp.zeros(half.shape[:-1] + (1,), dtype=half.dtype))
+    parts.append(half)
+    return xp.concatenate(parts, axis=-1)
+
+
+def category_probs(theta: jax.Array, alpha: jax.Array, b: jax.Array) -> jax.Array:
+    """(..., K) probabilities of every category at ability theta for item (alpha, b)."""
+    cum_logits = alpha[..., None] * (theta[..., None] - b)
+    return GradedResponse(cum_logits).probs
+
+
+def graded_response(
+    comparison: jax.Array,
+    item: jax.Array,
+    num_comparisons: int,
+    num_items: int,
+    num_categories: int,
+    y: jax.Array | None = None,
+    weight: jax.Array | None = None,
+    pair_a: jax.Array | None = None,
+    pair_b: jax.Array | None = None,
+    num_systems: int | None = None,
+    alpha_scale: float = DEFAULT_ALPHA_SCALE,
+    b_scale: float = DEFAULT_B_SCALE,
+    symmetric_thresholds: bool = False,
+) -> None:
+    """The graded response model as a NumPyro function.
+
+    Args:
+        comparison: (N,) comparison index of each observation.
+        item: (N,) item index of each observation.
+        num_comparisons, num_items, num_categories: sizes (K = num_categories).
+        y: (N,) observed categories, or None to sample from the prior predictive.
+        weight: (N,) likelihood weights; 0 removes an observation (padding),
+            1/m counts a group of m redundant prompts as one.
+        pair_a, pair_b, num_systems: give all three for the per-system
+            parameterisation theta_i = s[pair_b[i]] - s[pair_a[i]].
+        alpha_scale, b_scale: prior scales of log alpha and of the thresholds.
+        symmetric_thresholds: constrain b_jc = -b_j(K-c), so that theta = 0 means
+            A and B are equally likely to win every prompt (A/B exchangeability).
+            The paper's model (False) leaves the thresholds free; then where
+            theta = 0 lies is set by the priors rather than by the data.
+
+    References:
+        Samejima (1969); Sedoc & Ungar (2020), section 4.1.
+    """
+    if pair_a is not None:
+        skill = numpyro.sample("skill", dist.Normal(0.0, 1.0).expand([num_systems]).to_event(1))
+        theta = numpyro.deterministic("theta", skill[pair_b] - skill[pair_a])
+    else:
+        theta = numpyro.sample("theta", dist.Normal(0.0, 1.0).expand([num_comparisons]).to_event(1))
+    log_alpha = numpyro.sample(
+        "log_alpha", dist.Normal(0.0, alpha_scale).expand([num_items]).to_event(1)
+    )
+    if symmetric_thresholds:
+        half = numpyro.sample(
+            "b_half",
+            dist.ImproperUniform(
+                constraints.positive_ordered_vector, (), (num_items, (num_categories - 1) // 2)
+            ),
+        )
+        b = numpyro.deterministic("b", symmetric_from_half(half, num_categories))
+    else:
+        b = numpyro.sample(
+            "b",
+            dist.ImproperUniform(constraints.ordered_vector, (), (num_items, num_categories - 1)),
+        )
+    numpyro.factor("b_prior", dist.Normal(0.0, b_scale).log_prob(b).sum())
+    alpha = jnp.exp(log_alpha)
+    cum_logits = alpha[item][:, None] * (theta[comparison][:, None] - b[item])
+    with numpyro.plate("obs", comparison.shape[0]):
+        if weight is None:
+            numpyro.sample("y", GradedResponse(cum_logits), obs=y)
+        else:
+            with (
+                numpyro.handlers.mask(mask=weight > 0),
+                numpyro.handlers.scale(scale=jnp.where(weight > 0, weight, 1.0)),
+            ):
+                numpyro.sample("y", GradedResponse(cum_logits), obs=y)
+
+
+__all__ = [
+    "GradedResponse",
+    "category_probs",
+    "graded_log_prob",
+    "graded_response",
+    "log1m_exp",
+    "symmetric_from_half",
+]
