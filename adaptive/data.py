@@ -1,0 +1,213 @@
+"""Read pairwise judgments from CSV, JSONL or Parquet into one validated polars frame.
+
+The common schema (the one of the bundled datasets under ``data/``):
+
+=============== ======== =========================================================
+column          required meaning
+=============== ======== =========================================================
+item_id         yes      the prompt (or dialogue item) both systems answered
+system_a        yes      the system behind response "a"
+system_b        yes      the system behind response "b"
+annotator_id    yes      who judged (may be empty when the source does not say)
+winner          yes      ``a``, ``b`` or ``tie``
+dimension       no       what was judged (``overall`` when absent)
+judgment_id     no       a client-supplied unique id (makes ingestion idempotent)
+shown_first     no       which response the annotator saw first: ``a`` or ``b``
+timestamp       no       when the judgment was made (kept as text)
+=============== ======== =========================================================
+
+A file that breaks the schema fails whole with :class:`DataError`, naming the
+file, the (1-based, header excluded) row, the column and what was expected; no
+partial frame is ever returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+REQUIRED_COLUMNS: tuple[str, ...] = ("item_id", "system_a", "system_b", "annotator_id", "winner")
+OPTIONAL_COLUMNS: tuple[str, ...] = ("dimension", "judgment_id", "shown_first", "timestamp")
+WINNERS: tuple[str, ...] = ("a", "b", "tie")
+DEFAULT_DIMENSION = "overall"
+
+
+@dataclass(frozen=True)
+class RowProblem:
+    """One invalid row: where it is and what was expected."""
+
+    row: int
+    column: str
+    value: str
+    expected: str
+
+    def __str__(self) -> str:
+        return (
+            f"row {self.row}, column {self.column!r}: got {self.value!r}, expected {self.expected}"
+        )
+
+
+class DataError(ValueError):
+    """A judgments file (or batch) that cannot be used; nothing of it was read."""
+
+    def __init__(self, source: str, problems: list[RowProblem] | None = None, message: str = ""):
+        self.source = source
+        self.problems = problems or []
+        if not message:
+            shown = "; ".join(str(p) for p in self.problems[:5])
+            more = f" (and {len(self.problems) - 5} more)" if len(self.problems) > 5 else ""
+            message = f"{len(self.problems)} invalid row(s): {shown}{more}"
+        self.message = message
+        super().__init__(f"{source}: {message}")
+
+
+def _read_raw(path: Path) -> pl.DataFrame:
+    suffix = path.suffix.lower()
+    if suffix in {".csv", ".tsv"}:
+        return pl.read_csv(
+            path,
+            separator="\t" if suffix == ".tsv" else ",",
+            infer_schema=False,  # every column as text: validation decides, not inference
+        )
+    if suffix in {".jsonl", ".ndjson"}:
+        frame = pl.read_ndjson(path, infer_schema_length=None)
+        return frame.with_columns(pl.all().cast(pl.Utf8))
+    if suffix in {".parquet", ".pq"}:
+        return pl.read_parquet(path).with_columns(pl.all().cast(pl.Utf8))
+    raise DataError(
+        str(path), message=f"unknown file type {suffix!r}; expected .csv, .tsv, .jsonl or .parquet"
+    )
+
+
+def read_judgments(path: str | Path) -> pl.DataFrame:
+    """Read and validate a judgments file.
+
+    Args:
+        path: a ``.csv``, ``.tsv``, ``.jsonl``/``.ndjson`` or ``.parquet`` file in the
+            common schema.
+
+    Returns:
+        A frame with the required columns, ``dimension`` (filled with ``overall`` when
+        absent), the optional columns that were present, and ``row`` (1-based
+        position in the file).
+
+    Raises:
+        DataError: the file is missing, unreadable, or any row is invalid.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise DataError(str(path), message="file not found")
+    try:
+        raw = _read_raw(path)
+    except DataError:
+        raise
+    except Exception as exc:  # polars raises several error types for malformed files
+        raise DataError(str(path), message=f"could not parse the file: {exc}") from exc
+    return validate_judgments(raw, source=str(path))
+
+
+def validate_judgments(frame: pl.DataFrame, *, source: str = "<judgments>") -> pl.DataFrame:
+    """Validate a frame in the common schema; see :func:`read_judgments`.
+
+    Example:
+        >>> validate_judgments(pl.DataFrame({"item_id": ["p1"], "system_a": ["x"],
+        ...     "system_b": ["y"], "annotator_id": ["w"], "winner": ["B"]})).row(0)
+        ('p1', 'x', 'y', 'w', 'b', 'overall', 1)
+    """
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+    if missing:
+        raise DataError(
+            source,
+            message=f"missing column(s) {missing}; the file has {frame.columns}, "
+            f"expected at least {list(REQUIRED_COLUMNS)}",
+        )
+    if frame.height == 0:
+        raise DataError(source, message="no judgments in the file")
+    keep = list(REQUIRED_COLUMNS) + [c for c in OPTIONAL_COLUMNS if c in frame.columns]
+    df = frame.select(
+        [pl.col(c).cast(pl.Utf8).str.strip_chars().alias(c) for c in keep]
+    ).with_row_index("row", offset=1)
+    df = df.with_columns(pl.col("winner").str.to_lowercase())
+    if "dimension" not in df.columns:
+        df = df.with_columns(pl.lit(DEFAULT_DIMENSION).alias("dimension"))
+    else:
+        df = df.with_columns(
+            pl.when(pl.col("dimension").is_null() | (pl.col("dimension") == ""))
+            .then(pl.lit(DEFAULT_DIMENSION))
+            .otherwise(pl.col("dimension"))
+            .alias("dimension")
+        )
+    if "shown_first" in df.columns:
+        df = df.with_columns(
+            pl.when(pl.col("shown_first") == "")
+            .then(None)
+            .otherwise(pl.col("shown_first").str.to_lowercase())
+            .alias("shown_first")
+        )
+    df = df.with_columns(pl.col("annotator_id").fill_null(""))
+
+    problems: list[RowProblem] = []
+
+    def collect(mask: pl.Expr, column: str, expected: str) -> None:
+        bad = df.filter(mask).select("row", pl.col(column).fill_null("<empty>"))
+        for row, value in bad.iter_rows():
+            problems.append(RowProblem(int(row), column, str(value), expected))
+
+    for column in ("item_id", "system_a", "system_b"):
+        collect(pl.col(column).is_null() | (pl.col(column) == ""), column, "a non-empty id")
+    collect(
+        pl.col("winner").is_null() | ~pl.col("winner").is_in(WINNERS),
+        "winner",
+        "one of 'a', 'b', 'tie'",
+    )
+    collect(
+        (pl.col("system_a") == pl.col("system_b")) & (pl.col("system_a") != ""),
+        "system_b",
+        "a system different from system_a (a system compared with itself)",
+    )
+    if "shown_first" in df.columns:
+        collect(
+            pl.col("shown_first").is_not_null() & ~pl.col("shown_first").is_in(["a", "b"]),
+            "shown_first",
+            "'a', 'b' or empty",
+        )
+    if "judgment_id" in df.columns:
+        collect(
+            pl.col("judgment_id").is_null() | (pl.col("judgment_id") == ""),
+            "judgment_id",
+            "a non-empty id when the column is present",
+        )
+        dup = df.filter(pl.col("judgment_id").is_duplicated() & (pl.col("judgment_id") != ""))
+        for row, value in dup.select("row", "judgment_id").iter_rows():
+            problems.append(RowProblem(int(row), "judgment_id", str(value), "a unique id"))
+    if problems:
+        problems.sort(key=lambda p: (p.row, p.column))
+        raise DataError(source, problems)
+    ordered = list(REQUIRED_COLUMNS) + ["dimension"]
+    ordered += [c for c in OPTIONAL_COLUMNS if c in df.columns and c != "dimension"] + ["row"]
+    return df.select(ordered)
+
+
+def filter_judgments(
+    judgments: pl.DataFrame,
+    *,
+    dimensions: Iterable[str] | None = None,
+    exclude_annotators: Iterable[str] | None = None,
+) -> pl.DataFrame:
+    """Keep the given dimensions and drop the given annotators (the data is not changed)."""
+    out = judgments
+    if dimensions is not None:
+        dims = list(dimensions)
+        unknown = sorted(set(dims) - set(judgments["dimension"].unique().to_list()))
+        if unknown:
+            known = sorted(judgments["dimension"].unique().to_list())
+            raise DataError(
+                "<filter>", message=f"unknown dimension(s) {unknown}; the data has {known}"
+            )
+        out = out.filter(pl.col("dimension").is_in(dims))
+    if exclude_annotators is not None:
+        out = out.filter(~pl.col("annotator_id").is_in(list(exclude_annotators)))
+    return out

@@ -1,0 +1,75 @@
+"""The standard analysis of one dimension: cells, redundancy groups, fit.
+
+Used by the command line, the service and the selection code alike, so that
+every entry point fits the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from adaptive.cells import CellData, build_cells
+from adaptive.fitting import FitConfig, fit_cells
+from adaptive.redundancy import DEFAULT_THRESHOLD, find_redundant_groups
+from stan_free_models.posterior import Posterior
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """A fitted dimension: the cells, the redundancy groups used, the posterior."""
+
+    cells: CellData
+    groups: list[list[str]]
+    posterior: Posterior
+
+
+def analyze(
+    judgments: pl.DataFrame,
+    *,
+    dimension: str | None = None,
+    config: FitConfig = FitConfig(),
+    group_redundant: bool = True,
+    group_threshold: float = DEFAULT_THRESHOLD,
+    orientation: Iterable[tuple[str, str]] | None = None,
+    init: dict | None = None,
+) -> Analysis:
+    """Group redundant prompts (optional), then fit the graded response model."""
+    orientation = list(orientation or [])
+    cells = build_cells(judgments, dimension=dimension, orientation=orientation)
+    groups: list[list[str]] = []
+    if group_redundant:
+        groups, _ = find_redundant_groups(cells, threshold=group_threshold)
+        if groups:
+            cells = build_cells(
+                judgments, dimension=cells.dimension, orientation=orientation, groups=groups
+            )
+    posterior = fit_cells(cells, config, init=init)
+    return Analysis(cells=cells, groups=groups, posterior=posterior)
+
+
+def item_rows(analysis: Analysis) -> list[dict]:
+    """Per item (prompt or group): discrimination and thresholds, mean and sd."""
+    post, cells = analysis.posterior, analysis.cells
+    alpha = post.flat("alpha")
+    b = post.flat("b")
+    rows = []
+    for j, members in enumerate(cells.item_members):
+        row = {
+            "dimension": cells.dimension,
+            "item_id": members[0],
+            "group": "+".join(members) if len(members) > 1 else "",
+            "group_size": len(members),
+            "alpha_mean": float(alpha[:, j].mean()),
+            "alpha_sd": float(alpha[:, j].std(ddof=1)),
+        }
+        for k in range(b.shape[-1]):
+            row[f"b{k + 1}_mean"] = float(b[:, j, k].mean())
+            row[f"b{k + 1}_sd"] = float(b[:, j, k].std(ddof=1))
+        row["n_comparisons"] = int(np.unique(cells.cell_comparison[cells.cell_item == j]).size)
+        rows.append(row)
+    rows.sort(key=lambda r: -r["alpha_mean"])
+    return rows
