@@ -1,0 +1,96 @@
+"""The HTTP API (FastAPI): projects, catalogue, judgments, and answers from snapshots.
+
+``create_app(settings)`` builds the app. Routers listed in :data:`ROUTER_MODULES`
+are included when their module exists; each such module exposes ``router``
+(a ``fastapi.APIRouter``) and gets the store, settings and snapshots through the
+dependencies of :mod:`services.api.deps`, e.g.::
+
+    from fastapi import APIRouter
+    from services.api.deps import ProjectId, State
+
+    router = APIRouter()
+
+    @router.get("/projects/{project_id}/next-batch", operation_id="next_batch")
+    def next_batch(project_id: ProjectId, state: State) -> dict:
+        snap = state.snapshot(project_id, "overall")        # newest snapshot or None
+        with state.store.write() as conn:                   # one transaction
+            ...                                             # services.store.repository.*
+        return {...}
+
+Errors raised as :class:`services.api.errors.ApiError` become the common JSON error body.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from services.api import errors
+from services.api.routes import router as core_router
+from services.api.state import ServiceState
+from services.settings import Settings
+
+#: optional routers: included when the module exists (it must expose ``router``)
+ROUTER_MODULES: tuple[str, ...] = ("services.api.next_batch",)
+
+__all__ = ["ROUTER_MODULES", "create_app"]
+
+
+def _optional_routers() -> list:
+    routers = []
+    for name in ROUTER_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue
+            raise
+        routers.append(module.router)
+    return routers
+
+
+def _configure_jax() -> None:
+    cache = os.environ.get("EVALSET_JAX_CACHE_DIR")
+    if cache:
+        import jax
+
+        # restarts reuse compiled fits instead of recompiling every shape bucket
+        jax.config.update("jax_compilation_cache_dir", cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The API over the store named by ``settings`` (default: from ``EVALSET_*``)."""
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        _configure_jax()
+        state = ServiceState.create(settings)
+        app.state.service = state
+        state.start()
+        try:
+            yield
+        finally:
+            state.stop()
+
+    app = FastAPI(
+        title="evalset",
+        summary="Adaptive evaluation-set optimizer for human pairwise evaluation",
+        description=(
+            "Post pairwise judgments as they come in and ask where the comparisons stand. "
+            "Every answer names the posterior snapshot it came from. Errors are "
+            '`{"error": {"code", "message", "problems"}}`.'
+        ),
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    errors.install(app)
+    app.include_router(core_router)
+    for router in _optional_routers():
+        app.include_router(router)
+    return app

@@ -1,0 +1,81 @@
+"""Dependencies of the routes (``Annotated[..., Depends(...)]``).
+
+A router (including optional ones listed in ``services.api.ROUTER_MODULES``)
+gets what it needs by declaring parameters of these types:
+
+* ``State``: the :class:`services.api.state.ServiceState` (``.store``,
+  ``.settings``, ``.refresher``, ``.snapshot(project_id, dimension)``);
+* ``StoreDep`` / ``SettingsDep``: the store and the settings alone;
+* ``ProjectId``: the ``{project_id}`` path parameter, checked against the
+  request's bearer token (401 without a valid token, 403 for another project's).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Path, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from services.api.errors import ApiError
+from services.api.state import ServiceState
+from services.settings import Settings
+from services.store import Store
+from services.store import repository as repo
+
+#: (store, token hash) -> project, for tokens seen valid in this process
+_TOKENS: dict[tuple[str, str], str] = {}
+
+_bearer = HTTPBearer(auto_error=False, description="the project's API token")
+
+
+def get_state(request: Request) -> ServiceState:
+    return request.app.state.service
+
+
+def get_store(request: Request) -> Store:
+    return request.app.state.service.store
+
+
+def get_settings(request: Request) -> Settings:
+    return request.app.state.service.settings
+
+
+State = Annotated[ServiceState, Depends(get_state)]
+StoreDep = Annotated[Store, Depends(get_store)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+
+
+def token_project(credentials: Credentials, store: StoreDep) -> str:
+    """The project of the request's bearer token."""
+    if credentials is None or not credentials.credentials:
+        raise ApiError(401, "unauthorized", "missing bearer token (Authorization: Bearer <token>)")
+    token = credentials.credentials
+    cache_key = (store.url, repo.hash_token(token))
+    project_id = _TOKENS.get(cache_key)
+    if project_id is None:
+        with store.read() as conn:
+            project_id = repo.project_for_token(conn=conn, token=token)
+        if project_id is not None:
+            # tokens are never revoked or reassigned, so a found one can be remembered
+            if len(_TOKENS) > 10_000:
+                _TOKENS.clear()
+            _TOKENS[cache_key] = project_id
+    if project_id is None:
+        raise ApiError(401, "unauthorized", "invalid bearer token")
+    return project_id
+
+
+def authorized_project(
+    project_id: Annotated[str, Path(min_length=1, max_length=200)],
+    token_of: Annotated[str, Depends(token_project)],
+) -> str:
+    """The path's project, when the token belongs to it."""
+    if token_of != project_id:
+        # the same answer whether or not the other project exists
+        raise ApiError(403, "forbidden", "this token does not give access to that project")
+    return project_id
+
+
+ProjectId = Annotated[str, Depends(authorized_project)]

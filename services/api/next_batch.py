@@ -1,0 +1,336 @@
+"""``POST /projects/{project_id}/next-batch``: the next annotation batch, under a lease.
+
+The route reads the newest posterior snapshot of each dimension (it never fits),
+the judgments and the active leases, prepares the recommender's integer-indexed
+state, calls :func:`adaptive.recommend.recommend` and stores the batch as a
+lease. Cells under an active lease are not handed out again until the lease
+expires; a repeated request with the same idempotency key returns the stored
+batch.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import OrderedDict
+from datetime import UTC, datetime, timedelta
+from typing import Annotated
+
+import jax
+import numpy as np
+from fastapi import APIRouter, Header
+from pydantic import BaseModel, ConfigDict, Field
+
+from adaptive.recommend import (
+    SHOW_A,
+    CellState,
+    DimensionDraws,
+    Request,
+    Snapshot,
+    adjacent_comparisons,
+    recommend,
+    snapshot_from_draws,
+    tier_comparisons,
+)
+from services.api.deps import ProjectId, State
+from services.api.errors import ApiError
+from services.store import repository as repo
+
+router = APIRouter()
+
+Id = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class NextBatchCreate(BaseModel):
+    """What to recommend."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    size: int = Field(ge=1, le=1000, description="tasks (judgments) in the batch")
+    annotator_id: str = Field(
+        default="", max_length=200, description="never hand this annotator a cell they judged"
+    )
+    dimensions: list[Id] | None = Field(default=None, description="default: every dimension")
+    targets: list[tuple[Id, Id]] | None = Field(
+        default=None, description="[system_a, system_b] pairs that matter (default: undecided)"
+    )
+    adjacent: bool = Field(
+        default=False, description="target the pairs adjacent in each dimension's leaderboard"
+    )
+    tier: list[Id] | None = Field(default=None, description="target the pairs within this tier")
+    idempotency_key: str | None = Field(
+        default=None, min_length=1, max_length=200, description="repeat the request safely"
+    )
+    lease_seconds: float = Field(default=3600.0, ge=1.0, le=7 * 24 * 3600.0)
+    explore_share: float = Field(default=0.1, ge=0.0, le=0.5)
+    seed: int = Field(
+        default=0, ge=0, le=2**31 - 1, description="same snapshot, request and seed: same batch"
+    )
+
+
+class LeasedCell(BaseModel):
+    item_id: str
+    system_a: str
+    system_b: str
+    dimension: str
+    shown_first: str = Field(description="'a' or 'b': which response to display first")
+    expected_information: float = Field(
+        description="expected reduction of the summed posterior variance of the targets"
+    )
+    purpose: str = Field(description="'information' or 'calibration'")
+    snapshot_version: int
+
+
+class NextBatchPublic(BaseModel):
+    lease_id: str
+    idempotency_key: str
+    annotator_id: str
+    created_at: datetime
+    expires_at: datetime
+    replayed: bool = Field(description="true when the idempotency key returned a stored batch")
+    cells: list[LeasedCell]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+# prepared recommender snapshots, keyed by project, snapshot versions and judgments seen
+_CACHE: OrderedDict[tuple, tuple[Snapshot, dict]] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+_CACHE_SIZE = 16
+
+
+def _public(lease: dict, replayed: bool) -> NextBatchPublic:
+    return NextBatchPublic(
+        lease_id=lease["lease_id"],
+        idempotency_key=lease["idempotency_key"],
+        annotator_id=lease["annotator_id"],
+        created_at=lease["created_at"],
+        expires_at=lease["expires_at"],
+        replayed=replayed,
+        cells=[LeasedCell(**c) for c in lease["cells"]],
+    )
+
+
+def _prepare(state, project_id: str, dims: list[str], seed: int) -> tuple[Snapshot, dict]:
+    """The recommender snapshot of the project's newest posteriors, with names."""
+    snaps = {d: state.snapshot(project_id, d) for d in dims}
+    snaps = {d: s for d, s in snaps.items() if s is not None}
+    if not snaps:
+        raise ApiError(409, "no_snapshot", "no posterior snapshot yet: post judgments first")
+    with state.store.read() as conn:
+        systems = [r["system_id"] for r in repo.list_systems(conn=conn, project_id=project_id)]
+        prompts = [r["prompt_id"] for r in repo.list_prompts(conn=conn, project_id=project_id)]
+        rows = {
+            d: repo.fetch_judgments(conn=conn, project_id=project_id, dimension=d) for d in snaps
+        }
+    key = (
+        project_id,
+        tuple((d, s.version) for d, s in snaps.items()),
+        tuple(len(r) for r in rows.values()),
+        seed,
+    )
+    with _CACHE_LOCK:
+        if key in _CACHE:
+            _CACHE.move_to_end(key)
+            return _CACHE[key]
+    for s in snaps.values():
+        systems += [x for x in s.systems if x not in systems]
+        prompts += [x for x in s.items if x not in prompts]
+    sys_index = {s: i for i, s in enumerate(systems)}
+    prompt_index = {p: i for i, p in enumerate(prompts)}
+    rng = np.random.default_rng(seed)
+    blocks, names, versions = [], [], []
+    for d, snap in snaps.items():
+        # every pair of known systems is a candidate comparison; pairs the
+        # snapshot compared keep its orientation, the per-system skill gives
+        # the others (systems it never saw get prior draws)
+        oriented = {
+            frozenset((snap.systems[a], snap.systems[b])): (snap.systems[a], snap.systems[b])
+            for a, b in zip(snap.pair_a, snap.pair_b)
+        }
+        pairs = [
+            oriented.get(frozenset((a, b)), (a, b))
+            for i, a in enumerate(systems)
+            for b in systems[i + 1 :]
+        ]
+        skill = rng.normal(0.0, 1.0, size=(snap.num_draws, len(systems)))
+        skill[:, [sys_index[s] for s in snap.systems]] = snap.skill
+        pa = np.array([sys_index[a] for a, _ in pairs], np.int64)
+        pb = np.array([sys_index[b] for _, b in pairs], np.int64)
+        comp_of = {}
+        for c, (a, b) in enumerate(pairs):
+            comp_of[(a, b)] = (c, 1.0)
+            comp_of[(b, a)] = (c, -1.0)
+        item_of_prompt = np.full(len(prompts), -1, np.int64)
+        for j, item in enumerate(snap.items):
+            item_of_prompt[prompt_index[item]] = j
+        j_comp, j_prompt, j_signed = [], [], []
+        for r in rows[d]:
+            hit = comp_of.get((r["system_a"], r["system_b"]))
+            if hit is None or r["item_id"] not in prompt_index:
+                continue
+            raw = {"a": -1.0, "b": 1.0}.get(r["winner"], 0.0)
+            j_comp.append(hit[0])
+            j_prompt.append(prompt_index[r["item_id"]])
+            j_signed.append(raw * hit[1])
+        blocks.append(
+            DimensionDraws(
+                dimension=d,
+                theta=skill[:, pb] - skill[:, pa],
+                pair_a=pa,
+                pair_b=pb,
+                alpha=np.asarray(snap.alpha, np.float64),
+                b=np.asarray(snap.b, np.float64),
+                item_of_prompt=item_of_prompt,
+                skill=skill,
+                judgment_comparison=np.asarray(j_comp, np.int64),
+                judgment_prompt=np.asarray(j_prompt, np.int64),
+                judgment_signed=np.asarray(j_signed, np.float64),
+            )
+        )
+        names += [(d, a, b) for a, b in pairs]
+        versions.append(snap.version)
+    snapshot = snapshot_from_draws(
+        blocks,
+        num_prompts=len(prompts),
+        num_systems=len(systems),
+        version=int(sum(versions)),
+        seed=seed,
+    )
+    maps = {
+        "systems": systems,
+        "prompts": prompts,
+        "comparisons": names,
+        "versions": dict(zip(snaps, versions)),
+        "rows": rows,
+    }
+    with _CACHE_LOCK:
+        _CACHE[key] = (snapshot, maps)
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return snapshot, maps
+
+
+@router.post(
+    "/projects/{project_id}/next-batch",
+    operation_id="next_batch",
+    tags=["recommendation"],
+    summary="The next annotation batch, leased to an annotator",
+)
+def next_batch(
+    project_id: ProjectId,
+    body: NextBatchCreate,
+    state: State,
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+) -> NextBatchPublic:
+    """Cells (prompt, system pair, dimension) that most reduce the uncertainty of the
+    comparisons that matter, with the response to show first; the cells are leased
+    until ``expires_at`` and handed to nobody else meanwhile."""
+    key = body.idempotency_key or idempotency_key
+    if key:
+        with state.store.read() as conn:
+            lease = repo.get_lease_by_key(conn=conn, project_id=project_id, idempotency_key=key)
+        if lease is not None:
+            return _public(lease, replayed=True)
+    key = key or uuid.uuid4().hex
+    with state.store.read() as conn:
+        known = [d["dimension_id"] for d in repo.list_dimensions(conn=conn, project_id=project_id)]
+    dims = body.dimensions or known
+    unknown = sorted(set(dims) - set(known))
+    if unknown:
+        raise ApiError(404, "not_found", f"unknown dimension(s) {unknown}; the project has {known}")
+    snapshot, maps = _prepare(state, project_id, list(dims), body.seed)
+    comps = maps["comparisons"]
+    comp_index = {name: i for i, name in enumerate(comps)}
+    prompt_index = {p: i for i, p in enumerate(maps["prompts"])}
+    num_c, num_p = snapshot.num_comparisons, snapshot.num_prompts
+
+    def locate(dim: str, item: str, a: str, b: str) -> tuple[int, int, bool] | None:
+        if item not in prompt_index:
+            return None
+        if (dim, a, b) in comp_index:
+            return comp_index[(dim, a, b)], prompt_index[item], False
+        if (dim, b, a) in comp_index:
+            return comp_index[(dim, b, a)], prompt_index[item], True
+        return None
+
+    now = _now()
+    cells = CellState.open(num_c, num_p)
+    exclude = np.zeros((num_c, num_p), bool) if body.annotator_id else None
+    for dim, rows in maps["rows"].items():
+        for r in rows:
+            hit = locate(dim, r["item_id"], r["system_a"], r["system_b"])
+            if hit is None:
+                continue
+            c, p, flipped = hit
+            if r.get("shown_first") in ("a", "b"):
+                side_a = (r["shown_first"] == "a") != flipped
+                (cells.shown_a if side_a else cells.shown_b)[c, p] += 1
+            if exclude is not None and r["annotator_id"] == body.annotator_id:
+                exclude[c, p] = True
+    with state.store.read() as conn:
+        leased = repo.active_leased_cells(conn=conn, project_id=project_id, now=now)
+    for cell in leased:
+        hit = locate(cell["dimension"], cell["item_id"], cell["system_a"], cell["system_b"])
+        if hit is None:
+            continue
+        c, p, flipped = hit
+        cells.available[c, p] = 0  # out with an annotator until the lease expires
+        side_a = (cell["shown_first"] == "a") != flipped
+        (cells.shown_a if side_a else cells.shown_b)[c, p] += 1
+    targets = None
+    if body.targets:
+        targets = []
+        for a, b in body.targets:
+            hits = [i for i, (d, x, y) in enumerate(comps) if {x, y} == {a, b} and d in dims]
+            if not hits:
+                raise ApiError(404, "not_found", f"no comparison of {a!r} and {b!r}")
+            targets += hits
+    if body.adjacent:
+        targets = list(targets or []) + list(adjacent_comparisons(snapshot))
+    if body.tier:
+        unknown_sys = sorted(set(body.tier) - set(maps["systems"]))
+        if unknown_sys:
+            raise ApiError(404, "not_found", f"unknown system(s) {unknown_sys} in the tier")
+        members = [maps["systems"].index(x) for x in body.tier]
+        targets = list(targets or []) + list(tier_comparisons(snapshot, members))
+    dim_ids = [i for i, d in enumerate(maps["versions"]) if d in dims]
+    request = Request(
+        size=body.size,
+        targets=tuple(sorted(set(targets))) if targets is not None else None,
+        exclude=exclude,
+        dimensions=tuple(dim_ids),
+        explore_share=body.explore_share,
+        max_per_cell=1,
+    )
+    rng_key = jax.random.fold_in(jax.random.PRNGKey(body.seed), snapshot.version)
+    batch, _ = recommend(rng_key, snapshot, cells, request)
+    out = []
+    for k in range(len(batch)):
+        dim, a, b = comps[int(batch.comparison[k])]
+        out.append(
+            {
+                "item_id": maps["prompts"][int(batch.prompt[k])],
+                "system_a": a,
+                "system_b": b,
+                "dimension": dim,
+                "shown_first": "a" if batch.shown_first[k] == SHOW_A else "b",
+                "expected_information": float(batch.expected_gain[k]),
+                "purpose": "calibration" if batch.explore[k] else "information",
+                "snapshot_version": int(maps["versions"][dim]),
+            }
+        )
+    with state.store.write() as conn:
+        lease = repo.create_lease(
+            conn=conn,
+            project_id=project_id,
+            idempotency_key=key,
+            annotator_id=body.annotator_id,
+            cells=out,
+            expires_at=now + timedelta(seconds=body.lease_seconds),
+            now=now,
+        )
+    # a concurrent request with the same key may have stored its batch first
+    return _public(lease, replayed=lease["cells"] != out)

@@ -1,0 +1,339 @@
+"""The service's process-wide state: the store, the re-estimation worker and a snapshot cache.
+
+This is the glue between the store (SQL) and :mod:`adaptive.streaming` (no SQL):
+it gives the worker its ``load_fn`` / ``publish_fn`` / ``latest_fn`` and lets
+requests read the newest snapshot without fitting anything.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from adaptive.streaming import (
+    FAST,
+    RefreshConfig,
+    Refresher,
+    Snapshot,
+    Source,
+    decode_snapshot,
+    encode_snapshot,
+)
+from services.settings import Settings
+from services.store import Store
+from services.store import repository as repo
+
+Key = tuple[str, str]  # (project_id, dimension)
+
+_COLUMNS = ["item_id", "system_a", "system_b", "annotator_id", "winner"]
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A result still being computed on a background thread."""
+
+    num_judgments: int
+
+
+def _prune_rows(
+    source: Source, keep: int | None, target_se_ratio: float | None, num_tiers: int, seed: int
+) -> Any:
+    from adaptive.cells import build_cells
+    from adaptive.loco import loco_data
+    from adaptive.pruning import COVERS, SELECTED, PruneConfig, prune
+    from adaptive.selection import describe_reason
+    from adaptive.tiers import tier_names
+    from services.schemas import PruningPublic, PruningRow
+
+    cells = build_cells(source.judgments, dimension=source.dimension)
+    data = loco_data(cells)
+    config = PruneConfig(keep=keep, target_se_ratio=target_se_ratio, num_tiers=num_tiers, seed=seed)
+    plans, _, _ = prune(data, config)
+    names = tier_names(num_tiers)
+    comparisons = cells.comparison_names()
+    rows = []
+    for plan in plans:
+        rank = {int(p): i + 1 for i, p in enumerate(plan.order)}
+        for p in range(data.num_prompts):
+            kind, arg = plan.reasons.get(p, (0, -1))
+            if kind == SELECTED:
+                reason = f"top {int(plan.info['k_selected'])} by information"
+            elif kind == COVERS:
+                a, b = comparisons[arg]
+                reason = f"only kept prompt judged for {a} vs {b}"
+            else:
+                reason = describe_reason((kind, arg), cells.prompts, names)
+            rows.append(
+                PruningRow(
+                    dimension=source.dimension,
+                    item_id=cells.prompts[p],
+                    tier=names[plan.tier],
+                    kept=kind in (SELECTED, COVERS),
+                    reason=reason,
+                    rank=rank.get(p),
+                    information=float(plan.information[p]),
+                    se_ratio=float(plan.se_ratio),
+                )
+            )
+    return PruningPublic(dimension=source.dimension, num_judgments=source.num_judgments, rows=rows)
+
+
+@dataclass
+class _Cached:
+    frame: pl.DataFrame
+    last_seq: int
+
+
+@dataclass
+class ServiceState:
+    """Everything a request or the worker needs; one per process."""
+
+    settings: Settings
+    store: Store
+    refresher: Refresher | None = None
+    _frames: dict[Key, _Cached] = field(default_factory=dict)
+    _snapshots: OrderedDict[tuple[str, str, int], Snapshot] = field(default_factory=OrderedDict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _prune_pool: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="prune")
+    )
+    _prune_jobs: dict[tuple, Future] = field(default_factory=dict)
+    _stop_poll: threading.Event = field(default_factory=threading.Event)
+    _poller: threading.Thread | None = None
+
+    @classmethod
+    def create(cls, settings: Settings) -> ServiceState:
+        store = Store(settings.database_url)
+        store.migrate()
+        state = cls(settings=settings, store=store)
+        if settings.streaming:
+            state.refresher = Refresher(
+                load_fn=state.load_source,
+                publish_fn=state.publish,
+                latest_fn=state.latest_fast,
+                config=RefreshConfig(
+                    fast_num_draws=settings.fast_num_draws,
+                    fast_min_interval=settings.fast_min_interval_seconds,
+                    nuts=settings.nuts,
+                    refit_every_judgments=settings.refit_every_judgments,
+                    refit_every_seconds=settings.refit_every_seconds,
+                    nuts_chains=settings.nuts_chains,
+                    nuts_warmup=settings.nuts_warmup,
+                    nuts_samples=settings.nuts_samples,
+                    nuts_max_rhat=settings.nuts_max_rhat,
+                    nuts_max_divergences=settings.nuts_max_divergences,
+                    max_draws=settings.snapshot_max_draws,
+                    seed=settings.seed,
+                ),
+            )
+        return state
+
+    # -- lifecycle
+
+    def start(self) -> None:
+        """Start the worker and queue every dimension whose snapshot is behind its judgments.
+
+        The same check then runs every ``settings.poll_seconds``, so that judgments
+        written by another process (``evalset import``, another replica) get fitted too.
+        """
+        if self.refresher is None:
+            return
+        self.refresher.start()
+        self.catch_up()
+        self._stop_poll.clear()
+        self._poller = threading.Thread(target=self._poll, name="store-poll", daemon=True)
+        self._poller.start()
+
+    def _poll(self) -> None:
+        while not self._stop_poll.wait(self.settings.poll_seconds):
+            try:
+                self.catch_up()
+            except Exception:  # the store may be briefly unavailable; try again next time
+                continue
+
+    def catch_up(self) -> None:
+        """Notify the worker of every dimension whose newest snapshot is behind the store."""
+        if self.refresher is None:
+            return
+        with self.store.read() as conn:
+            for project_id in repo.list_project_ids(conn=conn):
+                counts = repo.judgment_counts_by_dimension(conn=conn, project_id=project_id)
+                for dimension, (_, last_seq) in counts.items():
+                    meta = repo.latest_snapshot_meta(
+                        conn=conn, project_id=project_id, dimension=dimension
+                    )
+                    if meta is None or meta["last_seq"] < last_seq:
+                        self.refresher.notify((project_id, dimension), last_seq=last_seq)
+
+    def stop(self) -> None:
+        self._stop_poll.set()
+        if self._poller is not None:
+            self._poller.join(10)
+        if self.refresher is not None:
+            self.refresher.stop()
+        self._prune_pool.shutdown(wait=False, cancel_futures=True)
+        self.store.dispose()
+
+    def notify(self, project_id: str, dimensions: tuple[str, ...], last_seq: int) -> None:
+        if self.refresher is not None:
+            accepted = time.monotonic()
+            for dimension in dimensions:
+                self.refresher.notify(
+                    (project_id, dimension), last_seq=last_seq, accepted_at=accepted
+                )
+
+    # -- the worker's view of the store
+
+    def load_source(self, key: Key) -> Source | None:
+        """Judgments of (project, dimension), read incrementally by sequence number.
+
+        On PostgreSQL a transaction with a lower sequence number can commit after
+        one with a higher number, so the cached count is checked and the cache
+        rebuilt when rows were missed.
+        """
+        project_id, dimension = key
+        cached = self._frames.get(key)
+        after = cached.last_seq if cached else 0
+        with self.store.read() as conn:
+            rows, last_seq = repo.fetch_judgment_columns(
+                conn=conn, project_id=project_id, dimension=dimension, after_seq=after
+            )
+            total = repo.count_judgments(conn=conn, project_id=project_id, dimension=dimension)
+            systems = tuple(
+                s["system_id"] for s in repo.list_systems(conn=conn, project_id=project_id)
+            )
+            new = (
+                pl.DataFrame([r[1:] for r in rows], schema=_COLUMNS, orient="row") if rows else None
+            )
+            frame = (
+                cached.frame if cached else pl.DataFrame(schema=dict.fromkeys(_COLUMNS, pl.Utf8))
+            )
+            if new is not None:
+                frame = pl.concat([frame, new])
+            if frame.height != total:
+                rows, last_seq = repo.fetch_judgment_columns(
+                    conn=conn, project_id=project_id, dimension=dimension, after_seq=0
+                )
+                frame = pl.DataFrame([r[1:] for r in rows], schema=_COLUMNS, orient="row")
+        if frame.height == 0:
+            return None
+        self._frames[key] = _Cached(frame=frame, last_seq=last_seq)
+        return Source(
+            judgments=frame.with_columns(pl.lit(dimension).alias("dimension")),
+            dimension=dimension,
+            systems=systems,
+            num_judgments=frame.height,
+            last_seq=last_seq,
+        )
+
+    def pruning(
+        self,
+        project_id: str,
+        dimension: str,
+        *,
+        keep: int | None,
+        target_se_ratio: float | None,
+        num_tiers: int,
+        seed: int,
+    ) -> Any:
+        """Kept and dropped prompts per tier, or :class:`Pending` while they are computed.
+
+        ``adaptive.pruning`` fits item parameters per tier, which takes seconds
+        (more on first use, when the fits compile), so it runs on a background
+        thread, one job at a time, and the answer is cached per (judgments, options).
+
+        Returns:
+            A ``PruningPublic``, None when there are no judgments, or a :class:`Pending`.
+
+        Raises:
+            ValueError: the data cannot be pruned with these options (from the job).
+        """
+        source = self.load_source((project_id, dimension))
+        if source is None:
+            return None
+        key = (project_id, dimension, source.last_seq, keep, target_se_ratio, num_tiers)
+        with self._lock:
+            job = self._prune_jobs.get(key)
+            if job is None:
+                job = self._prune_pool.submit(
+                    _prune_rows, source, keep, target_se_ratio, num_tiers, seed
+                )
+                self._prune_jobs[key] = job
+                while len(self._prune_jobs) > 64:
+                    self._prune_jobs.pop(next(iter(self._prune_jobs)))
+        if not job.done():
+            return Pending(source.num_judgments)
+        return job.result()
+
+    def publish(self, key: Key, snapshot: Snapshot) -> int:
+        project_id, dimension = key
+        payload = encode_snapshot(snapshot)
+        with self.store.write() as conn:
+            version = repo.save_snapshot(
+                conn=conn,
+                project_id=project_id,
+                dimension=dimension,
+                num_judgments=snapshot.num_judgments,
+                last_seq=snapshot.last_seq,
+                method=snapshot.method,
+                fit_seconds=snapshot.fit_seconds,
+                diagnostics=snapshot.diagnostics,
+                payload=payload,
+            )
+            repo.prune_snapshots(conn=conn, project_id=project_id, dimension=dimension)
+        return version
+
+    def latest_fast(self, key: Key) -> Snapshot | None:
+        return self.snapshot(*key, method=FAST)
+
+    # -- what requests read
+
+    def snapshot_meta(
+        self, project_id: str, dimension: str, method: str | None = None
+    ) -> dict | None:
+        with self.store.read() as conn:
+            return repo.latest_snapshot_meta(
+                conn=conn, project_id=project_id, dimension=dimension, method=method
+            )
+
+    def snapshot(
+        self, project_id: str, dimension: str, method: str | None = None
+    ) -> Snapshot | None:
+        """The newest stored snapshot (decoded once per version and cached)."""
+        with self.store.read() as conn:
+            meta = repo.latest_snapshot_meta(
+                conn=conn, project_id=project_id, dimension=dimension, method=method
+            )
+            if meta is None:
+                return None
+            cache_key = (project_id, dimension, int(meta["version"]))
+            with self._lock:
+                hit = self._snapshots.get(cache_key)
+                if hit is not None:
+                    self._snapshots.move_to_end(cache_key)
+                    return hit
+            payload = repo.snapshot_payload(
+                conn=conn, project_id=project_id, dimension=dimension, version=meta["version"]
+            )
+        snapshot = decode_snapshot(
+            payload,
+            dimension=dimension,
+            version=int(meta["version"]),
+            num_judgments=int(meta["num_judgments"]),
+            last_seq=int(meta["last_seq"]),
+            method=meta["method"],
+            created_at=meta["created_at"].timestamp(),
+            fit_seconds=float(meta["fit_seconds"]),
+            diagnostics=dict(meta["diagnostics"]),
+        )
+        with self._lock:
+            self._snapshots[cache_key] = snapshot
+            while len(self._snapshots) > 16:
+                self._snapshots.popitem(last=False)
+        return snapshot

@@ -1,0 +1,70 @@
+"""The ``evalset`` command line: one command, a subcommand per job.
+
+Machine-readable output goes to stdout; progress, warnings and logs to stderr.
+Exit code 0 on success, non-zero with a one-line reason on failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+# Several CPU "devices" let NUTS run chains in parallel; this must be set
+# before JAX initialises its backend, so it lives at the entry point.
+os.environ.setdefault(
+    "XLA_FLAGS", f"--xla_force_host_platform_device_count={max(4, os.cpu_count() or 1)}"
+)
+
+#: modules that each add subcommands through ``register(subparsers)``
+COMMAND_MODULES: tuple[str, ...] = (
+    "services.cli.analysis",
+    "services.cli.bt",
+    "services.cli.selection",
+    "services.cli.server",
+    "services.cli.recommend",
+)
+
+
+class CliError(Exception):
+    """A failure to report as one line on stderr with a non-zero exit code."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="evalset",
+        description="Adaptive evaluation-set optimizer for human pairwise evaluation.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue  # that group of commands is not installed
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from adaptive.data import DataError
+
+    try:
+        result = args.func(args)
+    except (CliError, DataError, ValueError, KeyError, FileNotFoundError) as exc:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"evalset {args.command}: error: {message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"evalset {args.command}: interrupted", file=sys.stderr)
+        return 130
+    return int(result or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

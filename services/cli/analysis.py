@@ -1,0 +1,159 @@
+"""``evalset significance`` and ``evalset items``: the graded-response analysis of a judgments file."""
+
+from __future__ import annotations
+
+import argparse
+
+from services.cli.common import add_data_args, emit, log
+
+SIGNIFICANCE_COLUMNS = (
+    "dimension",
+    "system_a",
+    "system_b",
+    "mean",
+    "sd",
+    "ci_low",
+    "ci_high",
+    "p_b_better",
+    "significant",
+    "significant_adjusted",
+    "n_judgments",
+    "n_prompts",
+)
+
+
+def _add_fit_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--method",
+        choices=["nuts", "fast"],
+        default="nuts",
+        help="nuts: full posterior (default); fast: MAP + Laplace approximation",
+    )
+    parser.add_argument(
+        "--likelihood",
+        choices=["net", "judgment"],
+        default="net",
+        help="net: the paper's net rating per cell in [-3, 3]; judgment: 3-category per judgment",
+    )
+    parser.add_argument(
+        "--parameterization",
+        choices=["comparison", "system"],
+        default="comparison",
+        help="one theta per comparison (paper) or theta = s_B - s_A per system",
+    )
+    parser.add_argument("--chains", type=int, default=4)
+    parser.add_argument("--warmup", type=int, default=1000)
+    parser.add_argument("--draws", type=int, default=1000)
+    parser.add_argument(
+        "--no-grouping",
+        action="store_true",
+        help="do not group prompts whose judgments correlate > --group-threshold",
+    )
+    parser.add_argument("--group-threshold", type=float, default=0.6)
+    parser.add_argument(
+        "--b-scale",
+        type=float,
+        default=2.0,
+        help="prior sd of the thresholds b (it also pins where theta = 0 lies; see docs/statistics.md)",
+    )
+    parser.add_argument(
+        "--thresholds",
+        choices=["free", "symmetric"],
+        default=None,
+        help="free: the paper's ordered thresholds (default with --parameterization comparison); "
+        "symmetric: b_c = -b_(K-c), so theta = 0 means no preference (default with --parameterization system)",
+    )
+    parser.add_argument("--alpha-scale", type=float, default=1.0, help="prior sd of log alpha")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+def _analyses(args: argparse.Namespace):
+    from adaptive.data import read_judgments
+    from adaptive.fitting import FitConfig
+    from adaptive.pipeline import analyze
+
+    judgments = read_judgments(args.data)
+    dims = (
+        [args.dimension]
+        if args.dimension
+        else judgments["dimension"].unique(maintain_order=True).to_list()
+    )
+    config = FitConfig(
+        method=args.method,
+        likelihood=args.likelihood,
+        parameterization=args.parameterization,
+        num_chains=args.chains,
+        num_warmup=args.warmup,
+        num_samples=args.draws,
+        seed=args.seed,
+        b_scale=args.b_scale,
+        thresholds=args.thresholds
+        or ("symmetric" if args.parameterization == "system" else "free"),
+        alpha_scale=args.alpha_scale,
+        progress=not args.quiet,
+    )
+    for dim in dims:
+        if not args.quiet:
+            log(f"fitting dimension {dim!r} ({args.method}, {args.likelihood} likelihood) ...")
+        result = analyze(
+            judgments,
+            dimension=dim,
+            config=config,
+            group_redundant=not args.no_grouping,
+            group_threshold=args.group_threshold,
+        )
+        if not args.quiet:
+            d = result.posterior.diagnostics.summary()
+            log(
+                f"  {result.cells.num_comparisons} comparisons, {len(result.cells.prompts)} prompts "
+                f"({len(result.groups)} redundancy groups), {result.cells.num_judgments} judgments; "
+                f"max R-hat {d['max_rhat']:.3f}, min bulk ESS {d['min_ess_bulk']:.0f}, "
+                f"divergences {d['num_divergences']}, {d['seconds']:.1f} s"
+            )
+        yield result
+
+
+def run_significance(args: argparse.Namespace) -> int:
+    from adaptive.significance import compare
+
+    rows = []
+    for result in _analyses(args):
+        rows.extend(compare(result.posterior, result.cells, rule=args.adjust))
+    columns = SIGNIFICANCE_COLUMNS if args.format == "table" else None
+    emit(rows, args.format, columns=columns)
+    if args.format == "table":
+        log(
+            f"significant: 95% interval excludes 0; significant_adjusted: {args.adjust} on posterior tail probabilities"
+        )
+    return 0
+
+
+def run_items(args: argparse.Namespace) -> int:
+    from adaptive.pipeline import item_rows
+
+    rows = []
+    for result in _analyses(args):
+        rows.extend(item_rows(result))
+    emit(rows, args.format)
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "significance",
+        help="ability difference and significance of every comparison (the paper's Table 2/3)",
+    )
+    add_data_args(p)
+    _add_fit_args(p)
+    p.add_argument(
+        "--adjust",
+        choices=["holm", "bonferroni", "none"],
+        default="holm",
+        help="multiplicity adjustment of the second verdict",
+    )
+    p.set_defaults(func=run_significance)
+
+    p = sub.add_parser("items", help="per prompt: discrimination, thresholds and redundancy group")
+    add_data_args(p)
+    _add_fit_args(p)
+    p.set_defaults(func=run_items)

@@ -1,0 +1,368 @@
+"""``evalset bt``, ``evalset annotators`` and ``evalset damr``.
+
+* ``bt``: Bayesian Bradley-Terry with a position intercept (Tack & Piech, eq. 2),
+  per item (abilities and rank posteriors per dialogue item) or pooled (a
+  leaderboard), every dimension separately.
+* ``annotators``: the annotator screen (position bias, agreement), one row per
+  annotator with its evidence.
+* ``damr``: MRBench's desired-annotation match rate per tutor and dimension,
+  optionally next to the paper's Table 3, and the conversion of graded labels
+  into pairwise judgments (written out, or ranked with Bradley-Terry).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from services.cli.common import FORMATS, add_data_args, emit, log
+
+ABILITY_COLUMNS = (
+    "dimension",
+    "item_id",
+    "system",
+    "mean",
+    "sd",
+    "ci_low",
+    "ci_high",
+    "rank_mean",
+    "rank_sd",
+    "rank_ci_low",
+    "rank_ci_high",
+    "n_judgments",
+)
+ANNOTATOR_COLUMNS = (
+    "annotator_id",
+    "n_judgments",
+    "share_first_chosen",
+    "position_intercept",
+    "position_ci_low",
+    "position_ci_high",
+    "position_dims_flagged",
+    "agreement_r",
+    "agreement_p",
+    "agreement_n",
+    "flagged",
+    "reasons",
+)
+REPORTS = ("abilities", "summary", "differences", "intercepts", "diagnostics")
+
+
+def _add_fit_args(p: argparse.ArgumentParser, *, default_method: str = "nuts") -> None:
+    p.add_argument(
+        "--ties",
+        choices=["davidson", "random", "drop"],
+        default="davidson",
+        help="davidson: explicit tie model (default); random: the paper's coin flip per tie "
+        "(reproducible under --seed); drop: leave ties out",
+    )
+    p.add_argument(
+        "--method",
+        choices=["nuts", "laplace", "mle"],
+        default=default_method,
+        help="nuts: full posterior; laplace: fast MAP + Gaussian (streaming); "
+        "mle: flat priors, first system pinned to 0 (reference check)",
+    )
+    p.add_argument("--chains", type=int, default=4)
+    p.add_argument("--warmup", type=int, default=1000)
+    p.add_argument("--draws", type=int, default=1000, help="NUTS draws per chain")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+def _read(args: argparse.Namespace):
+    from adaptive.data import filter_judgments, read_judgments
+
+    judgments = read_judgments(args.data)
+    if getattr(args, "dimension", None):
+        judgments = filter_judgments(judgments, dimensions=[args.dimension])
+    return judgments
+
+
+def _weights(path: str, judgments):
+    """The optional ``weight`` column of a CSV (read_judgments keeps only the common schema)."""
+    import polars as pl
+
+    if Path(path).suffix.lower() != ".csv":
+        return None
+    header = pl.read_csv(path, n_rows=0).columns
+    if "weight" not in header:
+        return None
+    w = pl.read_csv(path, columns=["weight"])["weight"].cast(pl.Float64).to_numpy()
+    return w[judgments["row"].to_numpy() - 1]
+
+
+def _exclusions(args: argparse.Namespace, judgments) -> list[str]:
+    """Annotators to leave out: --exclude-annotators (ids or a CSV) and --exclude-flagged."""
+    import polars as pl
+
+    out: list[str] = []
+    spec = getattr(args, "exclude_annotators", None)
+    if spec:
+        path = Path(spec)
+        if path.exists():
+            frame = pl.read_csv(path, infer_schema=False)
+            flag = next((c for c in ("flagged", "outlier_flag") if c in frame.columns), None)
+            if flag is None or "annotator_id" not in frame.columns:
+                raise ValueError(
+                    f"{path}: expected columns annotator_id and flagged (or outlier_flag)"
+                )
+            bad = frame.filter(~pl.col(flag).str.to_lowercase().is_in(["0", "false", "", "no"]))
+            out += bad["annotator_id"].to_list()
+        else:
+            out += [s.strip() for s in spec.split(",") if s.strip()]
+    if getattr(args, "exclude_flagged", False):
+        from adaptive.annotators import ScreenConfig, flagged_annotators, screen_annotators
+
+        rows, info = screen_annotators(
+            judgments,
+            ScreenConfig(method="laplace", seed=args.seed, assume_a_first=args.assume_a_first),
+        )
+        flagged = flagged_annotators(rows)
+        if not args.quiet:
+            log(f"annotator screen flagged {len(flagged)}: {', '.join(flagged) or '-'}")
+            if "position_note" in info:
+                log(f"  {info['position_note']}")
+        out += flagged
+    return sorted(set(out))
+
+
+def run_bt(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from adaptive import bt
+
+    judgments = _read(args)
+    weight = _weights(args.data, judgments)
+    excluded = _exclusions(args, judgments)
+    if excluded:
+        keep = ~judgments["annotator_id"].is_in(excluded)
+        if weight is not None:
+            weight = weight[keep.to_numpy()]
+        judgments = judgments.filter(keep)
+        if not args.quiet:
+            log(f"excluding {len(excluded)} annotator(s); {judgments.height} judgments remain")
+    config = bt.BTConfig(
+        by=args.by,
+        ties=args.ties,
+        method=args.method,
+        position=not args.no_position,
+        num_chains=args.chains,
+        num_warmup=args.warmup,
+        num_samples=args.draws,
+        seed=args.seed,
+    )
+    fits = []
+    for dim in judgments["dimension"].unique(maintain_order=True).to_list():
+        if not args.quiet:
+            log(f"fitting {dim!r}: {args.by}, ties={args.ties}, {args.method} ...")
+        w = None
+        if weight is not None:
+            w = np.asarray(weight)
+        fit = bt.fit_dimension(judgments, dim, config, weight=w)
+        if not args.quiet and fit.posterior is not None:
+            d = fit.posterior.diagnostics.summary()
+            log(
+                f"  {fit.input.num_judgments} judgments, {len(fit.input.players)} abilities; "
+                f"max R-hat {d['max_rhat']:.3f}, min bulk ESS {d['min_ess_bulk']:.0f}, "
+                f"divergences {d['num_divergences']}, {d['seconds']:.1f} s; "
+                f"position from {fit.input.position_source}"
+            )
+        fits.append(fit)
+    report = args.report
+    columns = None
+    if report == "abilities":
+        rows = [r for f in fits for r in bt.ability_rows(f)]
+        if args.format == "table":
+            columns = [c for c in ABILITY_COLUMNS if not (c == "item_id" and args.by == "pooled")]
+            if args.method == "mle":
+                columns = [c for c in columns if not c.startswith("rank")]
+    elif report == "summary":
+        rows = bt.summary_rows(fits)
+    elif report == "differences":
+        rows = [r for f in fits for r in bt.difference_rows(f)]
+    elif report == "intercepts":
+        rows = [r for f in fits for r in bt.intercept_rows(f)]
+    else:
+        rows = bt.diagnostics_rows(fits)
+    if args.format == "table" and report == "abilities" and args.by == "item":
+        rows = sorted(rows, key=lambda r: (r["dimension"], r["item_id"], r["rank_mean"]))
+    emit(rows, args.format, columns=columns)
+    return 0
+
+
+def run_annotators(args: argparse.Namespace) -> int:
+    from adaptive.annotators import ScreenConfig, screen_annotators
+
+    judgments = _read(args)
+    config = ScreenConfig(
+        ties=args.ties,
+        method=args.method,
+        num_chains=args.chains,
+        num_warmup=args.warmup,
+        num_samples=args.draws,
+        seed=args.seed,
+        alpha=args.alpha,
+        assume_a_first=args.assume_a_first,
+    )
+    rows, info = screen_annotators(judgments, config)
+    if not args.quiet:
+        for key, value in info.items():
+            log(f"{key}: {value}")
+        log(f"flagged {sum(r['flagged'] for r in rows)} of {len(rows)} annotators")
+    emit(rows, args.format, columns=ANNOTATOR_COLUMNS if args.format == "table" else None)
+    return 0
+
+
+def run_damr(args: argparse.Namespace) -> int:
+    from adaptive import damr
+
+    ratings = damr.read_ratings(args.data, subset=args.subset, items=args.items)
+    if args.dimension:
+        ratings = ratings.filter(ratings["dimension"] == args.dimension)
+    if args.pairwise_out:
+        pairs = damr.to_pairwise(ratings, weighting=args.weighting)
+        pairs.write_csv(args.pairwise_out)
+        if not args.quiet:
+            log(f"wrote {pairs.height} pairwise judgments to {args.pairwise_out}")
+    if args.rank:
+        return _rank_tutors(args, ratings)
+    desired = {"Tutor_Tone": ("Encouraging", "Neutral")} if args.tone == "non-offensive" else None
+    rows = damr.damr(ratings, desired=desired)
+    if args.compare_paper:
+        rows = damr.compare_with_paper(rows)
+    if args.format == "table":
+        rows = _wide(rows, "difference" if args.compare_paper else "damr")
+        if not args.quiet and args.compare_paper:
+            log("cells: ours - paper (MRBench Table 3), percentage points")
+    emit(rows, args.format)
+    return 0
+
+
+def _wide(rows: list[dict], value: str) -> list[dict]:
+    table: dict[str, dict] = {}
+    for r in rows:
+        table.setdefault(r["system"], {"system": r["system"], "n": r["n"]})[r["dimension"]] = r[
+            value
+        ]
+    return list(table.values())
+
+
+def _rank_tutors(args: argparse.Namespace, ratings) -> int:
+    from adaptive import bt, damr
+    from adaptive.data import validate_judgments
+
+    pairs = damr.to_pairwise(ratings, weighting=args.weighting)
+    judgments = validate_judgments(pairs, source="<pairwise from ratings>")
+    weight = damr.pairwise_weights(pairs)
+    config = bt.BTConfig(
+        by="pooled",
+        ties="davidson",
+        method=args.method,
+        position=False,
+        num_chains=args.chains,
+        num_warmup=args.warmup,
+        num_samples=args.draws,
+        seed=args.seed,
+    )
+    rows = []
+    for dim in judgments["dimension"].unique(maintain_order=True).to_list():
+        if not args.quiet:
+            log(f"ranking tutors on {dim!r} ({args.method}) ...")
+        fit = bt.fit_dimension(judgments, dim, config, weight=weight)
+        rows += sorted(bt.ability_rows(fit), key=lambda r: -r["mean"])
+    columns = None
+    if args.format == "table":
+        columns = ["dimension", "system", "mean", "sd", "ci_low", "ci_high"]
+        if args.method != "mle":
+            columns += ["rank_mean", "rank_ci_low", "rank_ci_high"]
+    emit(rows, args.format, columns=columns)
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "bt",
+        help="Bayesian Bradley-Terry with position intercept: per-item or pooled abilities, ranks",
+    )
+    add_data_args(p)
+    p.add_argument(
+        "--by",
+        choices=["item", "pooled"],
+        default="item",
+        help="item: abilities per (item, system) and a position intercept per item "
+        "(Tack & Piech); pooled: one ability per system (a leaderboard)",
+    )
+    _add_fit_args(p)
+    p.add_argument(
+        "--report",
+        choices=list(REPORTS),
+        default="abilities",
+        help="abilities (with rank posteriors), summary (dimensions side by side), "
+        "differences (system pairs, significance per dimension), intercepts, diagnostics",
+    )
+    p.add_argument("--no-position", action="store_true", help="fit without the position intercept")
+    p.add_argument(
+        "--exclude-flagged",
+        action="store_true",
+        help="run the annotator screen first and leave the flagged annotators out",
+    )
+    p.add_argument(
+        "--exclude-annotators",
+        metavar="IDS_OR_CSV",
+        help="comma-separated annotator ids, or a CSV with annotator_id and flagged/outlier_flag",
+    )
+    p.add_argument(
+        "--assume-a-first",
+        action="store_true",
+        help="for --exclude-flagged without shown_first: treat response a as shown first",
+    )
+    p.set_defaults(func=run_bt)
+
+    p = sub.add_parser(
+        "annotators", help="annotator screen: position bias and agreement, with flags and reasons"
+    )
+    add_data_args(p)
+    _add_fit_args(p, default_method="nuts")
+    p.set_defaults(warmup=500)
+    p.add_argument("--alpha", type=float, default=0.05, help="level of the agreement test")
+    p.add_argument(
+        "--assume-a-first",
+        action="store_true",
+        help="without a shown_first column, treat response a as the one shown first",
+    )
+    p.set_defaults(func=run_annotators)
+
+    p = sub.add_parser("damr", help="desired-annotation match rate of graded tutor labels")
+    p.add_argument("--data", required=True, help="ratings CSV (item_id, system, dimension, label)")
+    p.add_argument("--dimension", help="only this dimension")
+    p.add_argument("--format", choices=list(FORMATS), default="table")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--subset", choices=["all", "v1"], default="all", help="v1: MRBench_V1 dialogues only"
+    )
+    p.add_argument("--items", help="items CSV with in_v1 (default: items.csv next to --data)")
+    p.add_argument(
+        "--compare-paper", action="store_true", help="add MRBench Table 3 and the difference"
+    )
+    p.add_argument(
+        "--tone",
+        choices=["encouraging", "non-offensive"],
+        default="encouraging",
+        help="desired Tutor_Tone: Encouraging (Table 4, default) or Encouraging/Neutral",
+    )
+    p.add_argument("--pairwise-out", metavar="CSV", help="write the pairwise judgments here")
+    p.add_argument(
+        "--weighting",
+        choices=["per_label", "none"],
+        default="per_label",
+        help="pair weight 1/(k-1) so each label counts once (default), or 1",
+    )
+    p.add_argument(
+        "--rank", action="store_true", help="rank tutors per dimension with Bradley-Terry"
+    )
+    p.add_argument("--method", choices=["nuts", "laplace", "mle"], default="nuts")
+    p.add_argument("--chains", type=int, default=4)
+    p.add_argument("--warmup", type=int, default=500)
+    p.add_argument("--draws", type=int, default=1000)
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=run_damr)

@@ -1,0 +1,72 @@
+"""Shared pieces of the subcommands: common arguments, data loading and output formats."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+import sys
+from collections.abc import Sequence
+
+FORMATS = ("table", "json", "csv")
+
+
+def add_data_args(parser: argparse.ArgumentParser, *, formats: Sequence[str] = FORMATS) -> None:
+    """--data, --dimension, --format and --seed, as every analysis subcommand takes them."""
+    parser.add_argument("--data", required=True, help="judgments file (CSV, JSONL or Parquet)")
+    parser.add_argument(
+        "--dimension", help="analyse only this dimension (default: every dimension)"
+    )
+    parser.add_argument("--format", choices=list(formats), default=formats[0], help="output format")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="random seed (results are reproducible)"
+    )
+
+
+def _clean(value):
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    return value
+
+
+def render(
+    rows: list[dict], fmt: str, *, columns: Sequence[str] | None = None, floatfmt: str = ".3f"
+) -> str:
+    """Rows of flat dicts as a text table, a JSON array or CSV."""
+    columns = list(columns or (rows[0].keys() if rows else []))
+    if fmt == "json":
+        return json.dumps([{k: _clean(r.get(k)) for k in r} for r in rows], indent=1)
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: _clean(r.get(k)) for k in columns})
+        return buf.getvalue().rstrip("\n")
+    if fmt != "table":
+        raise ValueError(f"unknown format {fmt!r}; expected one of {FORMATS}")
+
+    def cell(v) -> str:
+        if isinstance(v, bool):
+            return "yes" if v else "no"
+        if isinstance(v, float):
+            return format(v, floatfmt)
+        return "" if v is None else str(v)
+
+    body = [[cell(r.get(c)) for c in columns] for r in rows]
+    widths = [max([len(c)] + [len(b[i]) for b in body]) for i, c in enumerate(columns)]
+    line = "  ".join(c.ljust(w) for c, w in zip(columns, widths))
+    out = [line, "  ".join("-" * w for w in widths)]
+    for b in body:
+        out.append("  ".join(v.ljust(w) for v, w in zip(b, widths)))
+    return "\n".join(out)
+
+
+def emit(rows: list[dict], fmt: str, *, columns: Sequence[str] | None = None) -> None:
+    print(render(rows, fmt, columns=columns), file=sys.stdout)
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

@@ -1,0 +1,259 @@
+"""``evalset loco`` and ``evalset prune``: prompt selection and pruning of the evaluation set."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+from services.cli.common import add_data_args, emit, log
+
+LOCO_COLUMNS = (
+    "dimension",
+    "policy",
+    "k",
+    "se_mean",
+    "se_sd",
+    "n_folds",
+    "draw_sd",
+    "se_ratio",
+    "paired_ratio",
+    "rmse_vs_full",
+)
+PRUNE_COLUMNS = (
+    "dimension",
+    "item_id",
+    "tier",
+    "kept",
+    "reason",
+    "rank",
+    "information",
+    "se_ratio",
+)
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from exc
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError("expected positive integers")
+    return values
+
+
+def _name_list(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def _fdr(text: str) -> float | None:
+    return None if text.lower() in {"none", "off", ""} else float(text)
+
+
+def _add_selection_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tiers", type=int, default=2, help="number of model tiers (default 2)")
+    p.add_argument(
+        "--tier-sizes",
+        type=_int_list,
+        help="systems per tier, best first (default: equal split by ability rank)",
+    )
+    p.add_argument(
+        "--ability",
+        choices=["lstsq", "mean"],
+        default="lstsq",
+        help="system ability for tiers: least-squares skills (default) or plain mean of signed Delta",
+    )
+    p.add_argument(
+        "--redundancy-threshold",
+        type=float,
+        default=0.6,
+        help="group prompts whose judgments correlate above this (default 0.6)",
+    )
+    p.add_argument(
+        "--redundancy-fdr",
+        type=_fdr,
+        default=0.05,
+        help="... and whose correlation is significant at this false discovery rate ('none' to skip)",
+    )
+    p.add_argument("--no-redundancy", action="store_true", help="do not drop redundant prompts")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+def _dimensions(args: argparse.Namespace):
+    from adaptive.cells import build_cells
+    from adaptive.data import read_judgments
+    from adaptive.loco import loco_data
+
+    judgments = read_judgments(args.data)
+    dims = (
+        [args.dimension]
+        if args.dimension
+        else judgments["dimension"].unique(maintain_order=True).to_list()
+    )
+    for dim in dims:
+        cells = build_cells(judgments, dimension=dim)
+        yield dim, cells, loco_data(cells)
+
+
+def run_loco_command(args: argparse.Namespace) -> int:
+    from adaptive.loco import LocoConfig, run_loco, summarize
+
+    config = LocoConfig(
+        grid=args.grid,
+        policies=args.policies,
+        num_random=args.num_random,
+        num_tiers=args.tiers,
+        tier_sizes=args.tier_sizes,
+        ability_method=args.ability,
+        redundancy_threshold=None if args.no_redundancy else args.redundancy_threshold,
+        redundancy_fdr=args.redundancy_fdr,
+        tier_estimate=args.tier_estimate,
+        seed=args.seed,
+    )
+    workers = max(1, args.workers)
+    rows: list[dict] = []
+    for dim, _cells, data in _dimensions(args):
+
+        def progress(done: int, total: int, dim=dim) -> None:
+            if not args.quiet:
+                log(f"loco {dim!r}: {done}/{total} folds done")
+
+        if not args.quiet:
+            where = "serially" if workers == 1 else f"on Ray with {workers} workers"
+            log(
+                f"loco {dim!r}: {data.num_comparisons} folds ({data.num_prompts} prompts) {where}; "
+                "training fits: fast MAP + Laplace"
+            )
+        start = time.perf_counter()
+        results, info = run_loco(data, config, workers=workers, progress=progress)
+        if not args.quiet:
+            nodes = len(set(info.node_ids))
+            log(f"loco {dim!r}: {time.perf_counter() - start:.1f} s on {nodes} node(s)")
+        for row in summarize(results, config):
+            rows.append({"dimension": dim, **row})
+    if args.plot:
+        from services.plots import plot_se_curve
+
+        plot_se_curve(
+            [r for r in rows if r["dimension"] == rows[0]["dimension"]],
+            args.plot,
+            title=f"LOCO on {os.path.basename(os.path.dirname(os.path.abspath(args.data)))}",
+        )
+        if not args.quiet:
+            log(f"wrote {args.plot}")
+    emit(rows, args.format, columns=LOCO_COLUMNS if args.format != "json" else None)
+    if not args.quiet and args.format == "table":
+        log(
+            "se_mean: mean over folds of the held-out ability's posterior sd with the top-k prompts; "
+            "draw_sd: spread over random draws; se_ratio: se_mean / all-prompts se_mean"
+        )
+    return 0
+
+
+def run_prune_command(args: argparse.Namespace) -> int:
+    from adaptive.pruning import COVERS, SELECTED, PruneConfig, prune
+    from adaptive.selection import describe_reason
+    from adaptive.tiers import tier_names
+
+    config = PruneConfig(
+        keep=args.keep,
+        target_se_ratio=args.target_se_ratio,
+        num_tiers=args.tiers,
+        tier_sizes=args.tier_sizes,
+        ability_method=args.ability,
+        redundancy_threshold=None if args.no_redundancy else args.redundancy_threshold,
+        redundancy_fdr=args.redundancy_fdr,
+        seed=args.seed,
+    )
+    names = tier_names(args.tiers)
+    rows: list[dict] = []
+    for dim, cells, data in _dimensions(args):
+        plans, tiers, _ = prune(data, config)
+        comparisons = cells.comparison_names()
+        for plan in plans:
+            tier = names[plan.tier]
+            if not args.quiet:
+                members = [s for s, t in zip(cells.systems, tiers.system_tier) if t == plan.tier]
+                log(
+                    f"prune {dim!r} tier {tier} ({', '.join(members)}): keep {len(plan.kept)} of "
+                    f"{data.num_prompts} prompts for {len(plan.comparisons)} comparisons; expected SE "
+                    f"ratio vs the full set {plan.se_ratio:.3f}"
+                )
+            rank = {int(p): i + 1 for i, p in enumerate(plan.order)}
+            for p in range(data.num_prompts):
+                kind, arg = plan.reasons.get(p, (0, -1))
+                if kind == SELECTED:
+                    reason = f"top {int(plan.info['k_selected'])} by information for tier {tier}"
+                elif kind == COVERS:
+                    a, b = comparisons[arg]
+                    reason = f"only kept prompt judged for {a} vs {b}"
+                else:
+                    reason = describe_reason((kind, arg), cells.prompts, names)
+                rows.append(
+                    {
+                        "dimension": dim,
+                        "item_id": cells.prompts[p],
+                        "tier": tier,
+                        "kept": kind in (SELECTED, COVERS),
+                        "reason": reason,
+                        "rank": rank.get(p),
+                        "information": float(plan.information[p]),
+                        "se_ratio": plan.se_ratio,
+                    }
+                )
+    emit(rows, args.format, columns=PRUNE_COLUMNS if args.format != "json" else None)
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "loco",
+        help="leave-one-comparison-out SE vs number of prompts per selection policy (paper Fig. 2)",
+    )
+    add_data_args(p)
+    p.add_argument(
+        "--grid",
+        type=_int_list,
+        default=(10, 25, 50, 100, 150, 200),
+        help="numbers of prompts k (default 10,25,50,100,150,200)",
+    )
+    p.add_argument(
+        "--policies",
+        type=_name_list,
+        default=("random", "prompt", "prompt_model"),
+        help="random, prompt, prompt_model, discrimination (default: the first three)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="parallel folds on Ray (local, or the cluster at RAY_ADDRESS); 1 = serial",
+    )
+    p.add_argument("--num-random", type=int, default=20, help="random draws per fold (default 20)")
+    p.add_argument("--plot", help="write the SE-vs-k figure to this PNG")
+    p.add_argument(
+        "--tier-estimate",
+        choices=["global", "tier", "linked"],
+        default="global",
+        help="prompt_model: estimate the held-out ability with the global item parameters "
+        "(default; one ability scale for every policy), the tier's (the paper's wording; "
+        "the tier's own scale), or the tier's linked to the global scale (mean-sigma)",
+    )
+    _add_selection_args(p)
+    p.set_defaults(func=run_loco_command)
+
+    p = sub.add_parser(
+        "prune", help="kept and dropped prompts per model tier, with reasons and expected SE"
+    )
+    add_data_args(p, formats=("json", "csv", "table"))
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--keep", type=int, help="keep this many prompts per tier")
+    group.add_argument(
+        "--target-se-ratio",
+        type=float,
+        help="keep the fewest prompts whose expected SE is within this ratio of the full set",
+    )
+    _add_selection_args(p)
+    p.set_defaults(func=run_prune_command)

@@ -1,0 +1,222 @@
+"""``evalset serve``, ``evalset import`` and ``evalset export``: the service and its store.
+
+``import`` reads a judgments file through the same validation as every other
+command (:func:`adaptive.data.read_judgments`) and writes it in one transaction,
+idempotently: rows without a ``judgment_id`` get one derived from their content
+(and their occurrence among identical rows), so importing a file twice stores it
+once. A running server notices imported judgments within a few seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from services.cli.common import log
+
+if TYPE_CHECKING:
+    from services.settings import Settings
+
+EXPORT_COLUMNS = (
+    "judgment_id",
+    "item_id",
+    "system_a",
+    "system_b",
+    "annotator_id",
+    "winner",
+    "dimension",
+    "shown_first",
+    "timestamp",
+)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    serve = sub.add_parser("serve", help="run the HTTP API (OpenAPI docs at /docs)")
+    serve.add_argument("--host", help="interface (default: EVALSET_HOST or 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default: EVALSET_PORT or 8000)")
+    _add_db(serve)
+    serve.add_argument(
+        "--no-streaming", action="store_true", help="do not run background re-estimation"
+    )
+    serve.add_argument("--no-nuts", action="store_true", help="fast updates only, no NUTS refits")
+    serve.add_argument("--log-level", default="warning")
+    serve.set_defaults(func=run_serve)
+
+    imp = sub.add_parser("import", help="bulk-load a judgments file (CSV, JSONL or Parquet)")
+    imp.add_argument("file", help="judgments in the common schema")
+    imp.add_argument("--project", required=True, help="project id")
+    _add_db(imp)
+    imp.add_argument(
+        "--create", action="store_true", help="create the project if missing (prints its token)"
+    )
+    imp.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse systems, prompts and dimensions not registered yet (as the API does); "
+        "by default the file's ones are registered",
+    )
+    imp.add_argument("--format", choices=["table", "json"], default="table")
+    imp.set_defaults(func=run_import)
+
+    exp = sub.add_parser("export", help="write all judgments of a project")
+    exp.add_argument("--project", required=True, help="project id")
+    _add_db(exp)
+    exp.add_argument(
+        "--output", "-o", help="file (.csv, .jsonl or .parquet); default: CSV on stdout"
+    )
+    exp.set_defaults(func=run_export)
+
+
+def _add_db(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--database-url",
+        help="store URL (default: EVALSET_DATABASE_URL or sqlite:///evalset.db)",
+    )
+
+
+def _settings(args: argparse.Namespace, **overrides: Any) -> Settings:
+    from services.settings import Settings
+
+    values: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
+    if getattr(args, "database_url", None):
+        values["database_url"] = args.database_url
+    return Settings(**values)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from services.api import create_app
+
+    overrides: dict[str, object] = {"host": args.host, "port": args.port}
+    if args.no_streaming:
+        overrides["streaming"] = False
+    if args.no_nuts:
+        overrides["nuts"] = False
+    settings = _settings(args, **overrides)
+    log(f"evalset serve: http://{settings.host}:{settings.port} (docs at /docs)")
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=args.log_level,
+        timeout_graceful_shutdown=10,
+    )
+    return 0
+
+
+def derive_judgment_ids(rows: list[dict]) -> list[str]:
+    """Content-derived ids: the same rows always get the same ids (re-import is a no-op)."""
+    seen: dict[str, int] = {}
+    ids = []
+    for r in rows:
+        content = "\x1f".join(
+            str(r.get(c) or "")
+            for c in ("item_id", "system_a", "system_b", "annotator_id", "winner", "dimension")
+        )
+        k = seen.get(content, 0)
+        seen[content] = k + 1
+        ids.append("imp-" + hashlib.sha1(f"{content}\x1e{k}".encode()).hexdigest()[:24])
+    return ids
+
+
+def run_import(args: argparse.Namespace) -> int:
+    from adaptive.data import read_judgments
+    from services.cli import CliError
+    from services.store import Store
+    from services.store import repository as repo
+
+    frame = read_judgments(args.file)
+    rows = frame.drop("row").to_dicts()
+    if "judgment_id" not in frame.columns:
+        for r, jid in zip(rows, derive_judgment_ids(rows)):
+            r["judgment_id"] = jid
+    settings = _settings(args)
+    store = Store(settings.database_url)
+    store.migrate()
+    token = None
+    try:
+        with store.write() as conn:
+            if repo.get_project(conn=conn, project_id=args.project) is None:
+                if not args.create:
+                    raise CliError(f"no project {args.project!r} (use --create to create it)")
+                repo.create_project(
+                    conn=conn,
+                    project_id=args.project,
+                    name=args.project,
+                    dimensions=[{"dimension_id": d} for d in sorted(set(frame["dimension"]))],
+                )
+                token = repo.create_token(conn=conn, project_id=args.project, label="import")
+            try:
+                result = repo.add_judgments(
+                    conn=conn,
+                    project_id=args.project,
+                    judgments=rows,
+                    register_unknown=not args.strict,
+                )
+            except repo.StoreError as exc:
+                shown = "; ".join(
+                    f"row {p['row'] + 1}, column {p['field']!r}: {p['message']}"
+                    for p in exc.problems[:5]
+                )
+                raise CliError(f"{args.file}: {exc.message}: {shown}") from None
+            total = repo.count_judgments(conn=conn, project_id=args.project)
+    finally:
+        store.dispose()
+    out = {
+        "project": args.project,
+        "file": str(args.file),
+        "rows": len(rows),
+        "inserted": result.inserted,
+        "duplicates": result.duplicates,
+        "num_judgments": total,
+    }
+    if token:
+        out["token"] = token
+    if args.format == "json":
+        print(json.dumps(out))
+    else:
+        for k, v in out.items():
+            print(f"{k}: {v}")
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    import polars as pl
+
+    from services.cli import CliError
+    from services.store import Store
+    from services.store import repository as repo
+
+    settings = _settings(args)
+    store = Store(settings.database_url)
+    try:
+        with store.read() as conn:
+            if repo.get_project(conn=conn, project_id=args.project) is None:
+                raise CliError(f"no project {args.project!r}")
+            rows = repo.fetch_judgments(conn=conn, project_id=args.project)
+    finally:
+        store.dispose()
+    frame = pl.DataFrame(
+        [{c: r[c] for c in EXPORT_COLUMNS} for r in rows],
+        schema=dict.fromkeys(EXPORT_COLUMNS, pl.Utf8),
+    )
+    if not args.output:
+        sys.stdout.write(frame.write_csv())
+        return 0
+    path = Path(args.output)
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        frame.write_csv(path)
+    elif suffix in (".jsonl", ".ndjson"):
+        frame.write_ndjson(path)
+    elif suffix in (".parquet", ".pq"):
+        frame.write_parquet(path)
+    else:
+        raise CliError(f"unknown output type {suffix!r}; expected .csv, .jsonl or .parquet")
+    log(f"evalset export: {frame.height} judgments -> {path}")
+    return 0

@@ -1,0 +1,332 @@
+"""Pydantic models of the HTTP API, in families: ``*Create`` (in), ``*Public`` (out).
+
+Everything a client sends is validated here, at the edge; a batch with one bad
+row is rejected whole (see :mod:`services.api.errors` for the error body).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+)
+
+#: judgments per POST (a request with more is rejected whole)
+MAX_BATCH = 10_000
+#: systems / prompts / dimensions per POST
+MAX_BULK = 50_000
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _no_control(value: str) -> str:
+    if _CONTROL.search(value):
+        raise ValueError("control characters are not allowed")
+    return value
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("NUL characters are not allowed")
+    return value
+
+
+# Checked by validators rather than schema patterns: the same rule, and the
+# OpenAPI schema stays plain (pattern-driven generators are slow on negated classes).
+# ids: 1..200 characters, no control characters (PostgreSQL refuses NUL)
+Id = Annotated[str, StringConstraints(min_length=1, max_length=200), AfterValidator(_no_control)]
+Name = Annotated[str, StringConstraints(max_length=200), AfterValidator(_no_control)]
+# free text: anything but NUL
+Text = Annotated[str, StringConstraints(max_length=100_000), AfterValidator(_no_nul)]
+Winner = Literal["a", "b", "tie"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+
+# ---------------------------------------------------------------- errors
+
+
+class ProblemPublic(BaseModel):
+    """One reason a request was refused; ``row`` is the 0-based position in the batch."""
+
+    row: int | None = None
+    judgment_id: str | None = None
+    field: str | None = None
+    message: str
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="stable machine-readable error code")
+    message: str
+    problems: list[ProblemPublic] = Field(default_factory=list)
+
+
+class ErrorPublic(BaseModel):
+    error: ErrorDetail
+
+
+# ---------------------------------------------------------------- projects
+
+
+class DimensionCreate(Strict):
+    dimension_id: Id
+    description: Text = ""
+
+
+class DimensionPublic(BaseModel):
+    dimension_id: str
+    description: str
+
+
+class ProjectCreate(Strict):
+    project_id: Id
+    name: Name = ""
+    description: Text = ""
+    dimensions: list[DimensionCreate] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="dimensions judged in this campaign (default: one called 'overall')",
+    )
+
+
+class ProjectPublic(BaseModel):
+    project_id: str
+    name: str
+    description: str
+    created_at: datetime
+
+
+class ProjectCreated(BaseModel):
+    project: ProjectPublic
+    token: str = Field(description="bearer token of this project; shown once, stored hashed")
+
+
+class TokenCreate(Strict):
+    label: Name = ""
+
+
+class TokenPublic(BaseModel):
+    token: str
+    label: str
+
+
+class ProjectStatus(BaseModel):
+    project: ProjectPublic
+    num_systems: int
+    num_prompts: int
+    num_annotators: int
+    num_judgments: int
+    dimensions: list[DimensionPublic]
+    snapshots: list[SnapshotPublic]
+
+
+# ---------------------------------------------------------------- catalogue
+
+
+class SystemCreate(Strict):
+    system_id: Id
+    description: Text = ""
+
+
+class SystemPublic(BaseModel):
+    system_id: str
+    description: str
+
+
+class PromptCreate(Strict):
+    prompt_id: Id
+    text: Text = ""
+    responses: dict[Id, Text] = Field(
+        default_factory=dict, description="each system's response, by system id"
+    )
+
+
+class PromptPublic(BaseModel):
+    prompt_id: str
+    text: str
+    responses: dict[str, str]
+
+
+class SystemsCreate(Strict):
+    systems: list[SystemCreate] = Field(min_length=1, max_length=MAX_BULK)
+
+
+class PromptsCreate(Strict):
+    prompts: list[PromptCreate] = Field(min_length=1, max_length=MAX_BULK)
+
+
+class DimensionsCreate(Strict):
+    dimensions: list[DimensionCreate] = Field(min_length=1, max_length=1000)
+
+
+class BulkResult(BaseModel):
+    created: int = Field(description="how many were new")
+    updated: int = Field(description="how many existed and were updated")
+
+
+# ---------------------------------------------------------------- judgments
+
+
+class JudgmentBase(Strict):
+    judgment_id: Id = Field(description="client-chosen unique id; a retry with it is a no-op")
+    item_id: Id = Field(description="the prompt both systems answered")
+    system_a: Id
+    system_b: Id
+    annotator_id: Name = ""
+    winner: Winner
+    dimension: Id = "overall"
+    shown_first: Literal["a", "b"] | None = None
+    timestamp: (
+        Annotated[str, StringConstraints(max_length=64), AfterValidator(_no_control)] | None
+    ) = None
+
+    @field_validator("winner", "shown_first", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("system_b")
+    @classmethod
+    def _two_systems(cls, value: str, info: ValidationInfo) -> str:
+        if value == info.data.get("system_a"):
+            raise ValueError("system_b must differ from system_a (a system compared with itself)")
+        return value
+
+
+class JudgmentCreate(JudgmentBase):
+    pass
+
+
+class JudgmentPublic(JudgmentBase):
+    model_config = ConfigDict(extra="ignore")
+    seq: int = Field(description="arrival order in the store")
+
+
+class JudgmentsCreate(Strict):
+    judgments: list[JudgmentCreate] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class JudgmentsPublic(BaseModel):
+    judgments: list[JudgmentPublic]
+    next_after_seq: int | None = Field(description="pass as after_seq for the next page")
+
+
+class SnapshotPublic(BaseModel):
+    """The posterior snapshot an answer came from."""
+
+    dimension: str
+    version: int
+    num_judgments: int = Field(description="judgments the fit saw")
+    method: str = Field(description="laplace (fast update) or nuts (full refit)")
+    created_at: datetime
+    fit_seconds: float
+    diagnostics: dict[str, Any]
+
+
+class JudgmentBatchResult(BaseModel):
+    accepted: int = Field(description="judgments newly stored")
+    duplicates: int = Field(description="judgments already stored (retries)")
+    num_judgments: int = Field(description="judgments of the project after this batch")
+    snapshots: list[SnapshotPublic] = Field(
+        description="the current snapshot of each dimension in the batch (re-estimation "
+        "including this batch runs in the background)"
+    )
+
+
+# ---------------------------------------------------------------- answers
+
+
+class SignificanceRow(BaseModel):
+    dimension: str
+    system_a: str
+    system_b: str
+    mean: float = Field(description="posterior mean of theta = s_B - s_A (> 0: B better)")
+    sd: float
+    ci_low: float
+    ci_high: float
+    p_b_better: float
+    significant: bool = Field(description="the interval excludes 0")
+    p_two_sided: float
+    significant_adjusted: bool
+    adjust_rule: str
+    family_size: int
+    n_judgments: int
+    n_prompts: int
+
+
+class SignificancePublic(BaseModel):
+    snapshot: SnapshotPublic
+    rows: list[SignificanceRow]
+
+
+class LeaderboardRow(BaseModel):
+    dimension: str
+    rank: int
+    system_id: str
+    mean: float
+    sd: float
+    ci_low: float
+    ci_high: float
+    mean_rank: float
+    p_best: float
+    judged: bool
+
+
+class LeaderboardPublic(BaseModel):
+    snapshot: SnapshotPublic
+    rows: list[LeaderboardRow]
+
+
+class PromptParameterRow(BaseModel):
+    dimension: str
+    item_id: str
+    alpha_mean: float
+    alpha_sd: float
+    b_mean: list[float]
+    b_sd: list[float]
+
+
+class PromptParametersPublic(BaseModel):
+    snapshot: SnapshotPublic
+    rows: list[PromptParameterRow]
+
+
+class PruningRow(BaseModel):
+    dimension: str
+    item_id: str
+    tier: str
+    kept: bool
+    reason: str
+    rank: int | None
+    information: float
+    se_ratio: float = Field(description="expected SE with the kept prompts / with all prompts")
+
+
+class PruningPublic(BaseModel):
+    dimension: str
+    num_judgments: int = Field(description="judgments the pruning saw")
+    rows: list[PruningRow]
+
+
+class SnapshotsPublic(BaseModel):
+    snapshots: list[SnapshotPublic]
+
+
+class HealthPublic(BaseModel):
+    status: Literal["ok"]
+    database: str
+    streaming: bool
+
+
+ProjectStatus.model_rebuild()

@@ -1,0 +1,56 @@
+"""All configuration of the service, read from ``EVALSET_*`` environment variables."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """One place for every setting of the store, the API and streaming re-estimation.
+
+    Example:
+        >>> Settings(database_url="sqlite:///:memory:").refit_every_judgments
+        1000
+    """
+
+    model_config = SettingsConfigDict(env_prefix="EVALSET_", extra="ignore")
+
+    database_url: str = Field(
+        default="sqlite:///evalset.db",
+        description="SQLAlchemy URL: a SQLite file (WAL mode) or postgresql+psycopg://...",
+    )
+    host: str = "127.0.0.1"
+    port: int = 8000
+    admin_token: str | None = Field(
+        default=None,
+        description="when set, creating a project needs this bearer token",
+    )
+    max_batch_size: int = Field(default=10_000, ge=1, description="judgments per POST")
+    max_bulk_size: int = Field(default=50_000, ge=1, description="systems/prompts per POST")
+
+    # streaming re-estimation
+    streaming: bool = Field(default=True, description="run the background re-estimation worker")
+    fast_num_draws: int = Field(
+        default=500, ge=10, le=4000, description="Laplace draws per fast update"
+    )
+    fast_min_interval_seconds: float = Field(
+        default=0.0, ge=0.0, description="minimum gap between two fast updates of one dimension"
+    )
+    refit_every_judgments: int = Field(
+        default=1000, ge=1, description="full NUTS refit after this many new judgments"
+    )
+    refit_every_seconds: float = Field(
+        default=600.0, gt=0, description="... or after this many seconds with new judgments"
+    )
+    poll_seconds: float = Field(
+        default=5.0, gt=0, description="how often to look for judgments written elsewhere"
+    )
+    nuts: bool = Field(default=True, description="run the scheduled NUTS refits at all")
+    nuts_chains: int = Field(default=2, ge=1)
+    nuts_warmup: int = Field(default=500, ge=10)
+    nuts_samples: int = Field(default=500, ge=10)
+    nuts_max_rhat: float = Field(default=1.01, gt=1.0)
+    nuts_max_divergences: int = Field(default=0, ge=0)
+    snapshot_max_draws: int = Field(default=1000, ge=10, description="draws kept per snapshot")
+    seed: int = 0

@@ -1,0 +1,139 @@
+"""The judgment store's tables (SQLAlchemy Core), the same for SQLite and PostgreSQL.
+
+Changing a table here needs a new migration under ``migrations/versions``.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+metadata = MetaData()
+
+ID = 200  # max length of client-chosen ids
+# SQLite only auto-increments an INTEGER PRIMARY KEY (the rowid)
+SEQ = BigInteger().with_variant(Integer(), "sqlite")
+
+projects = Table(
+    "projects",
+    metadata,
+    Column("project_id", String(ID), primary_key=True),
+    Column("name", String(ID), nullable=False),
+    Column("description", Text, nullable=False, default=""),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+api_tokens = Table(
+    "api_tokens",
+    metadata,
+    # sha256 of the token; the token itself is never stored
+    Column("token_hash", String(64), primary_key=True),
+    Column(
+        "project_id",
+        String(ID),
+        ForeignKey("projects.project_id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    Column("label", String(ID), nullable=False, default=""),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+systems = Table(
+    "systems",
+    metadata,
+    Column("project_id", String(ID), ForeignKey("projects.project_id"), primary_key=True),
+    Column("system_id", String(ID), primary_key=True),
+    Column("description", Text, nullable=False, default=""),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+prompts = Table(
+    "prompts",
+    metadata,
+    Column("project_id", String(ID), ForeignKey("projects.project_id"), primary_key=True),
+    Column("prompt_id", String(ID), primary_key=True),
+    Column("text", Text, nullable=False, default=""),
+    Column("responses", JSON, nullable=False),  # system_id -> response text
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+dimensions = Table(
+    "dimensions",
+    metadata,
+    Column("project_id", String(ID), ForeignKey("projects.project_id"), primary_key=True),
+    Column("dimension_id", String(ID), primary_key=True),
+    Column("description", Text, nullable=False, default=""),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+annotators = Table(
+    "annotators",
+    metadata,
+    Column("project_id", String(ID), ForeignKey("projects.project_id"), primary_key=True),
+    Column("annotator_id", String(ID), primary_key=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+judgments = Table(
+    "judgments",
+    metadata,
+    Column("seq", SEQ, primary_key=True, autoincrement=True),
+    Column("project_id", String(ID), ForeignKey("projects.project_id"), nullable=False),
+    Column("judgment_id", String(ID), nullable=False),
+    Column("item_id", String(ID), nullable=False),
+    Column("system_a", String(ID), nullable=False),
+    Column("system_b", String(ID), nullable=False),
+    Column("annotator_id", String(ID), nullable=False),
+    Column("winner", String(8), nullable=False),
+    Column("dimension", String(ID), nullable=False),
+    Column("shown_first", String(1), nullable=True),
+    Column("timestamp", String(64), nullable=True),
+    Column("received_at", DateTime(timezone=True), nullable=False),
+    # append-only and idempotent: one row per client-supplied judgment_id
+    UniqueConstraint("project_id", "judgment_id", name="uq_judgments_project_judgment"),
+    Index("ix_judgments_project_dimension_seq", "project_id", "dimension", "seq"),
+)
+
+snapshots = Table(
+    "snapshots",
+    metadata,
+    Column("project_id", String(ID), ForeignKey("projects.project_id"), primary_key=True),
+    Column("dimension", String(ID), primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("num_judgments", Integer, nullable=False),
+    Column("last_seq", BigInteger, nullable=False),
+    Column("method", String(16), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("fit_seconds", Float, nullable=False),
+    Column("diagnostics", JSON, nullable=False),
+    Column("payload", LargeBinary, nullable=False),  # npz: draws, id maps, warm start
+)
+
+leases = Table(
+    "leases",
+    metadata,
+    Column("lease_id", String(ID), primary_key=True),
+    Column("project_id", String(ID), ForeignKey("projects.project_id"), nullable=False),
+    Column("idempotency_key", String(ID), nullable=False),
+    Column("annotator_id", String(ID), nullable=False),
+    Column("cells", JSON, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("project_id", "idempotency_key", name="uq_leases_project_key"),
+    Index("ix_leases_project_expires", "project_id", "expires_at"),
+)
