@@ -1,0 +1,232 @@
+"""Freshness: time from an accepted batch to a published snapshot that includes it.
+
+A campaign of ``--comparisons`` system pairs x ``--prompts`` prompts is preloaded
+with ``--judgments`` judgments into a fresh store, the first snapshot is fitted
+(compilation happens here, outside the measurement), then ``--batches`` batches
+of ``--batch`` judgments arrive every ``--interval`` seconds exactly as the API
+stores them (one write transaction, then a notification of the background
+worker). The worker records, for every batch, the time until a snapshot whose
+``last_seq`` covers it was published. Prints p50/p95 and where the time of one
+fast update goes.
+
+Example:
+    python benchmarks/freshness.py --judgments 10000
+    python benchmarks/freshness.py --judgments 100000 --profile
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def simulate(
+    num: int, num_systems: int, num_comparisons: int, num_prompts: int, seed: int, start: int = 0
+) -> list[dict]:
+    """Judgments cycling through (comparison, prompt) cells so every cell fills evenly."""
+    rng = np.random.default_rng(seed + start)
+    pairs = list(itertools.combinations(range(num_systems), 2))[:num_comparisons]
+    skill = np.random.default_rng(seed).normal(size=num_systems)
+    rows = []
+    for k in range(start, start + num):
+        cell = k % (num_comparisons * num_prompts)
+        a, b = pairs[cell % num_comparisons]
+        p = cell // num_comparisons
+        u = skill[b] - skill[a] + rng.logistic()
+        rows.append(
+            {
+                "judgment_id": f"f{k}",
+                "item_id": f"prompt{p:04d}",
+                "system_a": f"sys{a:02d}",
+                "system_b": f"sys{b:02d}",
+                "annotator_id": f"ann{k % 40}",
+                "winner": "b" if u > 0.5 else "a" if u < -0.5 else "tie",
+                "dimension": "overall",
+            }
+        )
+    return rows
+
+
+def pct(values: list[float]) -> dict[str, float | int]:
+    if not values:
+        return {"n": 0}
+    ms = np.asarray(values) * 1000
+    return {
+        "n": len(values),
+        "p50_ms": round(float(np.percentile(ms, 50)), 1),
+        "p95_ms": round(float(np.percentile(ms, 95)), 1),
+        "max_ms": round(float(ms.max()), 1),
+    }
+
+
+def profile_update(state, key: tuple[str, str]) -> dict:  # noqa: ANN001
+    """Time the pieces of one fast update (the worker does the same steps)."""
+    import jax
+
+    from adaptive.cells import build_cells
+    from adaptive.fitting import model_data
+    from adaptive.streaming import encode_snapshot, remap_init, snapshot_from_posterior
+    from stan_free_models.inference import fit_laplace
+
+    out: dict[str, float] = {}
+    previous = state.latest_fast(key)
+    t = time.perf_counter()
+    source = state.load_source(key)
+    out["load_judgments_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    cells = build_cells(source.judgments, dimension=source.dimension, systems=source.systems)
+    out["build_cells_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    init = remap_init(previous, cells)
+    data = model_data(cells, likelihood="judgment", parameterization="system")
+    out["model_data_and_init_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    post = fit_laplace(data, rng_key=jax.random.PRNGKey(1), init=init, num_draws=1000)
+    out["fit_laplace_s"] = time.perf_counter() - t
+    out["lbfgs_steps"] = float(post.diagnostics.num_steps)
+    out["padded_shape"] = str(post.info["padded_shape"])  # type: ignore[assignment]
+    # the fixed part of a fit: one L-BFGS step, the block Hessian, 1000 draws (own compile)
+    fit_laplace(data, rng_key=jax.random.PRNGKey(1), init=init, num_draws=1000, max_iter=1)
+    t = time.perf_counter()
+    fit_laplace(data, rng_key=jax.random.PRNGKey(1), init=init, num_draws=1000, max_iter=1)
+    out["fit_one_step_hessian_draws_s"] = time.perf_counter() - t
+    fit_laplace(data, rng_key=jax.random.PRNGKey(1), init=init, num_draws=10, max_iter=1)
+    t = time.perf_counter()
+    fit_laplace(data, rng_key=jax.random.PRNGKey(1), init=init, num_draws=10, max_iter=1)
+    out["fit_one_step_hessian_10_draws_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    snap = snapshot_from_posterior(
+        post, cells, num_judgments=source.num_judgments, last_seq=source.last_seq
+    )
+    payload = encode_snapshot(snap)
+    out["pack_and_encode_s"] = time.perf_counter() - t
+    out["payload_mb"] = len(payload) / 1e6
+    t = time.perf_counter()
+    state.publish(key, snap)
+    out["store_snapshot_s"] = time.perf_counter() - t
+    return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in out.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--judgments", type=int, default=10_000, help="preloaded judgments")
+    parser.add_argument("--comparisons", type=int, default=100)
+    parser.add_argument("--prompts", type=int, default=1000)
+    parser.add_argument("--batch", type=int, default=50)
+    parser.add_argument("--batches", type=int, default=30)
+    parser.add_argument("--interval", type=float, default=0.5, help="seconds between batches")
+    parser.add_argument("--database-url", help="default: a fresh SQLite file")
+    parser.add_argument("--profile", action="store_true", help="also time the parts of an update")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+
+    from services.api.state import ServiceState
+    from services.settings import Settings
+    from services.store import repository as repo
+
+    num_systems = 2
+    while num_systems * (num_systems - 1) // 2 < args.comparisons:
+        num_systems += 1
+    tmp = tempfile.TemporaryDirectory()
+    url = args.database_url or f"sqlite:///{Path(tmp.name) / 'fresh.db'}"
+    state = ServiceState.create(Settings(database_url=url, nuts=False, poll_seconds=3600))
+    project = f"fresh-{int(time.time())}"
+    key = (project, "overall")
+    t = time.perf_counter()
+    with state.store.write() as conn:
+        repo.create_project(
+            conn=conn, project_id=project, name=project, dimensions=[{"dimension_id": "overall"}]
+        )
+        repo.upsert_systems(
+            conn=conn,
+            project_id=project,
+            systems=[{"system_id": f"sys{i:02d}"} for i in range(num_systems)],
+        )
+        repo.upsert_prompts(
+            conn=conn,
+            project_id=project,
+            prompts=[{"prompt_id": f"prompt{p:04d}"} for p in range(args.prompts)],
+        )
+    rows = simulate(args.judgments, num_systems, args.comparisons, args.prompts, args.seed)
+    for start in range(0, len(rows), 10_000):
+        with state.store.write() as conn:
+            repo.add_judgments(
+                conn=conn, project_id=project, judgments=rows[start : start + 10_000]
+            )
+    preload_s = time.perf_counter() - t
+
+    refresher = state.refresher
+    assert refresher is not None
+    t = time.perf_counter()
+    state.start()  # catches up: the first (cold, compiling) fit of the preloaded judgments
+    time.sleep(0.2)
+    refresher.wait_idle(3600)
+    first_fit_s = time.perf_counter() - t
+    # one more warm update of the same shape so the measured ones are all warm
+    extra = simulate(args.batch, num_systems, args.comparisons, args.prompts, args.seed, len(rows))
+    with state.store.write() as conn:
+        result = repo.add_judgments(conn=conn, project_id=project, judgments=extra)
+    state.notify(project, result.dimensions, result.last_seq)
+    time.sleep(0.2)
+    refresher.wait_idle(3600)
+    refresher.freshness.clear()
+    refresher.events.clear()
+
+    ingest: list[float] = []
+    next_at = time.monotonic()
+    offset = len(rows) + args.batch
+    for i in range(args.batches):
+        batch = simulate(
+            args.batch,
+            num_systems,
+            args.comparisons,
+            args.prompts,
+            args.seed,
+            offset + i * args.batch,
+        )
+        t0 = time.perf_counter()
+        with state.store.write() as conn:
+            result = repo.add_judgments(conn=conn, project_id=project, judgments=batch)
+        state.notify(project, result.dimensions, result.last_seq)
+        ingest.append(time.perf_counter() - t0)
+        next_at += args.interval
+        time.sleep(max(0.0, next_at - time.monotonic()))
+    time.sleep(0.2)
+    refresher.wait_idle(3600)
+    fresh = [f for f, _ in refresher.freshness]
+    updates = [e.seconds for e in refresher.events if e.kind == "published"]
+    report = {
+        "judgments_preloaded": args.judgments,
+        "comparisons": args.comparisons,
+        "prompts": args.prompts,
+        "systems": num_systems,
+        "batch": args.batch,
+        "batches": args.batches,
+        "interval_s": args.interval,
+        "preload_s": round(preload_s, 1),
+        "first_fit_s_incl_compile": round(first_fit_s, 1),
+        "freshness": pct(fresh),
+        "fast_update_wall": pct(updates),
+        "snapshots_published": len(updates),
+        "ingest_transaction": pct(ingest),
+        "failed_events": [e.detail for e in refresher.events if e.kind == "failed"],
+        "load_average": os.getloadavg(),
+    }
+    if args.profile:
+        report["one_update_profile"] = profile_update(state, key)
+    state.stop()
+    tmp.cleanup()
+    print(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
