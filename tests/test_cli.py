@@ -1,0 +1,141 @@
+"""The significance and items commands as a user runs them (a real subprocess)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NCM = ROOT / "data" / "chateval_ncm" / "judgments.csv"
+KEYS = {
+    "system_a",
+    "system_b",
+    "mean",
+    "sd",
+    "ci_low",
+    "ci_high",
+    "p_b_better",
+    "significant",
+    "n_judgments",
+    "n_prompts",
+}
+
+
+def evalset(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "services.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.fixture(scope="module")
+def small_file(tmp_path_factory) -> Path:
+    """Six comparisons of the real data, rows of one comparison written the other way round."""
+    df = pl.read_csv(NCM)
+    keep = df.filter(
+        pl.col("system_a").is_in(["NCM", "Human1", "Human2"]) | pl.col("system_b").is_in(["Human2"])
+    )
+    flipped = keep.with_columns(
+        pl.when(pl.col("system_a") == "Human1")
+        .then(pl.col("system_b"))
+        .otherwise(pl.col("system_a"))
+        .alias("system_a"),
+        pl.when(pl.col("system_a") == "Human1")
+        .then(pl.col("system_a"))
+        .otherwise(pl.col("system_b"))
+        .alias("system_b"),
+        pl.when(pl.col("system_a") == "Human1")
+        .then(pl.col("winner").replace({"a": "b", "b": "a"}))
+        .otherwise(pl.col("winner"))
+        .alias("winner"),
+    )
+    path = tmp_path_factory.mktemp("cli") / "judgments.csv"
+    flipped.write_csv(path)
+    return path
+
+
+def test_significance_json_has_the_documented_keys_in_the_data_orientation(small_file):
+    out = evalset(
+        "significance", "--data", str(small_file), "--method", "fast", "--format", "json", "--quiet"
+    )
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert rows and all(KEYS <= row.keys() for row in rows)
+    first_rows = pl.read_csv(small_file).select("system_a", "system_b").unique(maintain_order=True)
+    oriented = {frozenset(r): r for r in first_rows.iter_rows()}
+    for row in rows:
+        assert (row["system_a"], row["system_b"]) == oriented[
+            frozenset((row["system_a"], row["system_b"]))
+        ]
+        assert row["ci_low"] <= row["mean"] <= row["ci_high"]
+        assert row["significant"] == (row["ci_low"] > 0 or row["ci_high"] < 0)
+    # Human2's replies beat S2SAttn_Twitter's by far (the paper: 2.76*)
+    twitter = next(
+        r for r in rows if {r["system_a"], r["system_b"]} == {"S2SAttn_Twitter", "Human2"}
+    )
+    sign = 1 if twitter["system_b"] == "Human2" else -1
+    assert sign * twitter["mean"] > 1.5 and twitter["significant"]
+
+
+def test_same_seed_same_output_and_csv_format(small_file):
+    a = evalset(
+        "significance",
+        "--data",
+        str(small_file),
+        "--method",
+        "fast",
+        "--format",
+        "csv",
+        "--seed",
+        "3",
+        "--quiet",
+    )
+    b = evalset(
+        "significance",
+        "--data",
+        str(small_file),
+        "--method",
+        "fast",
+        "--format",
+        "csv",
+        "--seed",
+        "3",
+        "--quiet",
+    )
+    assert a.returncode == 0, a.stderr
+    assert a.stdout == b.stdout
+    header = a.stdout.splitlines()[0].split(",")
+    assert KEYS <= set(header)
+
+
+def test_items_lists_discrimination_and_thresholds(small_file):
+    out = evalset(
+        "items", "--data", str(small_file), "--method", "fast", "--format", "json", "--quiet"
+    )
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert {"item_id", "alpha_mean", "alpha_sd", "b1_mean", "b6_mean", "group"} <= rows[0].keys()
+    for row in rows:
+        assert [row[f"b{k}_mean"] for k in range(1, 7)] == sorted(
+            row[f"b{k}_mean"] for k in range(1, 7)
+        )
+    alphas = [r["alpha_mean"] for r in rows]
+    assert alphas == sorted(alphas, reverse=True)
+
+
+def test_bad_file_gives_one_line_reason_and_nonzero_exit(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("item_id,system_a,system_b,annotator_id,winner\np1,x,y,w,maybe\n")
+    out = evalset("significance", "--data", str(bad), "--method", "fast")
+    assert out.returncode == 2
+    assert out.stdout == ""
+    assert "row 1, column 'winner'" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1

@@ -1,0 +1,143 @@
+"""Property-based requests (schemathesis, from the OpenAPI schema) never get a 5xx.
+
+Each operation gets valid (positive) and invalid (negative) requests; half of
+them are aimed at a real project with its token, so they reach the store and
+the snapshot code instead of stopping at authentication.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from hypothesis.errors import FailedHealthCheck, Unsatisfiable
+from schemathesis import GenerationMode
+
+from adaptive import streaming
+from services.settings import Settings
+from tests.conftest import ThreadServer, fresh_pg_database
+from tests.test_streaming import SYSTEMS, simulate
+
+
+def seeded_server(url: str) -> Iterator[tuple[str, str, dict]]:
+    """A server (no background fits) whose project has judgments and a snapshot."""
+    with ThreadServer(Settings(database_url=url, streaming=False)) as server:
+        client = httpx.Client(base_url=server.url, timeout=60)
+        token = client.post("/projects", json={"project_id": "fuzz"}).json()["token"]
+        headers = {"Authorization": f"Bearer {token}"}
+        client.post(
+            "/projects/fuzz/systems",
+            json={"systems": [{"system_id": s} for s in SYSTEMS]},
+            headers=headers,
+        ).raise_for_status()
+        client.post(
+            "/projects/fuzz/prompts",
+            json={"prompts": [{"prompt_id": f"q{i}"} for i in range(12)]},
+            headers=headers,
+        ).raise_for_status()
+        frame = simulate(240)
+        rows = [
+            {"judgment_id": f"j{i}", **{k: v for k, v in r.items() if k != "dimension"}}
+            for i, r in enumerate(frame.to_dicts())
+        ]
+        client.post(
+            "/projects/fuzz/judgments", json={"judgments": rows}, headers=headers
+        ).raise_for_status()
+        snap = streaming.fit_snapshot(
+            frame,
+            dimension="overall",
+            systems=SYSTEMS,
+            config=streaming.stream_config("fast", num_draws=200),
+            last_seq=240,
+            max_draws=200,
+        )
+        server.state.publish(("fuzz", "overall"), snap)
+        client.close()
+        yield server.url, "fuzz", headers
+
+
+def fuzz(
+    base_url: str, project_id: str, headers: dict, *, num_requests: int, pruning: bool = True
+) -> dict:
+    """Send about ``num_requests`` generated requests; ``pruning=False`` keeps pruning
+    requests away from the real project (each one starts seconds of background fits)."""
+    schema = schemathesis.openapi.from_url(base_url + "/openapi.json")
+    operations = [result.ok() for result in schema.get_all_operations()]
+    modes = (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
+    per_run = max(2, math.ceil(num_requests / (len(operations) * len(modes))))
+    sent = {"requests": 0, "server_errors": [], "statuses": {}}
+    if True:
+        rounds = 0
+        while sent["requests"] < num_requests and rounds < 5:
+            rounds += 1
+            for operation in operations:
+                for mode in modes:
+                    try:
+                        strategy = operation.as_strategy(generation_mode=mode)
+                    except Exception:  # nothing to negate in this operation
+                        continue
+
+                    @settings(
+                        max_examples=per_run,
+                        deadline=None,
+                        database=None,
+                        derandomize=False,
+                        phases=[Phase.generate],
+                        suppress_health_check=list(HealthCheck),
+                    )
+                    @given(case=strategy, own=st.booleans())
+                    def one(case, own: bool) -> None:  # noqa: ANN001
+                        aim = own and (pruning or not case.path.endswith("/pruning"))
+                        if aim and case.path_parameters and "project_id" in case.path_parameters:
+                            case.path_parameters["project_id"] = project_id
+                        response = case.call(base_url=base_url, headers=headers)
+                        sent["requests"] += 1
+                        code = response.status_code
+                        sent["statuses"][code] = sent["statuses"].get(code, 0) + 1
+                        if code >= 500:
+                            sent["server_errors"].append(
+                                (case.operation.label, code, response.text[:300])
+                            )
+
+                    try:
+                        one()
+                    except (Unsatisfiable, FailedHealthCheck):
+                        continue
+    return sent
+
+
+def _target(backend: str, tmp_path) -> Iterator:  # noqa: ANN001
+    if backend == "sqlite":
+        yield from seeded_server(f"sqlite:///{tmp_path / 'fuzz.db'}")
+    else:
+        with fresh_pg_database() as url:
+            yield from seeded_server(url)
+
+
+def test_generated_requests_get_no_server_error(tmp_path) -> None:  # noqa: ANN001
+    """The quick version: 200 requests on SQLite (the slow one runs 1,000 on both stores)."""
+    for url, project_id, headers in _target("sqlite", tmp_path):
+        result = fuzz(url, project_id, headers, num_requests=200, pruning=False)
+    assert result["requests"] >= 200
+    assert not result["server_errors"], result["server_errors"][:5]
+    # the run reached the store, not only the authentication check
+    assert sum(n for code, n in result["statuses"].items() if code < 300) > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_a_thousand_generated_requests_get_no_server_error(backend: str, tmp_path) -> None:  # noqa: ANN001
+    for url, project_id, headers in _target(backend, tmp_path):
+        result = fuzz(url, project_id, headers, num_requests=1000)
+    print(
+        f"fuzz[{backend}]: {result['requests']} requests, statuses {sorted(result['statuses'].items())}"
+    )
+    assert result["requests"] >= 1000
+    assert not result["server_errors"], result["server_errors"][:5]

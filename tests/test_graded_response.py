@@ -1,0 +1,95 @@
+"""The graded-response likelihood: properties, a hand-computed golden value, extreme values."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro.distributions as dist
+import pytest
+
+from stan_free_models.graded_response import GradedResponse, category_probs, graded_log_prob
+
+
+def sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+def test_hand_computed_three_category_probabilities():
+    theta, alpha, b = 0.3, 1.5, [-1.0, 0.5]
+    p_ge1 = sigmoid(alpha * (theta - b[0]))
+    p_ge2 = sigmoid(alpha * (theta - b[1]))
+    expected = [1 - p_ge1, p_ge1 - p_ge2, p_ge2]  # = 0.12456, 0.44988, 0.42556
+    got = np.asarray(category_probs(jnp.array(theta), jnp.array(alpha), jnp.array(b)))
+    assert np.allclose(got, expected, atol=1e-6)
+    logp = graded_log_prob(jnp.arange(3), jnp.broadcast_to(alpha * (theta - jnp.array(b)), (3, 2)))
+    assert np.allclose(np.exp(np.asarray(logp)), expected, atol=1e-6)
+    assert expected[0] == pytest.approx(0.124561, abs=1e-5)
+
+
+@pytest.mark.parametrize("num_categories", [2, 3, 7])
+def test_probabilities_sum_to_one_and_match_numpyro_ordered_logistic(num_categories):
+    rng = np.random.default_rng(num_categories)
+    theta = jnp.asarray(rng.normal(size=50))
+    alpha = jnp.asarray(np.exp(rng.normal(size=50)))
+    b = jnp.asarray(np.sort(rng.normal(0, 2, size=(50, num_categories - 1)), axis=1))
+    probs = np.asarray(category_probs(theta, alpha, b))
+    assert np.allclose(probs.sum(axis=1), 1.0, atol=1e-6)
+    assert (probs >= 0).all()
+    reference = dist.OrderedLogistic(alpha * theta, alpha[:, None] * b)
+    for k in range(num_categories):
+        y = jnp.full(50, k)
+        ours = GradedResponse(alpha[:, None] * (theta[:, None] - b)).log_prob(y)
+        # compare probabilities: numpyro's version loses log accuracy where they underflow
+        assert np.allclose(np.exp(ours), np.exp(reference.log_prob(y)), atol=1e-5)
+
+
+def test_reversing_a_comparison_mirrors_the_categories():
+    # theta -> -theta with thresholds mirrored (b -> -reversed b) gives P(y = k) -> P(y = K-1-k)
+    theta, alpha = jnp.array(0.7), jnp.array(1.3)
+    b = jnp.array([-2.0, -0.5, 0.4, 1.0, 2.5, 3.0])
+    p = np.asarray(category_probs(theta, alpha, b))
+    q = np.asarray(category_probs(-theta, alpha, -b[::-1]))
+    assert np.allclose(p, q[::-1], atol=1e-6)
+
+
+def test_log_prob_is_finite_with_finite_gradients_at_extreme_values():
+    y = jnp.array([0, 1, 2, 6, 3])
+    logits = jnp.array(
+        [
+            [80.0, 70.0, 60.0, 50.0, 40.0, 30.0],  # y=0 when almost surely y=6: log p ~ -80
+            [-40.0, -41.0, -42.0, -43.0, -44.0, -45.0],
+            [1e-7, 0.0, -1e-7, -2e-7, -3e-7, -4e-7],  # nearly equal thresholds
+            [-90.0, -91.0, -92.0, -93.0, -94.0, -95.0],
+            [0.1, 0.05, 0.0, -0.05, -0.1, -0.15],
+        ],
+        dtype=jnp.float32,
+    )
+    logp = np.asarray(graded_log_prob(y, logits))
+    keep = np.array([0, 1, 3, 4])
+    assert np.all(np.isfinite(logp[keep]))
+    assert float(logp[0]) == pytest.approx(-80.0, abs=1e-3)
+    assert float(logp[3]) == pytest.approx(-95.0, abs=1e-3)
+    grad = jax.grad(lambda x: graded_log_prob(y[keep], x).sum())(logits[keep])
+    assert np.all(np.isfinite(np.asarray(grad)))
+
+
+def test_sampling_matches_probabilities():
+    cum = jnp.array([1.0, -0.5])
+    draws = GradedResponse(cum).sample(jax.random.PRNGKey(0), (20000,))
+    freq = np.bincount(np.asarray(draws), minlength=3) / 20000
+    assert np.allclose(freq, np.asarray(GradedResponse(cum).probs), atol=0.01)
+
+
+def test_symmetric_thresholds_make_theta_zero_a_tie_in_expectation():
+    from stan_free_models.graded_response import symmetric_from_half
+
+    half = jnp.array([[0.3, 1.1, 2.0]])
+    b = symmetric_from_half(half, 7)
+    assert np.allclose(np.asarray(b), [[-2.0, -1.1, -0.3, 0.3, 1.1, 2.0]])
+    assert np.allclose(np.asarray(symmetric_from_half(jnp.array([0.5]), 3)), [-0.5, 0.5])
+    assert np.allclose(np.asarray(symmetric_from_half(jnp.array([0.5]), 4)), [-0.5, 0.0, 0.5])
+    p = np.asarray(category_probs(jnp.array(0.0), jnp.array(1.7), b[0]))
+    assert np.allclose(p, p[::-1], atol=1e-7)  # A and B equally likely at theta = 0

@@ -1,0 +1,173 @@
+"""Fast path and NUTS for the graded response model: agreement, warm starts, compile reuse."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from stan_free_models import inference
+from stan_free_models.inference import GRMData, bucket, fit_laplace, fit_nuts, pad_data
+from stan_free_models.simulate import draw_truth, simulate_net_ratings
+
+
+def small_problem(seed: int, num_comparisons: int = 8, num_items: int = 60) -> tuple:
+    rng = np.random.default_rng(seed)
+    truth = draw_truth(rng, num_comparisons, num_items, 7)
+    return truth, simulate_net_ratings(rng, truth)
+
+
+def test_buckets_grow_by_at_most_half():
+    sizes = [bucket(n) for n in range(1, 5000)]
+    assert all(s >= n for n, s in zip(range(1, 5000), sizes))
+    assert all(s <= max(8, 1.5 * n) for n, s in zip(range(1, 5000), sizes))
+    assert len(set(sizes)) < 25
+
+
+def test_padding_keeps_real_observations_and_zero_weights_the_rest():
+    _, data = small_problem(0)
+    padded = pad_data(data)
+    n = data.num_obs
+    assert padded.num_obs >= n and padded.num_comparisons >= data.num_comparisons
+    assert np.array_equal(padded.y[:n], data.y)
+    assert np.all(padded.weight[n:] == 0)
+
+
+def test_laplace_recovers_abilities_on_a_small_simulation():
+    truth, data = small_problem(1, num_comparisons=12, num_items=120)
+    post = fit_laplace(data)
+    assert post.diagnostics.converged
+    assert np.corrcoef(post.mean("theta"), truth.theta)[0, 1] > 0.95
+    z = (post.mean("theta") - truth.theta) / post.sd("theta")
+    assert np.mean(np.abs(z) < 2.58) >= 0.8  # 99% intervals: allow a couple of misses
+
+
+def subset(data: GRMData, n: int) -> GRMData:
+    return GRMData(
+        **{
+            **data.__dict__,
+            "comparison": data.comparison[:n],
+            "item": data.item[:n],
+            "y": data.y[:n],
+            "weight": data.weight[:n],
+        }
+    )
+
+
+def test_laplace_is_compiled_once_per_bucket_and_warm_start_saves_steps():
+    _, full = small_problem(2)  # 480 observations
+    earlier = subset(full, 440)  # the snapshot before the last batch; same bucket (512)
+    first = fit_laplace(earlier)
+    traces = inference.TRACE_COUNTS["laplace"]
+    cold = fit_laplace(full)
+    assert inference.TRACE_COUNTS["laplace"] == traces  # a new batch does not recompile
+    warm = fit_laplace(full, init=first.mode)
+    assert inference.TRACE_COUNTS["laplace"] == traces
+    assert warm.diagnostics.num_steps < cold.diagnostics.num_steps
+    # small data can have several nearby modes: they agree well within the posterior sd
+    assert np.all(np.abs(warm.mean("theta") - cold.mean("theta")) < 0.5 * cold.sd("theta"))
+
+
+def test_laplace_warm_start_accepts_grown_problem():
+    truth, data = small_problem(4, num_comparisons=6, num_items=40)
+    post = fit_laplace(data)
+    bigger = GRMData(
+        comparison=np.concatenate([data.comparison, [6, 6, 6]]),
+        item=np.concatenate([data.item, [0, 1, 40]]),
+        y=np.concatenate([data.y, [6, 6, 5]]),
+        weight=np.ones(data.num_obs + 3),
+        num_comparisons=7,
+        num_items=41,
+        num_categories=7,
+    )
+    grown = fit_laplace(bigger, init=post.mode)
+    assert grown.draws["theta"].shape[-1] == 7
+    assert grown.mean("theta")[6] > 0.5  # three strong B wins
+
+
+def test_per_system_parameterisation_gives_differences_of_skills():
+    rng = np.random.default_rng(5)
+    pairs = [(a, b) for a in range(5) for b in range(a + 1, 5)]
+    pair_a = np.array([a for a, _ in pairs])
+    pair_b = np.array([b for _, b in pairs])
+    truth = draw_truth(rng, len(pairs), 80, 3, num_systems=5, pair_a=pair_a, pair_b=pair_b)
+    base = simulate_net_ratings(rng, truth)
+    data = GRMData(**{**base.__dict__, "pair_a": pair_a, "pair_b": pair_b, "num_systems": 5})
+    post = fit_laplace(data)
+    skill = post.draws["skill"][0]
+    theta = post.draws["theta"][0]
+    assert np.allclose(theta, skill[:, pair_b] - skill[:, pair_a])
+    assert np.corrcoef(post.mean("theta"), truth.theta)[0, 1] > 0.95
+
+
+def test_invalid_data_is_refused():
+    _, data = small_problem(6)
+    bad = GRMData(**{**data.__dict__, "y": data.y + 7})
+    with pytest.raises(ValueError, match="y must lie"):
+        fit_laplace(bad)
+
+
+def test_nuts_and_laplace_agree_and_nuts_reports_diagnostics():
+    truth, data = small_problem(7, num_comparisons=5, num_items=40)
+    nuts = fit_nuts(data, num_chains=2, num_warmup=250, num_samples=250, chain_method="sequential")
+    fast = fit_laplace(data)
+    d = nuts.diagnostics
+    assert set(d.rhat) == {"theta", "log_alpha", "b"}
+    assert d.max_rhat() < 1.05
+    assert d.min_ess_bulk() > 50
+    assert nuts.draws["theta"].shape == (2, 250, 5)
+    # the Laplace centre is the joint mode, NUTS gives the posterior mean: close relative to the sd
+    assert np.all(np.abs(nuts.mean("theta") - fast.mean("theta")) < 0.75 * nuts.sd("theta"))
+    ratio = fast.sd("theta") / nuts.sd("theta")
+    assert np.all((ratio > 0.7) & (ratio < 1.4))
+
+
+def test_symmetric_thresholds_recover_and_stay_symmetric():
+    rng = np.random.default_rng(8)
+    truth = draw_truth(rng, 10, 100, 3)
+    d = np.abs(rng.normal(0.0, 1.5, 100)) + 0.1
+    truth = type(truth)(theta=truth.theta, alpha=truth.alpha, b=np.stack([-d, d], axis=1))
+    data = simulate_net_ratings(rng, truth)
+    post = fit_laplace(data, symmetric_thresholds=True)
+    b = post.flat("b")
+    assert b.shape[-1] == 2
+    assert np.allclose(b[..., 0], -b[..., 1])
+    assert np.corrcoef(post.mean("theta"), truth.theta)[0, 1] > 0.9
+
+
+def test_bucket_refuses_a_minimum_that_cannot_grow():
+    with pytest.raises(ValueError, match="at least 2"):
+        bucket(5, minimum=1)
+    assert bucket(5, minimum=2) == 6
+
+
+def test_unusable_warm_start_falls_back_to_a_cold_start():
+    _, data = small_problem(9)
+    cold = fit_laplace(data)
+    poisoned = {k: np.full_like(v, 1e6) for k, v in cold.mode.items()}
+    rescued = fit_laplace(data, init=poisoned)
+    assert rescued.info["restarted_cold"]
+    assert rescued.diagnostics.converged
+    assert rescued.info["potential"] == pytest.approx(cold.info["potential"], rel=1e-4)
+
+
+def test_fits_in_several_threads_do_not_corrupt_each_others_traces():
+    # NumPyro's handler stack is process-wide: concurrent traces need the model lock
+    import threading
+
+    problems = [
+        small_problem(20 + i, num_comparisons=5 + 4 * i, num_items=30 + 25 * i)[1] for i in range(3)
+    ]
+    errors: list[BaseException] = []
+
+    def work(data):
+        try:
+            assert fit_laplace(data, num_draws=50).diagnostics.converged
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(d,)) for d in problems]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []

@@ -1,0 +1,134 @@
+"""LOCO folds: the held-out SE computation, determinism, and the shape of the results."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from adaptive.loco import LocoConfig, LocoData, heldout_se, run_fold, summarize
+from stan_free_models.information import information_matrix
+
+PAIRS_A = np.array([0, 1, 2, 3, 0, 1, 0])
+PAIRS_B = np.array([1, 2, 3, 4, 2, 3, 4])
+
+
+def tiny_data(seed: int = 0, num_prompts: int = 24) -> LocoData:
+    """Net ratings (7 categories) simulated from the graded response model, 5 systems, 7 comparisons."""
+    rng = np.random.default_rng(seed)
+    skill = np.array([1.2, 0.6, 0.0, -0.6, -1.2])
+    theta = skill[PAIRS_B] - skill[PAIRS_A]
+    alpha = np.exp(rng.normal(0, 0.8, num_prompts))
+    b = np.sort(rng.normal(0, 1.5, (num_prompts, 6)), axis=1)
+    cum = 1 / (1 + np.exp(-alpha[None, :, None] * (theta[:, None, None] - b[None])))
+    y = (rng.uniform(size=cum.shape[:2])[..., None] < cum).sum(axis=-1)  # (C, P)
+    observed = rng.uniform(size=y.shape) > 0.1
+    comp, prompt = np.nonzero(observed)
+    rating = np.zeros((num_prompts, len(theta)))
+    rating[prompt, comp] = y[comp, prompt] - 3
+    return LocoData(
+        cell_comparison=comp.astype(np.int32),
+        cell_prompt=prompt.astype(np.int32),
+        cell_y=y[comp, prompt].astype(np.int32),
+        pair_a=PAIRS_A,
+        pair_b=PAIRS_B,
+        num_systems=5,
+        num_prompts=num_prompts,
+        num_categories=7,
+        rating=rating,
+        rating_mask=observed.T.copy(),
+    )
+
+
+TINY = LocoConfig(
+    grid=(3, 6, 100), num_random=3, num_draws=100, num_info_draws=20, min_tier_comparisons=1
+)
+
+
+def test_heldout_se_without_prompts_is_the_prior_sd():
+    alpha, b = np.ones(3), np.tile([-1.0, 0.0, 1.0], (3, 1))
+    se = heldout_se(np.zeros(3, int), alpha, b, np.zeros((1, 3), bool))
+    assert se[0] == pytest.approx(1.0, abs=1e-3)
+
+
+def test_heldout_se_matches_direct_quadrature_and_laplace():
+    rng = np.random.default_rng(0)
+    alpha = np.exp(rng.normal(0, 0.5, 40))
+    b = np.sort(rng.normal(0, 1.5, (40, 6)), axis=1)
+    theta_true = 0.8
+    cum = 1 / (1 + np.exp(-alpha[:, None] * (theta_true - b)))
+    y = (rng.uniform(size=40)[:, None] < cum).sum(axis=1)
+    mask = np.zeros((2, 40), bool)
+    mask[0, :10] = True
+    mask[1] = True
+    se = heldout_se(y, alpha, b, mask)
+    # independent computation: a fine float64 grid with numpy only
+    grid = np.linspace(-10, 10, 20001)
+    cumg = 1 / (1 + np.exp(-alpha[None, :, None] * (grid[:, None, None] - b[None])))
+    upper = np.concatenate([np.ones(cumg.shape[:2] + (1,)), cumg], axis=-1)
+    lower = np.concatenate([cumg, np.zeros(cumg.shape[:2] + (1,))], axis=-1)
+    probs = np.take_along_axis(upper - lower, y[None, :, None], axis=-1)[..., 0]
+    for row in range(2):
+        logp = np.log(probs[:, mask[row]]).sum(axis=1) - 0.5 * grid**2
+        w = np.exp(logp - logp.max())
+        w /= w.sum()
+        m = w @ grid
+        sd = np.sqrt(w @ (grid - m) ** 2)
+        assert se[row] == pytest.approx(sd, rel=1e-3)
+    # and, with 40 prompts, close to the Fisher-information approximation at the posterior mode
+    info = np.asarray(information_matrix(np.array([theta_true]), alpha, b))[0]
+    assert se[1] == pytest.approx(1 / np.sqrt(1 + info.sum()), rel=0.15)
+    assert se[1] < se[0]
+
+
+def test_fold_is_deterministic_and_shaped():
+    data = tiny_data(num_prompts=10)
+    a = run_fold(data, TINY, 2)
+    b = run_fold(data, TINY, 2)
+    for policy in TINY.policies:
+        np.testing.assert_array_equal(a.se[policy], b.se[policy])
+    assert a.se["random"].shape == (3, 3)
+    assert a.se["prompt"].shape == (1, 3)
+    # k beyond the available prompts means all of them: the full-set SE
+    assert a.se["random"][:, 2] == pytest.approx(np.full(3, a.se_full))
+    assert a.se["prompt"][0, 2] == pytest.approx(a.se_full)  # all prompts, no redundant ones here
+    # the informed order puts the most informative available prompts first
+    assert len(a.order["prompt"]) == a.num_available
+    assert (
+        a.se["random"][0, 0] != a.se["random"][1, 0] or a.se["random"][1, 0] != a.se["random"][2, 0]
+    )
+    assert a.num_available == int(data.rating_mask[:, 2].sum())
+
+
+def test_summary_rows():
+    data = tiny_data(num_prompts=10)
+    results = [run_fold(data, TINY, f) for f in (0, 3)]
+    rows = summarize(results, TINY)
+    assert rows[0]["policy"] == "full" and rows[0]["se_ratio"] == 1.0
+    keys = {"policy", "k", "se_mean", "se_sd", "n_folds"}
+    assert all(keys <= set(r) for r in rows)
+    assert len(rows) == 1 + len(TINY.policies) * len(TINY.grid)
+    rand = [r for r in rows if r["policy"] == "random"]
+    assert rand[0]["se_mean"] == pytest.approx(
+        np.mean([r.se["random"][:, 0].mean() for r in results])
+    )
+    assert all(r["n_folds"] == 2 for r in rows)
+
+
+@pytest.mark.slow
+def test_chateval_ncm_informed_selection_beats_random():
+    """Figure 2 on the bundled data: all 17 folds (several minutes on two cores)."""
+    from pathlib import Path
+
+    from adaptive.cells import build_cells
+    from adaptive.data import read_judgments
+    from adaptive.loco import loco_data, run_loco
+
+    path = Path(__file__).resolve().parents[1] / "data" / "chateval_ncm" / "judgments.csv"
+    data = loco_data(build_cells(read_judgments(path)))
+    config = LocoConfig(grid=(100, 150), policies=("random", "prompt"), num_random=20)
+    results, _ = run_loco(data, config, workers=1)
+    rows = {(r["policy"], r["k"]): r for r in summarize(results, config)}
+    rand, prompt = rows[("random", 100)], rows[("prompt", 100)]
+    assert rand["se_mean"] - prompt["se_mean"] > 5 * rand["draw_sd"]
+    assert prompt["se_ratio"] < 1.2
+    assert rows[("prompt", 150)]["se_ratio"] < 1.06

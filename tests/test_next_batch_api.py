@@ -1,0 +1,168 @@
+"""``POST /projects/{id}/next-batch``: leases, idempotency, annotators, expiry."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import numpy as np
+import pytest
+
+from adaptive.streaming import Snapshot as StreamSnapshot
+from services.api import next_batch as nb
+from services.settings import Settings
+from tests.conftest import ThreadServer
+
+SYSTEMS = ["s0", "s1", "s2"]
+NUM_PROMPTS = 6
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory) -> Iterator[httpx.Client]:
+    """A live server on SQLite without re-estimation; snapshots are published by the tests."""
+    db = tmp_path_factory.mktemp("nb") / "nb.db"
+    settings = Settings(database_url=f"sqlite:///{db}", streaming=False)
+    with (
+        ThreadServer(settings) as server,
+        httpx.Client(base_url=server.url, timeout=60) as c,
+    ):
+        c.server = server  # type: ignore[attr-defined]
+        yield c
+
+
+def _project(client: httpx.Client) -> tuple[str, dict]:
+    project_id = f"p{time.monotonic_ns() % 10**9}"
+    r = client.post("/projects", json={"project_id": project_id})
+    assert r.status_code == 201, r.text
+    headers = {"Authorization": f"Bearer {r.json()['token']}"}
+    client.post(
+        f"/projects/{project_id}/systems",
+        json={"systems": [{"system_id": s} for s in SYSTEMS]},
+        headers=headers,
+    )
+    client.post(
+        f"/projects/{project_id}/prompts",
+        json={"prompts": [{"prompt_id": f"q{i}", "text": f"t{i}"} for i in range(NUM_PROMPTS)]},
+        headers=headers,
+    )
+    rows = [
+        {
+            "judgment_id": f"j{k}",
+            "item_id": f"q{k % NUM_PROMPTS}",
+            "system_a": "s0",
+            "system_b": "s1" if k % 2 else "s2",
+            "annotator_id": "w1" if k < 4 else "w2",
+            "winner": "b",
+            "shown_first": "a",
+        }
+        for k in range(8)
+    ]
+    r = client.post(f"/projects/{project_id}/judgments", json={"judgments": rows}, headers=headers)
+    assert r.status_code < 300, r.text
+    # a posterior snapshot as the background worker would publish it (no fit in a test)
+    rng = np.random.default_rng(0)
+    draws = 200
+    snap = StreamSnapshot(
+        dimension="overall",
+        version=0,
+        num_judgments=8,
+        last_seq=8,
+        method="laplace",
+        created_at=time.time(),
+        fit_seconds=0.1,
+        diagnostics={},
+        systems=tuple(SYSTEMS),
+        items=tuple(f"q{i}" for i in range(NUM_PROMPTS)),
+        pair_a=np.array([0, 0], np.int32),
+        pair_b=np.array([1, 2], np.int32),
+        pair_judgments=np.array([4, 4]),
+        pair_prompts=np.array([4, 4]),
+        skill=rng.normal([0.0, 0.1, -0.1], 0.5, size=(draws, 3)).astype(np.float32),
+        # item parameters thinned more than the skills, as the service stores them
+        alpha=np.exp(rng.normal(0, 0.2, size=(draws // 4, NUM_PROMPTS))).astype(np.float32),
+        b=np.sort(rng.normal(0, 1, size=(draws // 4, NUM_PROMPTS, 2)), axis=-1).astype(np.float32),
+    )
+    client.server.state.publish((project_id, "overall"), snap)
+    return project_id, headers
+
+
+def _cells(response) -> set[tuple]:
+    return {(c["item_id"], c["system_a"], c["system_b"], c["dimension"]) for c in response["cells"]}
+
+
+def test_batch_fields_and_idempotency(client):
+    project_id, headers = _project(client)
+    url = f"/projects/{project_id}/next-batch"
+    r = client.post(url, json={"size": 5, "idempotency_key": "k1"}, headers=headers)
+    assert r.status_code == 200, r.text
+    first = r.json()
+    assert len(first["cells"]) == 5 and not first["replayed"]
+    for cell in first["cells"]:
+        assert cell["shown_first"] in ("a", "b")
+        assert {cell["system_a"], cell["system_b"]} <= set(SYSTEMS)
+        assert cell["expected_information"] >= 0
+    assert datetime.fromisoformat(first["expires_at"]) > datetime.now(UTC)
+    again = client.post(url, json={"size": 5, "idempotency_key": "k1"}, headers=headers).json()
+    assert again["replayed"] and again["lease_id"] == first["lease_id"]
+    assert again["cells"] == first["cells"]
+    # the key may also come as a header
+    h = client.post(url, json={"size": 2}, headers={**headers, "Idempotency-Key": "k2"}).json()
+    h2 = client.post(url, json={"size": 2}, headers={**headers, "Idempotency-Key": "k2"}).json()
+    assert h2["lease_id"] == h["lease_id"] and h2["cells"] == h["cells"]
+
+
+def test_leased_cells_go_to_nobody_else_until_the_lease_expires(client, monkeypatch):
+    project_id, headers = _project(client)
+    url = f"/projects/{project_id}/next-batch"
+    total = NUM_PROMPTS * 3  # three pairs x six prompts
+    a = client.post(url, json={"size": 6, "lease_seconds": 60}, headers=headers).json()
+    b = client.post(url, json={"size": total, "lease_seconds": 60}, headers=headers).json()
+    assert not (_cells(a) & _cells(b)), "a leased cell was handed out twice"
+    assert len(a["cells"]) + len(b["cells"]) <= total
+    # two minutes later both leases have expired: every cell is available again
+    later = datetime.now(UTC) + timedelta(minutes=2)
+    monkeypatch.setattr(nb, "_now", lambda: later)
+    c = client.post(url, json={"size": total}, headers=headers).json()
+    assert _cells(a) <= _cells(c)
+    assert len(c["cells"]) == total
+
+
+def test_annotator_never_gets_a_cell_they_judged(client):
+    project_id, headers = _project(client)
+    url = f"/projects/{project_id}/next-batch"
+    judged = {(f"q{k % NUM_PROMPTS}", "s0", "s1" if k % 2 else "s2") for k in range(4)}
+    r = client.post(url, json={"size": 18, "annotator_id": "w1"}, headers=headers).json()
+    got = {(c["item_id"], *sorted((c["system_a"], c["system_b"]))) for c in r["cells"]}
+    assert not {(i, *sorted((a, b))) for i, a, b in judged} & got
+    assert len(r["cells"]) == 18 - len(judged)
+
+
+def test_errors_are_reported(client):
+    project_id, headers = _project(client)
+    url = f"/projects/{project_id}/next-batch"
+    assert client.post(url, json={"size": 0}, headers=headers).status_code == 422
+    # a seed beyond what the random generators take is a client error, not a crash
+    r = client.post(url, json={"size": 3, "seed": 2**70}, headers=headers)
+    assert r.status_code == 422, r.text
+    r = client.post(url, json={"size": 3, "dimensions": ["nope"]}, headers=headers)
+    assert r.status_code == 404
+    r = client.post(url, json={"size": 3, "targets": [["s0", "zz"]]}, headers=headers)
+    assert r.status_code == 404
+    assert client.post(url, json={"size": 3}).status_code == 401
+
+
+def test_targets_restrict_the_batch(client):
+    project_id, headers = _project(client)
+    url = f"/projects/{project_id}/next-batch"
+    # cells of other pairs may inform a target through the per-system covariance,
+    # but the targeted pair must get most of the batch
+    r = client.post(url, json={"size": 4, "targets": [["s1", "s2"]]}, headers=headers).json()
+    pairs = [tuple(sorted((c["system_a"], c["system_b"]))) for c in r["cells"]]
+    assert len(pairs) == 4 and pairs.count(("s1", "s2")) >= 2
+    r = client.post(url, json={"size": 4, "tier": ["s0", "s2"]}, headers=headers).json()
+    pairs = [tuple(sorted((c["system_a"], c["system_b"]))) for c in r["cells"]]
+    assert len(pairs) == 4 and pairs.count(("s0", "s2")) >= 2
+    r = client.post(url, json={"size": 3, "tier": ["s0", "zz"]}, headers=headers)
+    assert r.status_code == 404

@@ -1,0 +1,193 @@
+"""The judgment store on SQLite and PostgreSQL: migrations, all-or-nothing batches,
+idempotency, hashed tokens, snapshots and leases."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import select, text
+
+from services.store import Store
+from services.store import repository as repo
+from services.store import tables as t
+
+
+def judgment(i: int, **kw: object) -> dict:
+    row = {
+        "judgment_id": f"j{i}",
+        "item_id": f"p{i % 3}",
+        "system_a": "x",
+        "system_b": "y",
+        "annotator_id": "w1",
+        "winner": "a",
+        "dimension": "overall",
+    }
+    row.update(kw)
+    return row
+
+
+@pytest.fixture
+def store(database_url: str):
+    store = Store(database_url)
+    store.migrate()
+    with store.write() as conn:
+        repo.create_project(
+            conn=conn, project_id="p", name="P", dimensions=[{"dimension_id": "overall"}]
+        )
+        repo.upsert_systems(
+            conn=conn, project_id="p", systems=[{"system_id": s} for s in ("x", "y", "z")]
+        )
+        repo.upsert_prompts(
+            conn=conn,
+            project_id="p",
+            prompts=[{"prompt_id": f"p{i}", "text": f"prompt {i}"} for i in range(3)],
+        )
+    yield store
+    store.dispose()
+
+
+def count(store: Store) -> int:
+    with store.read() as conn:
+        return repo.count_judgments(conn=conn, project_id="p")
+
+
+def test_migrate_is_idempotent(store: Store) -> None:
+    store.migrate()
+    with store.read() as conn:
+        version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+    assert version == "0001"
+
+
+def test_project_id_is_unique(store: Store) -> None:
+    with pytest.raises(repo.StoreError) as err, store.write() as conn:
+        repo.create_project(conn=conn, project_id="p", name="again")
+    assert err.value.code == "project_exists"
+
+
+def test_batch_is_idempotent_by_judgment_id(store: Store) -> None:
+    batch = [judgment(i) for i in range(10)]
+    with store.write() as conn:
+        first = repo.add_judgments(conn=conn, project_id="p", judgments=batch)
+    with store.write() as conn:
+        again = repo.add_judgments(conn=conn, project_id="p", judgments=batch[5:] + [judgment(10)])
+    assert (first.inserted, first.duplicates) == (10, 0)
+    assert (again.inserted, again.duplicates) == (1, 5)
+    assert count(store) == 11
+    assert first.last_seq > 0 and again.last_seq > first.last_seq
+
+
+@pytest.mark.parametrize(
+    "bad, field",
+    [
+        ({"system_a": "nobody"}, "system_a"),
+        ({"system_b": "nobody"}, "system_b"),
+        ({"item_id": "nowhere"}, "item_id"),
+        ({"dimension": "style"}, "dimension"),
+        ({"system_b": "x"}, "system_b"),
+    ],
+)
+def test_one_bad_row_rejects_the_whole_batch(store: Store, bad: dict, field: str) -> None:
+    batch = [judgment(i) for i in range(5)]
+    batch[3] = judgment(3, **bad)
+    with pytest.raises(repo.StoreError) as err, store.write() as conn:
+        repo.add_judgments(conn=conn, project_id="p", judgments=batch)
+    assert err.value.code == "invalid_batch"
+    assert [(p["row"], p["field"]) for p in err.value.problems] == [(3, field)]
+    assert count(store) == 0
+
+
+def test_a_stored_judgment_cannot_be_changed(store: Store) -> None:
+    with store.write() as conn:
+        repo.add_judgments(conn=conn, project_id="p", judgments=[judgment(0)])
+    with pytest.raises(repo.StoreError) as err, store.write() as conn:
+        repo.add_judgments(
+            conn=conn, project_id="p", judgments=[judgment(1), judgment(0, winner="b")]
+        )
+    assert err.value.problems[0]["row"] == 1
+    assert "different winner" in err.value.problems[0]["message"]
+    assert count(store) == 1
+
+
+def test_tokens_are_stored_hashed(store: Store) -> None:
+    with store.write() as conn:
+        token = repo.create_token(conn=conn, project_id="p", label="tool")
+    with store.read() as conn:
+        stored = list(conn.execute(select(t.api_tokens)))
+        assert repo.project_for_token(conn=conn, token=token) == "p"
+        assert repo.project_for_token(conn=conn, token=token + "x") is None
+    assert len(token) >= 40
+    assert all(token not in " ".join(map(str, row)) for row in stored)
+    assert [row.token_hash for row in stored] == [repo.hash_token(token)]
+
+
+def test_snapshots_get_increasing_versions_and_old_fast_ones_are_pruned(store: Store) -> None:
+    for i in range(5):
+        with store.write() as conn:
+            version = repo.save_snapshot(
+                conn=conn,
+                project_id="p",
+                dimension="overall",
+                num_judgments=i,
+                last_seq=i,
+                method="nuts" if i == 0 else "laplace",
+                fit_seconds=0.1,
+                diagnostics={"passed": True},
+                payload=bytes([i]) * 10,
+            )
+            repo.prune_snapshots(conn=conn, project_id="p", dimension="overall", keep_fast=2)
+        assert version == i + 1
+    with store.read() as conn:
+        versions = [m["version"] for m in repo.list_snapshots(conn=conn, project_id="p")]
+        latest = repo.latest_snapshot_meta(conn=conn, project_id="p", dimension="overall")
+        nuts = repo.latest_snapshot_meta(
+            conn=conn, project_id="p", dimension="overall", method="nuts"
+        )
+        payload = repo.snapshot_payload(conn=conn, project_id="p", dimension="overall", version=5)
+    assert versions == [5, 4, 1]
+    assert latest is not None and latest["version"] == 5 and latest["created_at"].tzinfo
+    assert nuts is not None and nuts["version"] == 1
+    assert payload == bytes([4]) * 10
+
+
+def test_leases_are_idempotent_and_expire(store: Store) -> None:
+    now = datetime.now(UTC)
+    with store.write() as conn:
+        first = repo.create_lease(
+            conn=conn,
+            project_id="p",
+            idempotency_key="k1",
+            annotator_id="w1",
+            cells=[{"item_id": "p0", "system_a": "x", "system_b": "y"}],
+            expires_at=now + timedelta(minutes=10),
+            now=now,
+        )
+        again = repo.create_lease(
+            conn=conn,
+            project_id="p",
+            idempotency_key="k1",
+            annotator_id="w1",
+            cells=[{"item_id": "p1", "system_a": "x", "system_b": "z"}],
+            expires_at=now + timedelta(minutes=10),
+            now=now,
+        )
+    assert again["lease_id"] == first["lease_id"]
+    assert again["cells"] == first["cells"]
+    with store.read() as conn:
+        found = repo.get_lease_by_key(conn=conn, project_id="p", idempotency_key="k1")
+        active = repo.active_leased_cells(conn=conn, project_id="p", now=now)
+        later = repo.active_leased_cells(conn=conn, project_id="p", now=now + timedelta(hours=1))
+    assert found is not None and found["expires_at"] > now
+    assert active == first["cells"] and later == []
+
+
+def test_fetch_is_incremental_in_arrival_order(store: Store) -> None:
+    with store.write() as conn:
+        repo.add_judgments(conn=conn, project_id="p", judgments=[judgment(i) for i in range(4)])
+    with store.read() as conn:
+        rows, last = repo.fetch_judgment_columns(conn=conn, project_id="p", dimension="overall")
+        more, last2 = repo.fetch_judgment_columns(
+            conn=conn, project_id="p", dimension="overall", after_seq=rows[1][0]
+        )
+    assert [r[0] for r in rows] == sorted(r[0] for r in rows) and last == rows[-1][0]
+    assert more == rows[2:] and last2 == last

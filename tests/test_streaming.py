@@ -1,0 +1,225 @@
+"""Streaming re-estimation: snapshots, answers from them, and the background worker.
+
+The fast tests keep to one padded shape bucket (200..256 judgments, 12 prompts,
+<= 8 systems, 200 draws) so the fit compiles once for the module.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import polars as pl
+import pytest
+
+from adaptive import streaming as st
+from stan_free_models.inference import TRACE_COUNTS
+
+# the last system is registered but never judged
+SYSTEMS = (*(f"s{i}" for i in range(5)), "never_judged")
+TRUE_SKILL = np.array([-1.5, -0.5, 0.0, 0.5, 1.5])
+
+
+def simulate(num: int, *, seed: int = 0, num_prompts: int = 12) -> pl.DataFrame:
+    """Judgments of every pair on every prompt in turn (so all pairs and prompts appear early)."""
+    rng = np.random.default_rng(seed)
+    pairs = list(itertools.combinations(range(len(TRUE_SKILL)), 2))
+    rows = []
+    for k in range(num):
+        a, b = pairs[k % len(pairs)]
+        if rng.random() < 0.5:
+            a, b = b, a
+        u = TRUE_SKILL[b] - TRUE_SKILL[a] + rng.logistic()
+        winner = "b" if u > 0.5 else "a" if u < -0.5 else "tie"
+        rows.append((f"q{k % num_prompts}", SYSTEMS[a], SYSTEMS[b], f"w{k % 7}", winner))
+    return pl.DataFrame(
+        rows, schema=["item_id", "system_a", "system_b", "annotator_id", "winner"], orient="row"
+    ).with_columns(pl.lit("overall").alias("dimension"))
+
+
+class Memory:
+    """An in-memory stand-in for the store side of the worker (the store has its own tests)."""
+
+    def __init__(self, frame: pl.DataFrame) -> None:
+        self.frame = frame
+        self.visible = 0
+        self.published: list[st.Snapshot] = []
+
+    def load(self, key: object) -> st.Source | None:
+        if self.visible == 0:
+            return None
+        frame = self.frame.head(self.visible)
+        return st.Source(frame, "overall", SYSTEMS, frame.height, self.visible)
+
+    def publish(self, key: object, snapshot: st.Snapshot) -> int:
+        self.published.append(snapshot)
+        return len(self.published)
+
+    def latest(self, key: object) -> st.Snapshot | None:
+        fast = [s for s in self.published if s.method == st.FAST]
+        return fast[-1] if fast else None
+
+
+@pytest.fixture(scope="module")
+def snapshot() -> st.Snapshot:
+    frame = simulate(240)
+    return st.fit_snapshot(
+        frame,
+        dimension="overall",
+        systems=SYSTEMS,
+        config=st.stream_config("fast", num_draws=200),
+        last_seq=240,
+        max_draws=150,
+    )
+
+
+def test_snapshot_round_trips_through_bytes(snapshot: st.Snapshot) -> None:
+    back = st.decode_snapshot(
+        st.encode_snapshot(snapshot),
+        dimension="overall",
+        version=3,
+        num_judgments=snapshot.num_judgments,
+        last_seq=snapshot.last_seq,
+        method=snapshot.method,
+        created_at=snapshot.created_at,
+        fit_seconds=snapshot.fit_seconds,
+        diagnostics=snapshot.diagnostics,
+    )
+    assert back.systems == snapshot.systems and back.items == snapshot.items
+    assert back.skill.dtype == np.float32 and back.skill.shape == (150, len(SYSTEMS))
+    np.testing.assert_array_equal(back.b, snapshot.b)
+    np.testing.assert_array_equal(back.pair_a, snapshot.pair_a)
+    assert back.mode is not None and snapshot.mode is not None
+    np.testing.assert_array_equal(back.mode["items"], snapshot.mode["items"])
+
+
+def test_pair_orientation_flips_sign_and_probability(snapshot: st.Snapshot) -> None:
+    ab = st.pair_rows(snapshot, [("s0", "s4")])[0]
+    ba = st.pair_rows(snapshot, [("s4", "s0")])[0]
+    assert ab["system_a"] == "s0" and ba["system_a"] == "s4"
+    assert ab["mean"] == pytest.approx(-ba["mean"])
+    assert ab["ci_low"] == pytest.approx(-ba["ci_high"])
+    assert ab["p_b_better"] == pytest.approx(1.0 - ba["p_b_better"])
+    # s4 is much better than s0 in the simulation: B better, significant
+    assert ab["mean"] > 0 and ab["significant"] and ab["p_b_better"] > 0.99
+
+
+def test_never_compared_system_gets_a_wide_interval(snapshot: st.Snapshot) -> None:
+    row = st.pair_rows(snapshot, [("s2", "never_judged")])[0]
+    judged = st.pair_rows(snapshot, [("s2", "s3")])[0]
+    assert row["n_judgments"] == 0 and judged["n_judgments"] > 0
+    assert row["sd"] > 2 * judged["sd"]
+    assert not row["significant"]
+
+
+def test_family_adjustment_grows_with_all_pairs(snapshot: st.Snapshot) -> None:
+    compared = st.pair_rows(snapshot)
+    everything = st.pair_rows(snapshot, all_pairs=True)
+    assert len(compared) == 10 and compared[0]["family_size"] == 10
+    assert len(everything) == 15 and everything[0]["family_size"] == 15
+    # Holm is never more liberal than the unadjusted verdict
+    assert all(r["significant_adjusted"] <= (r["p_two_sided"] <= 0.05) for r in everything)
+
+
+def test_leaderboard_recovers_the_order(snapshot: st.Snapshot) -> None:
+    rows = st.leaderboard_rows(snapshot)
+    judged = [r["system_id"] for r in rows if r["judged"]]
+    assert judged == ["s4", "s3", "s2", "s1", "s0"]
+    assert not next(r for r in rows if r["system_id"] == "never_judged")["judged"]
+    assert [r["rank"] for r in rows] == list(range(1, 7))
+    assert sum(r["p_best"] for r in rows) == pytest.approx(1.0)
+
+
+def test_item_rows_have_ordered_thresholds(snapshot: st.Snapshot) -> None:
+    rows = st.item_rows(snapshot)
+    assert len(rows) == 12
+    assert all(r["b_mean"][0] < r["b_mean"][1] for r in rows)
+
+
+def test_batches_reuse_the_compiled_fit_and_warm_start() -> None:
+    memory = Memory(simulate(256, seed=1))
+    refresher = st.Refresher(
+        load_fn=memory.load,
+        publish_fn=memory.publish,
+        latest_fn=memory.latest,
+        config=st.RefreshConfig(nuts=False, fast_num_draws=200, max_draws=200),
+    )
+    memory.visible = 200  # 200..256 judgments share one padded shape bucket
+    refresher.notify("k", last_seq=200)
+    first = refresher.update("k")
+    traces = TRACE_COUNTS["laplace"]
+    steps, versions = [], []
+    for visible in (216, 232, 248, 256):
+        memory.visible = visible
+        refresher.notify("k", last_seq=visible)
+        snap = refresher.update("k")
+        assert snap is not None and snap.num_judgments == visible
+        steps.append(snap.diagnostics["num_steps"])
+        versions.append(snap.version)
+    assert first is not None
+    assert TRACE_COUNTS["laplace"] == traces, "a batch in the same bucket recompiled the fit"
+    assert [first.version, *versions] == [1, 2, 3, 4, 5]
+    # warm starts need fewer optimiser steps than the cold first fit
+    assert max(steps) < first.diagnostics["num_steps"]
+    assert len(refresher.freshness) == 5 and all(f >= 0 for f, _ in refresher.freshness)
+
+
+def test_restart_restores_the_stored_snapshot_instead_of_refitting() -> None:
+    memory = Memory(simulate(200, seed=2))
+    memory.visible = 200
+    config = st.RefreshConfig(nuts=False, fast_num_draws=200, max_draws=200)
+    before = st.Refresher(
+        load_fn=memory.load, publish_fn=memory.publish, latest_fn=memory.latest, config=config
+    )
+    assert before.update("k") is not None
+    after = st.Refresher(  # a new process: nothing in memory
+        load_fn=memory.load, publish_fn=memory.publish, latest_fn=memory.latest, config=config
+    )
+    assert after.update("k") is None
+    assert len(memory.published) == 1
+
+
+def test_background_worker_publishes_after_notify() -> None:
+    memory = Memory(simulate(240, seed=3))
+    refresher = st.Refresher(
+        load_fn=memory.load,
+        publish_fn=memory.publish,
+        latest_fn=memory.latest,
+        config=st.RefreshConfig(nuts=False, fast_num_draws=200, max_draws=200),
+    ).start()
+    try:
+        memory.visible = 200
+        refresher.notify("k", last_seq=200)
+        assert refresher.wait_idle(120)
+        memory.visible = 240
+        refresher.notify("k", last_seq=240)
+        assert refresher.wait_idle(120)
+    finally:
+        refresher.stop()
+    assert memory.published[-1].num_judgments == 240
+    assert all(e.kind == "published" for e in refresher.events)
+
+
+@pytest.mark.slow
+def test_full_refit_is_published_only_when_diagnostics_pass() -> None:
+    memory = Memory(simulate(120, seed=4))
+    memory.visible = 120
+    common = dict(nuts_chains=2, nuts_warmup=150, nuts_samples=150, max_draws=200)
+    strict = st.Refresher(
+        load_fn=memory.load,
+        publish_fn=memory.publish,
+        latest_fn=memory.latest,
+        config=st.RefreshConfig(nuts_max_rhat=1.0 + 1e-9, **common),
+    )
+    assert strict.refit("k") is None
+    assert strict.events[-1].kind == "rejected" and not memory.published
+    lenient = st.Refresher(
+        load_fn=memory.load,
+        publish_fn=memory.publish,
+        latest_fn=memory.latest,
+        config=st.RefreshConfig(nuts_max_rhat=1.5, nuts_max_divergences=1000, **common),
+    )
+    snap = lenient.refit("k")
+    assert snap is not None and snap.method == st.FULL and snap.version == 1
+    assert snap.diagnostics["passed"] and snap.diagnostics["max_rhat"] is not None
+    assert snap.skill.shape == (200, len(SYSTEMS))
