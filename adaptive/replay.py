@@ -66,6 +66,8 @@ class ReplayConfig:
         batch_size: judgments per batch (the model is re-fitted after each).
         budget: stop after this many judgments (default: the whole log).
         parameterization: ``comparison`` (paper) or ``system``.
+        thresholds: ``free`` (paper) or ``symmetric`` (b_c = -b_(K-c), so that
+            theta = 0 means "no preference" in every comparison).
         num_draws: Laplace draws per fit (verdicts use their 95% interval).
         fit_seed: key of the Laplace draws (the same for every fit, so that
             the verdict at full data equals the reference verdict).
@@ -83,12 +85,17 @@ class ReplayConfig:
     batch_size: int = 200
     budget: int | None = None
     parameterization: str = "comparison"
+    thresholds: str = "free"
     num_draws: int = 1000
     fit_seed: int = 0
     explore_share: float = 0.1
     decide_z: float = DECIDE_Z
     max_iter: int = 500
     warm_start: bool = False
+
+    def __post_init__(self) -> None:
+        if self.thresholds not in ("free", "symmetric"):
+            raise ValueError(f"thresholds must be 'free' or 'symmetric', not {self.thresholds!r}")
 
 
 class ReplayTrace(NamedTuple):
@@ -124,7 +131,11 @@ class Fitter:
     def fit(self, used: np.ndarray, init: dict | None = None) -> Posterior:
         weight = (self.data.weight * used).astype(np.float32)
         data = replace(self.data, weight=weight)
-        kwargs = dict(rng_key=self.key, num_draws=self.config.num_draws)
+        kwargs = dict(
+            rng_key=self.key,
+            num_draws=self.config.num_draws,
+            symmetric_thresholds=self.config.thresholds == "symmetric",
+        )
         init = init if self.config.warm_start else None
         posterior = fit_laplace(data, init=init, max_iter=self.config.max_iter, **kwargs)
         if init is not None and not _finite(posterior):

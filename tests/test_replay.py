@@ -67,6 +67,21 @@ def test_unknown_policy_is_rejected(small_log):
         replay(0, cells, "greedy", reference, config, fitter=fitter)
 
 
+def test_symmetric_thresholds_reach_the_fit(small_log):
+    cells = small_log[0]
+    used = np.ones(cells.num_judgments, bool)
+    free = Fitter(cells, ReplayConfig(num_draws=50)).fit(used).mean("b")
+    sym = Fitter(cells, ReplayConfig(num_draws=50, thresholds="symmetric")).fit(used).mean("b")
+    # 3 categories: two thresholds, mirror images of each other only when symmetric
+    np.testing.assert_allclose(sym[:, 0], -sym[:, 1], atol=1e-5)
+    assert np.abs(free[:, 0] + free[:, 1]).max() > 1e-2
+
+
+def test_unknown_thresholds_are_rejected():
+    with pytest.raises(ValueError, match="thresholds"):
+        ReplayConfig(thresholds="mirrored")
+
+
 def _trace(judgments, agreement, policy="p", seed=0):
     return ReplayTrace(
         policy, seed, np.asarray(judgments), np.asarray(agreement, float), np.zeros(len(judgments))

@@ -265,6 +265,7 @@ def run_replay(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         budget=args.budget,
         parameterization=args.parameterization,
+        thresholds=args.thresholds,
         num_draws=args.draws,
         explore_share=args.explore_share,
         warm_start=args.warm_start,
@@ -411,6 +412,12 @@ def register(sub) -> None:
     r.add_argument("--budget", type=int, help="stop after this many judgments")
     r.add_argument("--batch-size", type=int, default=200, help="judgments per batch")
     r.add_argument("--parameterization", choices=["comparison", "system"], default="comparison")
+    r.add_argument(
+        "--thresholds",
+        choices=["free", "symmetric"],
+        default="free",
+        help="free (paper) or symmetric (theta = 0 means no preference)",
+    )
     r.add_argument("--draws", type=int, default=1000, help="Laplace draws per fit")
     r.add_argument("--explore-share", type=float, default=0.1)
     r.add_argument(
