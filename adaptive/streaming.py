@@ -247,7 +247,8 @@ def fit_snapshot(
     last_seq: int,
     previous: Snapshot | None = None,
     max_draws: int = 1000,
-) -> Snapshot:
+    with_base: bool = False,
+) -> Snapshot | tuple[Snapshot, SkillBase | None]:
     """Fit validated judgments of one dimension and pack the posterior as a snapshot.
 
     Args:
@@ -259,6 +260,8 @@ def fit_snapshot(
         last_seq: the store's sequence number of the newest judgment in ``judgments``.
         previous: the last fast snapshot, whose mode warm-starts a fast fit.
         max_draws: draws kept in the snapshot.
+        with_base: also return the :class:`SkillBase` of a converged fast fit (or None),
+            for skill-only updates on top of it.
     """
     from adaptive.cells import build_cells
     from adaptive.fitting import fit_cells
@@ -270,12 +273,193 @@ def fit_snapshot(
         else None
     )
     posterior = fit_cells(cells, config, init=init)
-    return snapshot_from_posterior(
+    snapshot = snapshot_from_posterior(
         posterior,
         cells,
         num_judgments=cells.num_judgments,
         last_seq=last_seq,
         max_draws=max_draws,
+    )
+    if with_base:
+        return snapshot, _skill_base(snapshot, cells, posterior, config)
+    return snapshot
+
+
+# ---------------------------------------------------------------- skill-only updates
+
+
+@dataclass(frozen=True)
+class SkillBase:
+    """What a skill-only update holds fixed: the last full fast fit of one dimension.
+
+    See :mod:`stan_free_models.incremental`. ``pair_table`` and ``item_table``
+    turn new judgment rows into indices without rebuilding cells.
+    """
+
+    snapshot: Snapshot
+    items: Any  # stan_free_models.incremental.ItemPoint
+    item_term: np.ndarray  # (S, S)
+    pair_table: pl.DataFrame  # system_a, system_b -> comparison, sign (both orientations)
+    item_table: pl.DataFrame  # item_id -> item
+    symmetric: bool
+
+    @property
+    def num_judgments(self) -> int:
+        return self.snapshot.num_judgments
+
+
+def _skill_base(snapshot: Snapshot, cells: CellData, posterior: Posterior, config: FitConfig):
+    """The :class:`SkillBase` of a per-system fast fit, or None if it cannot serve as one."""
+    from adaptive.fitting import model_data
+    from stan_free_models.incremental import ItemPoint, item_uncertainty, update_skills
+
+    if (
+        posterior.mode is None
+        or "cov_global" not in posterior.info
+        or not posterior.diagnostics.converged
+        or cells.num_items != len(cells.prompts)  # redundancy groups: items are not prompts
+    ):
+        return None
+    symmetric = config.thresholds == "symmetric"
+    data = model_data(cells, likelihood="judgment", parameterization="system")
+    items = ItemPoint.from_mode(
+        posterior.mode["items"][: cells.num_items],
+        symmetric=symmetric,
+        num_categories=data.num_categories,
+    )
+    s_real = len(cells.systems)
+    # the conditional covariance at the full fit's own mode and data
+    at_mode = update_skills(
+        data, items, init=posterior.mode["global"][:s_real], max_steps=0, num_draws=1
+    )
+    names = np.asarray(cells.systems, dtype=object)
+    a, b = names[cells.pair_a], names[cells.pair_b]
+    idx = np.arange(cells.num_comparisons)
+    pair_table = pl.DataFrame(
+        {
+            "system_a": np.concatenate([a, b]).tolist(),
+            "system_b": np.concatenate([b, a]).tolist(),
+            "_comparison": np.concatenate([idx, idx]),
+            "_sign": np.concatenate([np.ones_like(idx), -np.ones_like(idx)]),
+        },
+        schema={
+            "system_a": pl.Utf8,
+            "system_b": pl.Utf8,
+            "_comparison": pl.Int64,
+            "_sign": pl.Int64,
+        },
+    )
+    item_table = pl.DataFrame(
+        {"item_id": list(cells.items), "_item": np.arange(cells.num_items)},
+        schema={"item_id": pl.Utf8, "_item": pl.Int64},
+    )
+    return SkillBase(
+        snapshot=snapshot,
+        items=items,
+        item_term=item_uncertainty(posterior.info["cov_global"], at_mode.conditional_cov),
+        pair_table=pair_table,
+        item_table=item_table,
+        symmetric=symmetric,
+    )
+
+
+def encode_judgments(base: SkillBase, judgments: pl.DataFrame) -> dict[str, np.ndarray] | None:
+    """Per-judgment indices on the base's axes, or None if a pair or prompt is new to it."""
+    joined = judgments.select("item_id", "system_a", "system_b", "winner").join(
+        base.pair_table, on=["system_a", "system_b"], how="left"
+    )
+    joined = joined.join(base.item_table, on="item_id", how="left")
+    if joined["_comparison"].null_count() or joined["_item"].null_count():
+        return None
+    winner = joined["winner"].to_numpy()
+    raw = np.where(winner == "a", -1, np.where(winner == "b", 1, 0))
+    return {
+        "comparison": joined["_comparison"].to_numpy().astype(np.int32),
+        "item": joined["_item"].to_numpy().astype(np.int32),
+        "y": (raw * joined["_sign"].to_numpy() + 1).astype(np.int32),
+    }
+
+
+def skill_snapshot(
+    base: SkillBase,
+    source: Source,
+    *,
+    init: np.ndarray | None = None,
+    num_draws: int = 1000,
+    seed: int = 0,
+) -> Snapshot | None:
+    """A fast snapshot of ``source`` with the base's item parameters held (None: refit fully).
+
+    Args:
+        base: the last full fast fit of the dimension.
+        source: every judgment of the dimension now.
+        init: starting skills (the previous snapshot's mode).
+        num_draws: skill draws.
+        seed: key of the draws.
+    """
+    import jax
+
+    from stan_free_models.incremental import update_skills
+    from stan_free_models.inference import GRMData
+
+    start = time.perf_counter()
+    snap = base.snapshot
+    if tuple(source.systems) != snap.systems:
+        return None
+    encoded = encode_judgments(base, source.judgments)
+    if encoded is None:
+        return None
+    num_c, num_p = len(snap.pair_a), len(snap.items)
+    data = GRMData(
+        comparison=encoded["comparison"],
+        item=encoded["item"],
+        y=encoded["y"],
+        weight=np.ones(len(encoded["y"]), np.float32),
+        num_comparisons=num_c,
+        num_items=num_p,
+        num_categories=3,
+        pair_a=snap.pair_a.astype(np.int32),
+        pair_b=snap.pair_b.astype(np.int32),
+        num_systems=len(snap.systems),
+    )
+    fit = update_skills(
+        data,
+        base.items,
+        init=init,
+        item_term=base.item_term,
+        rng_key=jax.random.PRNGKey(seed),
+        num_draws=num_draws,
+    )
+    if not fit.converged:
+        return None
+    cell = np.unique(encoded["comparison"].astype(np.int64) * num_p + encoded["item"])
+    mode = None
+    if snap.mode is not None:
+        g = np.array(snap.mode["global"], dtype=np.float32)
+        g[: len(fit.mode)] = fit.mode
+        mode = {"global": g, "items": snap.mode["items"]}
+    seconds = time.perf_counter() - start
+    return replace(
+        snap,
+        version=0,
+        num_judgments=source.num_judgments,
+        last_seq=source.last_seq,
+        created_at=time.time(),
+        fit_seconds=seconds,
+        diagnostics={
+            "update": "skills",
+            "items_from_version": snap.version,
+            "items_num_judgments": snap.num_judgments,
+            "converged": True,
+            "num_steps": fit.num_steps,
+            "grad_norm": fit.grad_norm,
+            "seconds": seconds,
+            "passed": True,
+        },
+        pair_judgments=np.bincount(encoded["comparison"], minlength=num_c).astype(np.int64),
+        pair_prompts=np.bincount(cell // num_p, minlength=num_c).astype(np.int64),
+        skill=fit.draws.astype(np.float32),
+        mode=mode,
     )
 
 
@@ -436,10 +620,23 @@ class Source:
 
 @dataclass(frozen=True)
 class RefreshConfig:
-    """When and how the worker refits."""
+    """When and how the worker refits.
+
+    Fast updates: with ``skill_updates``, a fast update holds the item parameters
+    of the last full fast fit (the *base*) and re-estimates only the skills
+    (:func:`skill_snapshot`); once ``max(items_every_judgments, items_every_share *
+    base judgments)`` new judgments have arrived, a full fast fit runs on its own
+    thread and becomes the new base; past ``items_max_lag`` times that window the
+    update itself waits for a full fit. Without ``skill_updates`` every fast
+    update is a full MAP + Laplace fit.
+    """
 
     fast_num_draws: int = 500
     fast_min_interval: float = 0.0
+    skill_updates: bool = True
+    items_every_judgments: int = 500
+    items_every_share: float = 0.05
+    items_max_lag: float = 4.0
     nuts: bool = True
     refit_every_judgments: int = 1000
     refit_every_seconds: float = 600.0
@@ -463,6 +660,9 @@ class _KeyState:
     nuts_judgments: int = 0
     nuts_at: float = field(default_factory=time.monotonic)
     nuts_running: bool = False
+    base: SkillBase | None = None  # item parameters held by skill-only updates
+    base_fresh: bool = False  # a new base not yet used by a published snapshot
+    items_running: bool = False
 
 
 @dataclass(frozen=True)
@@ -470,7 +670,7 @@ class RefreshEvent:
     """One thing the worker did (returned diagnostics; the service decides what to log)."""
 
     key: Hashable
-    kind: str  # "published", "rejected", "failed", "skipped"
+    kind: str  # "published", "rejected", "failed", "skipped", "items" (a new base fitted)
     method: str
     version: int
     num_judgments: int
@@ -506,6 +706,7 @@ class Refresher:
         self._wake = threading.Condition(self._lock)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._item_threads: list[threading.Thread] = []
         #: (seconds from accepted batch to a published snapshot that includes it, method)
         self.freshness: list[tuple[float, str]] = []
         #: recent events, newest last (bounded)
@@ -533,9 +734,10 @@ class Refresher:
         self._stop.set()
         with self._wake:
             self._wake.notify_all()
-        for thread in self._threads:
+        for thread in self._threads + self._item_threads:
             thread.join(timeout)
         self._threads = []
+        self._item_threads = []
 
     def notify(self, key: Hashable, *, last_seq: int = 0, accepted_at: float | None = None) -> None:
         """A batch up to ``last_seq`` was stored for ``key``: refit soon (never blocks)."""
@@ -549,7 +751,9 @@ class Refresher:
 
     def idle(self) -> bool:
         with self._lock:
-            return not self.busy and not any(s.dirty for s in self._states.values())
+            return not self.busy and not any(
+                s.dirty or s.items_running for s in self._states.values()
+            )
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
         deadline = time.monotonic() + timeout
@@ -637,31 +841,121 @@ class Refresher:
         source = self.load_fn(key)
         if source is None:
             return None
-        if source.last_seq <= state.published_seq:
+        with self._lock:
+            base, base_fresh = state.base, state.base_fresh
+        if source.last_seq <= state.published_seq and not base_fresh:
             with self._lock:
                 state.pending = [p for p in state.pending if p[0] > source.last_seq]
             return None
         cfg = self.config
-        snapshot = fit_snapshot(
-            source.judgments,
-            dimension=source.dimension,
-            systems=source.systems,
-            config=stream_config(
-                "fast", num_draws=cfg.fast_num_draws, seed=(cfg.seed + source.num_judgments) % 2**31
-            ),
-            last_seq=source.last_seq,
-            previous=state.fast,
-            max_draws=cfg.max_draws,
-        )
+        seed = (cfg.seed + source.num_judgments) % 2**31
+        snapshot = None
+        if cfg.skill_updates and base is not None:
+            lag = source.num_judgments - base.num_judgments
+            window = max(cfg.items_every_judgments, cfg.items_every_share * base.num_judgments)
+            if lag > window:
+                self._start_items_refresh(key, base)
+            if lag <= cfg.items_max_lag * window:
+                init = None
+                if state.fast is not None and state.fast.mode is not None:
+                    init = state.fast.mode["global"][: len(source.systems)]
+                snapshot = skill_snapshot(
+                    base, source, init=init, num_draws=cfg.fast_num_draws, seed=seed
+                )
+        new_base = None
+        if snapshot is None:
+            snapshot, new_base = fit_snapshot(
+                source.judgments,
+                dimension=source.dimension,
+                systems=source.systems,
+                config=stream_config("fast", num_draws=cfg.fast_num_draws, seed=seed),
+                last_seq=source.last_seq,
+                previous=state.fast,
+                max_draws=cfg.max_draws,
+                with_base=True,
+            )
         if not snapshot.diagnostics.get("converged", True):
             # an unconverged optimum is still published (it is the best guess) but says so,
             # and the next update starts from the default, not from it
             state.fast = None
         version = self._publish(key, snapshot, started)
         snapshot = replace(snapshot, version=version)
+        with self._lock:
+            if base is state.base:
+                state.base_fresh = False
+            if new_base is not None or snapshot.diagnostics.get("update") != "skills":
+                state.base = (
+                    replace(new_base, snapshot=snapshot)
+                    if new_base is not None and cfg.skill_updates
+                    else None
+                )
         if snapshot.diagnostics.get("converged", True):
             state.fast = snapshot
         return snapshot
+
+    def _start_items_refresh(self, key: Hashable, base: SkillBase) -> None:
+        """Refit everything (a new base) on a thread of its own; skill updates go on meanwhile."""
+        state = self._state(key)
+        with self._lock:
+            if state.items_running or self._stop.is_set():
+                return
+            state.items_running = True
+        thread = threading.Thread(
+            target=self._refresh_items, args=(key, base), name="refresh-items", daemon=True
+        )
+        self._item_threads = [t for t in self._item_threads if t.is_alive()] + [thread]
+        thread.start()
+
+    def _refresh_items(self, key: Hashable, base: SkillBase) -> None:
+        started = time.monotonic()
+        state = self._state(key)
+        try:
+            source = self.load_fn(key)
+            if source is None:
+                return
+            cfg = self.config
+            snapshot, new_base = fit_snapshot(
+                source.judgments,
+                dimension=source.dimension,
+                systems=source.systems,
+                config=stream_config(
+                    "fast",
+                    num_draws=cfg.fast_num_draws,
+                    seed=(cfg.seed + source.num_judgments) % 2**31,
+                ),
+                last_seq=source.last_seq,
+                previous=base.snapshot,
+                max_draws=cfg.max_draws,
+                with_base=True,
+            )
+            if new_base is None:
+                detail = "the full fit did not converge; the previous items stay"
+                self._record(
+                    RefreshEvent(key, "rejected", "items", 0, source.num_judgments, 0.0, detail)
+                )
+                return
+            with self._wake:
+                # an update published meanwhile may have started a newer base already
+                if state.base is None or state.base.num_judgments <= new_base.num_judgments:
+                    state.base = new_base
+                    state.base_fresh = True
+                    state.dirty = True
+                    self._wake.notify_all()
+            self._record(
+                RefreshEvent(
+                    key,
+                    "items",
+                    FAST,
+                    0,
+                    source.num_judgments,
+                    time.monotonic() - started,
+                )
+            )
+        except Exception as exc:  # keep the service alive; the error is reported
+            self._record(RefreshEvent(key, "failed", "items", 0, 0, 0.0, repr(exc)))
+        finally:
+            with self._lock:
+                state.items_running = False
 
     def _nuts_due(self, state: _KeyState) -> bool:
         if state.nuts_running or state.published_judgments <= state.nuts_judgments:

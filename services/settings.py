@@ -37,6 +37,16 @@ class Settings(BaseSettings):
     fast_min_interval_seconds: float = Field(
         default=0.0, ge=0.0, description="minimum gap between two fast updates of one dimension"
     )
+    skill_updates: bool = Field(
+        default=True,
+        description="between full fast fits, update only the skills (item parameters held)",
+    )
+    items_every_judgments: int = Field(
+        default=500, ge=1, description="refresh item parameters after this many new judgments"
+    )
+    items_every_share: float = Field(
+        default=0.05, gt=0, le=1, description="... or this share of the judgments, if more"
+    )
     refit_every_judgments: int = Field(
         default=1000, ge=1, description="full NUTS refit after this many new judgments"
     )

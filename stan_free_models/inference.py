@@ -394,6 +394,7 @@ def fit_laplace(
             )
         restarted = True
     c, p = data.num_comparisons, data.num_items
+    g_real = data.num_systems if data.per_system else c
     g_draws = np.asarray(out["g_draws"], dtype=np.float64)
     log_alpha, b = _constrain_items(
         np.asarray(out["item_draws"], dtype=np.float64)[:, :p],
@@ -424,6 +425,8 @@ def fit_laplace(
         "potential": float(out["potential"]),
         "restarted_cold": restarted,
         "padded_shape": static[:5],
+        # marginal covariance of the global block (skills or abilities), no padding
+        "cov_global": np.asarray(out["cov_g"], dtype=np.float64)[:g_real, :g_real],
     }
     return Posterior(draws=draws, method="laplace", diagnostics=diagnostics, mode=mode, info=info)
 

@@ -7,6 +7,7 @@ The fast tests keep to one padded shape bucket (200..256 judgments, 12 prompts,
 from __future__ import annotations
 
 import itertools
+import time
 
 import numpy as np
 import polars as pl
@@ -142,7 +143,8 @@ def test_batches_reuse_the_compiled_fit_and_warm_start() -> None:
         load_fn=memory.load,
         publish_fn=memory.publish,
         latest_fn=memory.latest,
-        config=st.RefreshConfig(nuts=False, fast_num_draws=200, max_draws=200),
+        # every fast update a full fit (the skill-only updates have their own test)
+        config=st.RefreshConfig(nuts=False, fast_num_draws=200, max_draws=200, skill_updates=False),
     )
     memory.visible = 200  # 200..256 judgments share one padded shape bucket
     refresher.notify("k", last_seq=200)
@@ -223,3 +225,49 @@ def test_full_refit_is_published_only_when_diagnostics_pass() -> None:
     assert snap is not None and snap.method == st.FULL and snap.version == 1
     assert snap.diagnostics["passed"] and snap.diagnostics["max_rhat"] is not None
     assert snap.skill.shape == (200, len(SYSTEMS))
+
+
+def test_skill_updates_hold_items_until_an_items_refresh_replaces_them() -> None:
+    memory = Memory(simulate(400, seed=4))
+    config = st.RefreshConfig(
+        nuts=False, fast_num_draws=400, max_draws=400, items_every_judgments=100
+    )
+    refresher = st.Refresher(
+        load_fn=memory.load, publish_fn=memory.publish, latest_fn=memory.latest, config=config
+    )
+    memory.visible = 200
+    first = refresher.update("k")
+    assert first is not None and "update" not in first.diagnostics  # a full fit: the base
+    memory.visible = 260
+    snap = refresher.update("k")
+    assert snap is not None and snap.diagnostics["update"] == "skills"
+    assert snap.num_judgments == 260 and snap.diagnostics["items_num_judgments"] == 200
+    np.testing.assert_array_equal(snap.alpha, first.alpha)  # items held
+    assert snap.pair_judgments.sum() == 260
+    # the skills track a full fit of the same 260 judgments
+    full = st.fit_snapshot(
+        memory.frame.head(260),
+        dimension="overall",
+        systems=SYSTEMS,
+        config=st.stream_config("fast", num_draws=400),
+        last_seq=260,
+    )
+    sd = full.skill.std(axis=0)
+    shift = (snap.skill.mean(axis=0) - full.skill.mean(axis=0)) / sd
+    assert np.abs(shift).max() < 0.25, shift
+    np.testing.assert_allclose(snap.skill.std(axis=0), sd, rtol=0.2)
+    # 120 new judgments > 100: the items are refitted on their own thread ...
+    memory.visible = 320
+    snap = refresher.update("k")
+    assert snap is not None and snap.diagnostics["items_num_judgments"] == 200
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not any(e.kind == "items" for e in refresher.events):
+        time.sleep(0.05)
+    assert any(e.kind == "items" for e in refresher.events), refresher.events
+    # ... and the next update (even without new judgments) publishes on the new items
+    snap = refresher.update("k")
+    assert snap is not None and snap.num_judgments == 320
+    assert snap.diagnostics["update"] == "skills"
+    assert snap.diagnostics["items_num_judgments"] == 320
+    assert not np.array_equal(snap.alpha, first.alpha)
+    assert refresher.update("k") is None  # nothing new

@@ -120,6 +120,9 @@ class ServiceState:
                 config=RefreshConfig(
                     fast_num_draws=settings.fast_num_draws,
                     fast_min_interval=settings.fast_min_interval_seconds,
+                    skill_updates=settings.skill_updates,
+                    items_every_judgments=settings.items_every_judgments,
+                    items_every_share=settings.items_every_share,
                     nuts=settings.nuts,
                     refit_every_judgments=settings.refit_every_judgments,
                     refit_every_seconds=settings.refit_every_seconds,
