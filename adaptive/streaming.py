@@ -363,21 +363,35 @@ def _skill_base(snapshot: Snapshot, cells: CellData, posterior: Posterior, confi
     )
 
 
-def encode_judgments(base: SkillBase, judgments: pl.DataFrame) -> dict[str, np.ndarray] | None:
-    """Per-judgment indices on the base's axes, or None if a pair or prompt is new to it."""
-    joined = judgments.select("item_id", "system_a", "system_b", "winner").join(
-        base.pair_table, on=["system_a", "system_b"], how="left"
+def encode_judgments(base: SkillBase, judgments: pl.DataFrame) -> dict[str, np.ndarray]:
+    """Per-judgment indices on the base's axes.
+
+    Returns ``comparison``, ``item``, ``y`` for the judgments whose pair and prompt the
+    base knows, ``known`` (a mask over the input rows) and, when the frame has a
+    ``seq`` column, ``seq`` of every input row.
+    """
+    cols = ["item_id", "system_a", "system_b", "winner"]
+    if "seq" in judgments.columns:
+        cols.append("seq")
+    joined = (
+        judgments.select(cols)
+        .with_row_index("_row")
+        .join(base.pair_table, on=["system_a", "system_b"], how="left")
+        .join(base.item_table, on="item_id", how="left")
+        .sort("_row")
     )
-    joined = joined.join(base.item_table, on="item_id", how="left")
-    if joined["_comparison"].null_count() or joined["_item"].null_count():
-        return None
-    winner = joined["winner"].to_numpy()
+    known = (joined["_comparison"].is_not_null() & joined["_item"].is_not_null()).to_numpy()
+    winner = joined["winner"].to_numpy()[known]
     raw = np.where(winner == "a", -1, np.where(winner == "b", 1, 0))
-    return {
-        "comparison": joined["_comparison"].to_numpy().astype(np.int32),
-        "item": joined["_item"].to_numpy().astype(np.int32),
-        "y": (raw * joined["_sign"].to_numpy() + 1).astype(np.int32),
+    out = {
+        "comparison": joined["_comparison"].to_numpy()[known].astype(np.int32),
+        "item": joined["_item"].to_numpy()[known].astype(np.int32),
+        "y": (raw * joined["_sign"].to_numpy()[known] + 1).astype(np.int32),
+        "known": known,
     }
+    if "seq" in joined.columns:
+        out["seq"] = joined["seq"].to_numpy().astype(np.int64)
+    return out
 
 
 def skill_snapshot(
@@ -389,6 +403,11 @@ def skill_snapshot(
     seed: int = 0,
 ) -> Snapshot | None:
     """A fast snapshot of ``source`` with the base's item parameters held (None: refit fully).
+
+    Judgments on a prompt or pair the base has not seen cannot use held item
+    parameters: they are *held back* (``diagnostics["held_back"]``) until the next
+    items refresh, and the snapshot's ``last_seq`` stops just before the first of
+    them (it needs a ``seq`` column for that; without one the answer is None).
 
     Args:
         base: the last full fast fit of the dimension.
@@ -407,8 +426,14 @@ def skill_snapshot(
     if tuple(source.systems) != snap.systems:
         return None
     encoded = encode_judgments(base, source.judgments)
-    if encoded is None:
-        return None
+    held_back = int((~encoded["known"]).sum())
+    last_seq = source.last_seq
+    if held_back:
+        # judgments on prompts (or pairs) the held items do not cover wait for the next
+        # items refresh; the snapshot then claims only what precedes the first of them
+        if "seq" not in encoded:
+            return None
+        last_seq = int(encoded["seq"][~encoded["known"]].min()) - 1
     num_c, num_p = len(snap.pair_a), len(snap.items)
     data = GRMData(
         comparison=encoded["comparison"],
@@ -432,7 +457,9 @@ def skill_snapshot(
     )
     if not fit.converged:
         return None
-    cell = np.unique(encoded["comparison"].astype(np.int64) * num_p + encoded["item"])
+    judged = np.bincount(
+        encoded["comparison"].astype(np.int64) * num_p + encoded["item"], minlength=num_c * num_p
+    )
     mode = None
     if snap.mode is not None:
         g = np.array(snap.mode["global"], dtype=np.float32)
@@ -442,14 +469,15 @@ def skill_snapshot(
     return replace(
         snap,
         version=0,
-        num_judgments=source.num_judgments,
-        last_seq=source.last_seq,
+        num_judgments=len(encoded["y"]),
+        last_seq=last_seq,
         created_at=time.time(),
         fit_seconds=seconds,
         diagnostics={
             "update": "skills",
             "items_from_version": snap.version,
             "items_num_judgments": snap.num_judgments,
+            "held_back": held_back,
             "converged": True,
             "num_steps": fit.num_steps,
             "grad_norm": fit.grad_norm,
@@ -457,7 +485,7 @@ def skill_snapshot(
             "passed": True,
         },
         pair_judgments=np.bincount(encoded["comparison"], minlength=num_c).astype(np.int64),
-        pair_prompts=np.bincount(cell // num_p, minlength=num_c).astype(np.int64),
+        pair_prompts=(judged.reshape(num_c, num_p) > 0).sum(axis=1).astype(np.int64),
         skill=fit.draws.astype(np.float32),
         mode=mode,
     )
@@ -627,8 +655,11 @@ class RefreshConfig:
     (:func:`skill_snapshot`); once ``max(items_every_judgments, items_every_share *
     base judgments)`` new judgments have arrived, a full fast fit runs on its own
     thread and becomes the new base; past ``items_max_lag`` times that window the
-    update itself waits for a full fit. Without ``skill_updates`` every fast
-    update is a full MAP + Laplace fit.
+    update itself waits for a full fit. Judgments on prompts the base has not seen
+    are held back until the next items refresh, which then starts at once; below
+    ``items_sync_below`` judgments (where a full fit takes a fraction of a second)
+    the update does the full fit itself instead. Without ``skill_updates`` every
+    fast update is a full MAP + Laplace fit.
     """
 
     fast_num_draws: int = 500
@@ -637,6 +668,7 @@ class RefreshConfig:
     items_every_judgments: int = 500
     items_every_share: float = 0.05
     items_max_lag: float = 4.0
+    items_sync_below: int = 20_000
     nuts: bool = True
     refit_every_judgments: int = 1000
     refit_every_seconds: float = 600.0
@@ -862,6 +894,11 @@ class Refresher:
                 snapshot = skill_snapshot(
                     base, source, init=init, num_draws=cfg.fast_num_draws, seed=seed
                 )
+                if snapshot is not None and snapshot.diagnostics.get("held_back"):
+                    if base.num_judgments < cfg.items_sync_below:
+                        snapshot = None  # a full fit is cheap here: include everything now
+                    else:
+                        self._start_items_refresh(key, base)  # new prompts: refit items now
         new_base = None
         if snapshot is None:
             snapshot, new_base = fit_snapshot(

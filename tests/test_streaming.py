@@ -271,3 +271,57 @@ def test_skill_updates_hold_items_until_an_items_refresh_replaces_them() -> None
     assert snap.diagnostics["items_num_judgments"] == 320
     assert not np.array_equal(snap.alpha, first.alpha)
     assert refresher.update("k") is None  # nothing new
+
+
+def test_judgments_on_a_new_prompt_wait_for_the_items_refresh() -> None:
+    frame = simulate(240, seed=5)
+    # judgments 211..220 are on a prompt the first fit never saw
+    frame = frame.with_columns(
+        pl.when(pl.int_range(pl.len()).is_between(210, 219))
+        .then(pl.lit("q_new"))
+        .otherwise(pl.col("item_id"))
+        .alias("item_id"),
+        (pl.int_range(pl.len()) + 1).cast(pl.Int64).alias("seq"),
+    )
+    memory = Memory(frame)
+    config = st.RefreshConfig(nuts=False, fast_num_draws=200, max_draws=200, items_sync_below=0)
+    refresher = st.Refresher(
+        load_fn=memory.load, publish_fn=memory.publish, latest_fn=memory.latest, config=config
+    )
+    memory.visible = 200
+    assert refresher.update("k") is not None
+    memory.visible = 240
+    snap = refresher.update("k")
+    assert snap is not None and snap.diagnostics["update"] == "skills"
+    assert snap.diagnostics["held_back"] == 10
+    assert snap.num_judgments == 230 and snap.last_seq == 210  # seq 211 is the first held back
+    assert "q_new" not in snap.items
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not any(e.kind == "items" for e in refresher.events):
+        time.sleep(0.05)
+    snap = refresher.update("k")
+    assert snap is not None and snap.diagnostics["held_back"] == 0
+    assert snap.num_judgments == 240 and snap.last_seq == 240 and "q_new" in snap.items
+
+
+def test_on_small_data_a_new_prompt_gets_a_full_fit_at_once() -> None:
+    frame = simulate(240, seed=6).with_columns(
+        pl.when(pl.int_range(pl.len()) >= 230)
+        .then(pl.lit("q_new"))
+        .otherwise(pl.col("item_id"))
+        .alias("item_id"),
+        (pl.int_range(pl.len()) + 1).cast(pl.Int64).alias("seq"),
+    )
+    memory = Memory(frame)
+    refresher = st.Refresher(
+        load_fn=memory.load,
+        publish_fn=memory.publish,
+        latest_fn=memory.latest,
+        config=st.RefreshConfig(nuts=False, fast_num_draws=200, max_draws=200),
+    )
+    memory.visible = 200
+    refresher.update("k")
+    memory.visible = 240
+    snap = refresher.update("k")
+    assert snap is not None and "update" not in snap.diagnostics  # the full fit
+    assert snap.num_judgments == 240 and "q_new" in snap.items

@@ -32,6 +32,7 @@ from services.store import repository as repo
 Key = tuple[str, str]  # (project_id, dimension)
 
 _COLUMNS = ["item_id", "system_a", "system_b", "annotator_id", "winner"]
+_SCHEMA = {"seq": pl.Int64, **dict.fromkeys(_COLUMNS, pl.Utf8)}
 
 
 @dataclass(frozen=True)
@@ -211,19 +212,15 @@ class ServiceState:
             systems = tuple(
                 s["system_id"] for s in repo.list_systems(conn=conn, project_id=project_id)
             )
-            new = (
-                pl.DataFrame([r[1:] for r in rows], schema=_COLUMNS, orient="row") if rows else None
-            )
-            frame = (
-                cached.frame if cached else pl.DataFrame(schema=dict.fromkeys(_COLUMNS, pl.Utf8))
-            )
+            new = pl.DataFrame(rows, schema=_SCHEMA, orient="row") if rows else None
+            frame = cached.frame if cached else pl.DataFrame(schema=_SCHEMA)
             if new is not None:
                 frame = pl.concat([frame, new])
             if frame.height != total:
                 rows, last_seq = repo.fetch_judgment_columns(
                     conn=conn, project_id=project_id, dimension=dimension, after_seq=0
                 )
-                frame = pl.DataFrame([r[1:] for r in rows], schema=_COLUMNS, orient="row")
+                frame = pl.DataFrame(rows, schema=_SCHEMA, orient="row")
         if frame.height == 0:
             return None
         self._frames[key] = _Cached(frame=frame, last_seq=last_seq)
