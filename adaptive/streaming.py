@@ -887,7 +887,9 @@ class Refresher:
             window = max(cfg.items_every_judgments, cfg.items_every_share * base.num_judgments)
             if lag > window:
                 self._start_items_refresh(key, base)
-            if lag <= cfg.items_max_lag * window:
+            # past the lag limit the update fits everything itself, unless an items
+            # refresh is already under way (two full fits would only slow each other)
+            if lag <= cfg.items_max_lag * window or state.items_running:
                 init = None
                 if state.fast is not None and state.fast.mode is not None:
                     init = state.fast.mode["global"][: len(source.systems)]
