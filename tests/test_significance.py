@@ -39,5 +39,7 @@ def test_per_system_leaderboard_orders_the_ai_teacher_test_as_the_raw_wins_do():
     skill = dict(zip(cells.systems, post.mean("skill"), strict=True))
     assert skill["Teacher"] > skill["blender_9B"] > skill["GPT-3 Davinci"]
     rows = compare(post, cells, orientation=[("blender_9B", "GPT-3 Davinci")])
-    row = next(r for r in rows if r["system_a"] == "blender_9B" and r["system_b"] == "GPT-3 Davinci")
+    row = next(
+        r for r in rows if r["system_a"] == "blender_9B" and r["system_b"] == "GPT-3 Davinci"
+    )
     assert row["mean"] < 0  # reported in the orientation asked: A (Blender) better
