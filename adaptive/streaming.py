@@ -903,16 +903,7 @@ class Refresher:
                         self._start_items_refresh(key, base)  # new prompts: refit items now
         new_base = None
         if snapshot is None:
-            snapshot, new_base = fit_snapshot(
-                source.judgments,
-                dimension=source.dimension,
-                systems=source.systems,
-                config=stream_config("fast", num_draws=cfg.fast_num_draws, seed=seed),
-                last_seq=source.last_seq,
-                previous=state.fast,
-                max_draws=cfg.max_draws,
-                with_base=True,
-            )
+            snapshot, new_base = self._fast_fit(source, state.fast)
         if not snapshot.diagnostics.get("converged", True):
             # an unconverged optimum is still published (it is the best guess) but says so,
             # and the next update starts from the default, not from it
@@ -931,6 +922,26 @@ class Refresher:
         if snapshot.diagnostics.get("converged", True):
             state.fast = snapshot
         return snapshot
+
+    def _fast_fit(
+        self, source: Source, previous: Snapshot | None
+    ) -> tuple[Snapshot, SkillBase | None]:
+        """A full MAP + Laplace fit of every judgment, warm-started from ``previous``."""
+        cfg = self.config
+        return fit_snapshot(  # type: ignore[return-value]
+            source.judgments,
+            dimension=source.dimension,
+            systems=source.systems,
+            config=stream_config(
+                "fast",
+                num_draws=cfg.fast_num_draws,
+                seed=(cfg.seed + source.num_judgments) % 2**31,
+            ),
+            last_seq=source.last_seq,
+            previous=previous,
+            max_draws=cfg.max_draws,
+            with_base=True,
+        )
 
     def _start_items_refresh(self, key: Hashable, base: SkillBase) -> None:
         """Refit everything (a new base) on a thread of its own; skill updates go on meanwhile."""
@@ -952,21 +963,7 @@ class Refresher:
             source = self.load_fn(key)
             if source is None:
                 return
-            cfg = self.config
-            snapshot, new_base = fit_snapshot(
-                source.judgments,
-                dimension=source.dimension,
-                systems=source.systems,
-                config=stream_config(
-                    "fast",
-                    num_draws=cfg.fast_num_draws,
-                    seed=(cfg.seed + source.num_judgments) % 2**31,
-                ),
-                last_seq=source.last_seq,
-                previous=base.snapshot,
-                max_draws=cfg.max_draws,
-                with_base=True,
-            )
+            _, new_base = self._fast_fit(source, base.snapshot)
             if new_base is None:
                 detail = "the full fit did not converge; the previous items stay"
                 self._record(
