@@ -82,12 +82,15 @@ class Campaign:
         return rows
 
 
-def start_server(database_url: str, port: int, *, nuts: bool) -> subprocess.Popen:
+def start_server(
+    database_url: str, port: int, *, nuts: bool, worker: str = "thread"
+) -> subprocess.Popen:
     env = {
         **os.environ,
         "EVALSET_DATABASE_URL": database_url,
         "EVALSET_PORT": str(port),
         "EVALSET_NUTS": "true" if nuts else "false",
+        "EVALSET_WORKER": worker,
     }
     proc = subprocess.Popen(
         [sys.executable, "-m", "services.cli", "serve", "--log-level", "error"], env=env
@@ -122,6 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", help="use a running server instead of starting one")
     parser.add_argument("--nuts", action="store_true", help="also run scheduled NUTS refits")
     parser.add_argument(
+        "--worker",
+        choices=["thread", "process"],
+        default="thread",
+        help="where the server re-estimates (EVALSET_WORKER)",
+    )
+    parser.add_argument(
         "--no-wait",
         action="store_true",
         help="do not wait for a first snapshot (a server without re-estimation answers 409)",
@@ -136,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         port = free_port()
         db = args.database_url or f"sqlite:///{Path(tmp.name) / 'load.db'}"
-        proc = start_server(db, port, nuts=args.nuts)
+        proc = start_server(db, port, nuts=args.nuts, worker=args.worker)
         base = f"http://127.0.0.1:{port}"
     campaign = Campaign(args.systems, args.prompts, args.seed)
     project = f"load-{int(time.time())}"
@@ -223,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
             status = c.get(f"/projects/{project}").json()
         report = {
             "duration_s": round(elapsed, 2),
+            "worker": args.worker,
             "batch": args.batch,
             "writers": args.writers,
             "judgments_accepted": accepted[0],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -36,6 +38,16 @@ class Settings(BaseSettings):
     )
     fast_min_interval_seconds: float = Field(
         default=0.0, ge=0.0, description="minimum gap between two fast updates of one dimension"
+    )
+    worker: Literal["thread", "process"] = Field(
+        default="thread",
+        description=(
+            "where re-estimation runs: a thread of the API process, or a process of its own "
+            "(fits and compiles then never hold the request threads' GIL)"
+        ),
+    )
+    worker_nice: int = Field(
+        default=5, ge=0, le=19, description="scheduling priority offset of the worker process"
     )
     skill_updates: bool = Field(
         default=True,

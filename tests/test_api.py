@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -320,6 +321,32 @@ def test_answers_come_from_a_named_snapshot(streaming_api: httpx.Client) -> None
         assert pending.json()["error"]["code"] == "pruning_pending"
     bad = api.get(f"/projects/{project_id}/leaderboard?dimension=nope", headers=headers)
     assert bad.status_code == 404 and bad.json()["error"]["code"] == "not_found"
+
+
+def test_a_worker_process_re_estimates_outside_the_api_process(database_url: str) -> None:
+    for api in _serve(database_url, worker="process"):
+        state = api.server.state  # type: ignore[attr-defined]
+        worker = state._worker
+        assert worker is not None and state.refresher is None
+        assert worker.alive() and worker.process.pid != os.getpid()
+        assert api.get("/health").json()["streaming"] is True
+        project_id, headers = new_project(api)
+        api.post(
+            f"/projects/{project_id}/judgments", json={"judgments": judgments(240)}, headers=headers
+        )
+        assert wait_for_snapshot(api, project_id, headers, 240)["method"] == "laplace"
+        # a worker that dies is replaced at the next batch, and the new one catches up
+        worker.process.kill()
+        worker.process.join(10)
+        api.post(
+            f"/projects/{project_id}/judgments",
+            json={"judgments": judgments(10, start=240)},
+            headers=headers,
+        )
+        wait_for_snapshot(api, project_id, headers, 250)
+        assert state._worker is not worker and state._worker.alive()
+    # stopping the server stops its worker
+    assert not state._worker.alive()
 
 
 def test_restart_restores_the_latest_snapshot(database_url: str) -> None:

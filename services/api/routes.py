@@ -103,7 +103,7 @@ def health(state: State) -> s.HealthPublic:
     return s.HealthPublic(
         status="ok",
         database="sqlite" if state.store.is_sqlite else "postgresql",
-        streaming=state.refresher is not None,
+        streaming=state.streaming,
     )
 
 

@@ -107,13 +107,18 @@ class ServiceState:
     _prune_jobs: dict[tuple, Future] = field(default_factory=dict)
     _stop_poll: threading.Event = field(default_factory=threading.Event)
     _poller: threading.Thread | None = None
+    _worker: Any = None  # services.api.worker.WorkerProcess with settings.worker == "process"
 
     @classmethod
     def create(cls, settings: Settings) -> ServiceState:
         store = Store(settings.database_url)
         store.migrate()
         state = cls(settings=settings, store=store)
-        if settings.streaming:
+        if settings.streaming and settings.worker == "process":
+            from services.api.worker import WorkerProcess
+
+            state._worker = WorkerProcess(settings)
+        elif settings.streaming:
             state.refresher = Refresher(
                 load_fn=state.load_source,
                 publish_fn=state.publish,
@@ -146,6 +151,9 @@ class ServiceState:
         The same check then runs every ``settings.poll_seconds``, so that judgments
         written by another process (``evalset import``, another replica) get fitted too.
         """
+        if self._worker is not None:
+            self._worker.start()  # it catches up and polls the store itself
+            return
         if self.refresher is None:
             return
         self.refresher.start()
@@ -175,8 +183,15 @@ class ServiceState:
                     if meta is None or meta["last_seq"] < last_seq:
                         self.refresher.notify((project_id, dimension), last_seq=last_seq)
 
+    @property
+    def streaming(self) -> bool:
+        """Whether snapshots are re-estimated (in a thread or in the worker process)."""
+        return self.refresher is not None or self._worker is not None
+
     def stop(self) -> None:
         self._stop_poll.set()
+        if self._worker is not None:
+            self._worker.stop()
         if self._poller is not None:
             self._poller.join(10)
         if self.refresher is not None:
@@ -184,9 +199,26 @@ class ServiceState:
         self._prune_pool.shutdown(wait=False, cancel_futures=True)
         self.store.dispose()
 
-    def notify(self, project_id: str, dimensions: tuple[str, ...], last_seq: int) -> None:
-        if self.refresher is not None:
-            accepted = time.monotonic()
+    def notify(
+        self,
+        project_id: str,
+        dimensions: tuple[str, ...],
+        last_seq: int,
+        *,
+        accepted_at: float | None = None,
+    ) -> None:
+        """A batch of these dimensions up to ``last_seq`` was stored: re-estimate soon."""
+        accepted = time.monotonic() if accepted_at is None else accepted_at
+        if self._worker is not None:
+            with self._lock:
+                if not self._worker.alive() and not self._stop_poll.is_set():
+                    # it died: a new one catches up from the store
+                    from services.api.worker import WorkerProcess
+
+                    self._worker = WorkerProcess(self.settings)
+                    self._worker.start()
+            self._worker.notify(project_id, dimensions, last_seq, accepted)
+        elif self.refresher is not None:
             for dimension in dimensions:
                 self.refresher.notify(
                     (project_id, dimension), last_seq=last_seq, accepted_at=accepted

@@ -43,6 +43,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--no-streaming", action="store_true", help="do not run background re-estimation"
     )
     serve.add_argument("--no-nuts", action="store_true", help="fast updates only, no NUTS refits")
+    serve.add_argument(
+        "--worker",
+        choices=["thread", "process"],
+        help="re-estimate in a thread of the API process or in a process of its own "
+        "(default: EVALSET_WORKER or thread)",
+    )
     serve.add_argument("--log-level", default="warning")
     serve.set_defaults(func=run_serve)
 
@@ -97,6 +103,8 @@ def run_serve(args: argparse.Namespace) -> int:
         overrides["streaming"] = False
     if args.no_nuts:
         overrides["nuts"] = False
+    if args.worker:
+        overrides["worker"] = args.worker
     settings = _settings(args, **overrides)
     log(f"evalset serve: http://{settings.host}:{settings.port} (docs at /docs)")
     uvicorn.run(

@@ -1,0 +1,99 @@
+"""Re-estimation in a process of its own (``EVALSET_WORKER=process``).
+
+In the API process a fit competes with the request threads for the GIL: tracing
+and compiling a new shape bucket holds it for seconds, and on a 2-core machine
+the requests wait behind it. Here the worker is a child process with its own
+store connection and its own :class:`~services.api.state.ServiceState` (thread
+mode). The API process only sends it ``(project, dimensions, last_seq,
+accepted_at)`` over a pipe after each stored batch; answers are read from the
+snapshots the worker stores, as before. The child runs at a lower priority
+(``worker_nice``), dies with its parent (``PR_SET_PDEATHSIG`` on Linux) and is
+started with ``spawn`` (JAX and forked threads do not mix).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import multiprocessing as mp
+import os
+import signal
+import threading
+from multiprocessing.connection import Connection
+
+from services.settings import Settings
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _main(settings_json: str, conn: Connection, parent_pid: int) -> None:
+    _die_with_parent()
+    if os.getppid() != parent_pid:  # the parent died before the line above
+        return
+    from services.api import _configure_jax
+    from services.api.state import ServiceState
+
+    settings = Settings.model_validate_json(settings_json).model_copy(update={"worker": "thread"})
+    with contextlib.suppress(OSError):
+        os.nice(settings.worker_nice)
+    _configure_jax()
+    state = ServiceState.create(settings)
+    state.start()
+    try:
+        while True:
+            message = conn.recv()
+            if message is None:
+                break
+            project_id, dimensions, last_seq, accepted_at = message
+            state.notify(project_id, tuple(dimensions), last_seq, accepted_at=accepted_at)
+    except (EOFError, OSError):
+        pass  # the parent is gone
+    finally:
+        state.stop()
+
+
+class WorkerProcess:
+    """The parent's handle on the worker: start, notify, stop."""
+
+    def __init__(self, settings: Settings) -> None:
+        ctx = mp.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._lock = threading.Lock()
+        self.process = ctx.Process(
+            target=_main,
+            args=(settings.model_dump_json(), child, os.getpid()),
+            name="evalset-worker",
+            daemon=True,
+        )
+
+    def start(self) -> None:
+        self.process.start()
+
+    def alive(self) -> bool:
+        return self.process.is_alive()
+
+    def notify(
+        self, project_id: str, dimensions: tuple[str, ...], last_seq: int, accepted_at: float
+    ) -> None:
+        """Tell the worker a batch was stored (never blocks on a fit; drops it if the worker died:
+        its replacement catches up from the store)."""
+        with self._lock, contextlib.suppress(OSError, ValueError):
+            self._conn.send((project_id, list(dimensions), last_seq, accepted_at))
+
+    def stop(self, timeout: float = 30.0) -> None:
+        with self._lock, contextlib.suppress(OSError, ValueError):
+            self._conn.send(None)
+        self.process.join(timeout)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(5)
+        self._conn.close()
+
+
+__all__ = ["WorkerProcess"]
