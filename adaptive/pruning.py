@@ -247,6 +247,50 @@ def prune(data: LocoData, config: PruneConfig) -> tuple[list[TierPlan], Tiers, d
     return plans, tiers, info
 
 
+def plan_rows(
+    plans: list[TierPlan],
+    *,
+    dimension: str,
+    prompts: tuple[str, ...] | list[str],
+    comparison_names: list[tuple[str, str]],
+    num_tiers: int,
+) -> list[dict]:
+    """One row per tier and prompt: kept or dropped, and why in words.
+
+    Keys: ``dimension, item_id, tier, kept, reason, rank, information, se_ratio``.
+    """
+    from adaptive.selection import describe_reason
+    from adaptive.tiers import tier_names
+
+    names = tier_names(num_tiers)
+    rows: list[dict] = []
+    for plan in plans:
+        tier = names[plan.tier]
+        rank = {int(p): i + 1 for i, p in enumerate(plan.order)}
+        for p in range(len(prompts)):
+            kind, arg = plan.reasons.get(p, (0, -1))
+            if kind == SELECTED:
+                reason = f"top {int(plan.info['k_selected'])} by information for tier {tier}"
+            elif kind == COVERS:
+                a, b = comparison_names[arg]
+                reason = f"only kept prompt judged for {a} vs {b}"
+            else:
+                reason = describe_reason((kind, arg), prompts, names)
+            rows.append(
+                {
+                    "dimension": dimension,
+                    "item_id": prompts[p],
+                    "tier": tier,
+                    "kept": kind in (SELECTED, COVERS),
+                    "reason": reason,
+                    "rank": rank.get(p),
+                    "information": float(plan.information[p]),
+                    "se_ratio": float(plan.se_ratio),
+                }
+            )
+    return rows
+
+
 __all__ = [
     "COVERS",
     "LOW_INFORMATION",
@@ -256,6 +300,7 @@ __all__ = [
     "TierPlan",
     "expected_se",
     "expected_se_curve",
+    "plan_rows",
     "plan_tier",
     "prune",
 ]

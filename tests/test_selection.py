@@ -6,7 +6,7 @@ import jax
 import numpy as np
 import pytest
 
-from adaptive.pruning import COVERS, SELECTED, expected_se_curve, plan_tier
+from adaptive.pruning import COVERS, SELECTED, expected_se_curve, plan_rows, plan_tier
 from adaptive.selection import (
     LOW_INFORMATION,
     REDUNDANT,
@@ -109,6 +109,34 @@ def test_pruning_keeps_the_only_prompt_covering_a_comparison():
     # and never as "redundant": the representative of its group cannot cover comparison 2
     plan = plan_tier(info, [[7, 8]], coverage, tier=0, target_se_ratio=1.1)
     assert 7 in plan.kept.tolist()
+
+
+def test_plan_rows_say_why_each_prompt_is_kept_or_dropped():
+    rng = np.random.default_rng(1)
+    alpha = np.exp(rng.normal(0, 0.5, 6))
+    info = graded_information(alpha, rng.normal(0, 1, 40))
+    coverage = np.ones((2, 6), dtype=bool)
+    coverage[1] = False
+    coverage[1, 5] = True  # prompt 5 is the only one judged for comparison 1
+    plan = plan_tier(info, [[0, 1]], coverage, tier=0, keep=2, comparisons=np.array([0, 1]))
+    prompts = [f"q{i}" for i in range(6)]
+    rows = plan_rows(
+        [plan],
+        dimension="overall",
+        prompts=prompts,
+        comparison_names=[("A", "B"), ("A", "C")],
+        num_tiers=1,
+    )
+    assert [r["item_id"] for r in rows] == prompts
+    by_id = {r["item_id"]: r for r in rows}
+    assert by_id["q5"]["kept"] and by_id["q5"]["reason"] == "only kept prompt judged for A vs C"
+    kept = [r for r in rows if r["kept"] and r["item_id"] != "q5"]
+    assert len(kept) == 2 and all(r["reason"].startswith("top 2 by information") for r in kept)
+    # one member of the redundant pair is dropped, naming the other one
+    dropped = [by_id[q] for q in ("q0", "q1") if "redundant" in by_id[q]["reason"]]
+    assert len(dropped) == 1 and not dropped[0]["kept"]
+    assert ({"q0", "q1"} - {dropped[0]["item_id"]}).pop() in dropped[0]["reason"]
+    assert all(r["se_ratio"] == plan.se_ratio for r in rows)
 
 
 def test_target_ratio_is_met_with_the_fewest_prompts():

@@ -47,42 +47,25 @@ def _prune_rows(
 ) -> Any:
     from adaptive.cells import build_cells
     from adaptive.loco import loco_data
-    from adaptive.pruning import COVERS, SELECTED, PruneConfig, prune
-    from adaptive.selection import describe_reason
-    from adaptive.tiers import tier_names
+    from adaptive.pruning import PruneConfig, plan_rows, prune
     from services.schemas import PruningPublic, PruningRow
 
     cells = build_cells(source.judgments, dimension=source.dimension)
     data = loco_data(cells)
     config = PruneConfig(keep=keep, target_se_ratio=target_se_ratio, num_tiers=num_tiers, seed=seed)
     plans, _, _ = prune(data, config)
-    names = tier_names(num_tiers)
-    comparisons = cells.comparison_names()
-    rows = []
-    for plan in plans:
-        rank = {int(p): i + 1 for i, p in enumerate(plan.order)}
-        for p in range(data.num_prompts):
-            kind, arg = plan.reasons.get(p, (0, -1))
-            if kind == SELECTED:
-                reason = f"top {int(plan.info['k_selected'])} by information"
-            elif kind == COVERS:
-                a, b = comparisons[arg]
-                reason = f"only kept prompt judged for {a} vs {b}"
-            else:
-                reason = describe_reason((kind, arg), cells.prompts, names)
-            rows.append(
-                PruningRow(
-                    dimension=source.dimension,
-                    item_id=cells.prompts[p],
-                    tier=names[plan.tier],
-                    kept=kind in (SELECTED, COVERS),
-                    reason=reason,
-                    rank=rank.get(p),
-                    information=float(plan.information[p]),
-                    se_ratio=float(plan.se_ratio),
-                )
-            )
-    return PruningPublic(dimension=source.dimension, num_judgments=source.num_judgments, rows=rows)
+    rows = plan_rows(
+        plans,
+        dimension=source.dimension,
+        prompts=cells.prompts,
+        comparison_names=cells.comparison_names(),
+        num_tiers=num_tiers,
+    )
+    return PruningPublic(
+        dimension=source.dimension,
+        num_judgments=source.num_judgments,
+        rows=[PruningRow(**row) for row in rows],
+    )
 
 
 @dataclass

@@ -153,8 +153,7 @@ def run_loco_command(args: argparse.Namespace) -> int:
 
 
 def run_prune_command(args: argparse.Namespace) -> int:
-    from adaptive.pruning import COVERS, SELECTED, PruneConfig, prune
-    from adaptive.selection import describe_reason
+    from adaptive.pruning import PruneConfig, plan_rows, prune
     from adaptive.tiers import tier_names
 
     config = PruneConfig(
@@ -181,28 +180,13 @@ def run_prune_command(args: argparse.Namespace) -> int:
                     f"{data.num_prompts} prompts for {len(plan.comparisons)} comparisons; expected SE "
                     f"ratio vs the full set {plan.se_ratio:.3f}"
                 )
-            rank = {int(p): i + 1 for i, p in enumerate(plan.order)}
-            for p in range(data.num_prompts):
-                kind, arg = plan.reasons.get(p, (0, -1))
-                if kind == SELECTED:
-                    reason = f"top {int(plan.info['k_selected'])} by information for tier {tier}"
-                elif kind == COVERS:
-                    a, b = comparisons[arg]
-                    reason = f"only kept prompt judged for {a} vs {b}"
-                else:
-                    reason = describe_reason((kind, arg), cells.prompts, names)
-                rows.append(
-                    {
-                        "dimension": dim,
-                        "item_id": cells.prompts[p],
-                        "tier": tier,
-                        "kept": kind in (SELECTED, COVERS),
-                        "reason": reason,
-                        "rank": rank.get(p),
-                        "information": float(plan.information[p]),
-                        "se_ratio": plan.se_ratio,
-                    }
-                )
+        rows += plan_rows(
+            plans,
+            dimension=dim,
+            prompts=cells.prompts,
+            comparison_names=comparisons,
+            num_tiers=args.tiers,
+        )
     emit(rows, args.format, columns=PRUNE_COLUMNS if args.format != "json" else None)
     return 0
 
