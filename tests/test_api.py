@@ -17,7 +17,7 @@ from services.cli import main as cli_main
 from services.schemas import MAX_BATCH
 from services.settings import Settings
 from services.store import tables as t
-from tests.conftest import ThreadServer, fresh_pg_database
+from tests.conftest import ProcessServer, ThreadServer, fresh_pg_database
 from tests.test_streaming import SYSTEMS, simulate
 
 
@@ -347,6 +347,48 @@ def test_a_worker_process_re_estimates_outside_the_api_process(database_url: str
         assert state._worker is not worker and state._worker.alive()
     # stopping the server stops its worker
     assert not state._worker.alive()
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc").exists(), reason="needs /proc (Linux)")
+def test_served_worker_process_dies_with_a_killed_server(tmp_path: Path) -> None:
+    """``evalset serve`` re-estimates in a child process; SIGKILL of the server takes it along."""
+    server = ProcessServer(f"sqlite:///{tmp_path / 'kill.db'}", env={"EVALSET_NUTS": "false"})
+    server.start()
+    try:
+        assert httpx.get(server.url + "/health").json()["streaming"] is True
+        pid = server.proc.pid  # type: ignore[union-attr]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not _children(pid):
+            time.sleep(0.1)
+        children = _children(pid)
+        assert children, "no worker process"
+        server.kill()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(Path(f"/proc/{c}").exists() for c in children):
+            time.sleep(0.1)
+        # a reaped or zombie child is gone; a live one would still have a status line
+        alive = [
+            c
+            for c in children
+            if Path(f"/proc/{c}/stat").exists()
+            and Path(f"/proc/{c}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        ]
+        assert not alive, f"worker {alive} outlived its server"
+    finally:
+        server.stop()
 
 
 def test_restart_restores_the_latest_snapshot(database_url: str) -> None:

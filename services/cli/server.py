@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--worker",
         choices=["thread", "process"],
         help="re-estimate in a thread of the API process or in a process of its own "
-        "(default: EVALSET_WORKER or thread)",
+        "(default: EVALSET_WORKER, else process)",
     )
     serve.add_argument("--log-level", default="warning")
     serve.set_defaults(func=run_serve)
@@ -105,6 +106,10 @@ def run_serve(args: argparse.Namespace) -> int:
         overrides["nuts"] = False
     if args.worker:
         overrides["worker"] = args.worker
+    elif "EVALSET_WORKER" not in os.environ:
+        # a served campaign re-estimates in its own process: fits and compiles then never
+        # hold the request threads' GIL (docs/service.md, load measurements)
+        overrides["worker"] = "process"
     settings = _settings(args, **overrides)
     log(f"evalset serve: http://{settings.host}:{settings.port} (docs at /docs)")
     uvicorn.run(
