@@ -323,6 +323,7 @@ def test_answers_come_from_a_named_snapshot(streaming_api: httpx.Client) -> None
     assert bad.status_code == 404 and bad.json()["error"]["code"] == "not_found"
 
 
+@pytest.mark.slow  # each worker process imports JAX and compiles its fits afresh (~1 min a store)
 def test_a_worker_process_re_estimates_outside_the_api_process(database_url: str) -> None:
     for api in _serve(database_url, worker="process"):
         state = api.server.state  # type: ignore[attr-defined]
