@@ -76,7 +76,7 @@ class SkillFit:
 
 
 @functools.lru_cache(maxsize=16)
-def _compiled_newton(num_systems: int, max_steps: int):
+def _compiled_newton(num_systems: int):
     """Newton's method for the skills of one padded shape (jit re-traces per bucket only)."""
 
     def derivatives(s, alpha, b, comparison, item, y, weight, pair_a, pair_b):
@@ -91,7 +91,7 @@ def _compiled_newton(num_systems: int, max_steps: int):
         hess = jnp.eye(num_systems, dtype=s.dtype) - incidence.T @ (h[:, None] * incidence)
         return grad, 0.5 * (hess + hess.T)
 
-    def run(s0, alpha, b, comparison, item, y, weight, pair_a, pair_b, tol):
+    def run(s0, alpha, b, comparison, item, y, weight, pair_a, pair_b, tol, max_steps):
         TRACE_COUNTS["skills"] += 1  # runs at trace time only
         args = (alpha, b, comparison, item, y, weight, pair_a, pair_b)
 
@@ -160,7 +160,9 @@ def update_skills(
     if init is not None:
         n = min(len(init), s_real)
         s0[:n] = np.asarray(init, np.float32)[:n]
-    run = _compiled_newton(int(padded.num_systems), int(max_steps))
+    # the step limit is a runtime value: evaluating at a given point (max_steps=0) reuses
+    # the compiled update instead of compiling a second one
+    run = _compiled_newton(int(padded.num_systems))
     s, hess, grad_norm, steps = jax.device_get(
         run(
             jnp.asarray(s0),
@@ -178,6 +180,7 @@ def update_skills(
                 )
             ),
             jnp.asarray(tol, jnp.float32),
+            jnp.asarray(max_steps, jnp.int32),
         )
     )
     hess = np.asarray(hess, np.float64)[:s_real, :s_real]
