@@ -176,6 +176,8 @@ class ItemFit:
     comparisons: np.ndarray  # (C_fit,) original comparison indices
     has_data: np.ndarray  # (P,) prompt judged in at least one of the comparisons
     converged: bool
+    log_alpha_draws: np.ndarray  # (D, P) Laplace draws, for item-uncertainty checks
+    b_draws: np.ndarray  # (D, P, K-1)
 
 
 def fit_items(
@@ -205,6 +207,8 @@ def fit_items(
         comparisons=comparisons,
         has_data=has_data,
         converged=bool(post.diagnostics.converged),
+        log_alpha_draws=post.flat("log_alpha"),
+        b_draws=post.flat("b"),
     )
 
 
