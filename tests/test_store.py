@@ -191,3 +191,74 @@ def test_fetch_is_incremental_in_arrival_order(store: Store) -> None:
         )
     assert [r[0] for r in rows] == sorted(r[0] for r in rows) and last == rows[-1][0]
     assert more == rows[2:] and last2 == last
+
+
+def test_a_tail_by_seq_never_skips_a_judgment_of_a_concurrent_writer(store: Store) -> None:
+    """Readers tail a project's judgments by ``seq``; a batch that took its sequence numbers
+    first must also commit first, or a reader that already saw the later batch skips it."""
+    import threading
+
+    with store.write() as conn:
+        repo.add_judgments(conn=conn, project_id="p", judgments=[judgment(0)])
+    seen: list[int] = []
+    last = 0
+
+    def tail() -> None:
+        nonlocal last
+        with store.read() as conn:
+            rows, last = repo.fetch_judgment_columns(
+                conn=conn, project_id="p", dimension="overall", after_seq=last
+            )
+        seen.extend(int(r[0]) for r in rows)
+
+    tail()
+    slow = store.engine.connect()
+    slow_tx = slow.begin()
+    if not store.is_sqlite:  # SQLite's BEGIN IMMEDIATE already serialises every writer
+        repo.add_judgments(conn=slow, project_id="p", judgments=[judgment(i) for i in (1, 2)])
+
+    def other_writer() -> None:
+        with store.write() as conn:
+            repo.add_judgments(conn=conn, project_id="p", judgments=[judgment(3)])
+
+    writer = threading.Thread(target=other_writer)
+    writer.start()
+    writer.join(1.0)  # it waits for the first batch's commit, or (the bug) commits first
+    tail()
+    slow_tx.commit()
+    slow.close()
+    writer.join(30)
+    tail()
+    with store.read() as conn:
+        stored, _ = repo.fetch_judgment_columns(conn=conn, project_id="p", dimension="overall")
+    assert sorted(seen) == [int(r[0]) for r in stored] and len(stored) == 2 + 2 * (
+        not store.is_sqlite
+    )
+
+
+def test_a_fit_on_older_judgments_does_not_replace_a_newer_snapshot(store: Store) -> None:
+    """Two replicas fit the same project; the slower one's older fit must not become latest."""
+
+    def save(last_seq: int, method: str = "laplace") -> int:
+        with store.write() as conn:
+            return repo.save_snapshot(
+                conn=conn,
+                project_id="p",
+                dimension="overall",
+                num_judgments=last_seq,
+                last_seq=last_seq,
+                method=method,
+                fit_seconds=0.1,
+                diagnostics={},
+                payload=b"x",
+            )
+
+    assert save(10) == 1
+    assert save(20) == 2
+    assert save(15) == 2  # superseded: the newer snapshot stays the latest
+    assert save(20) == 3  # the same data again (e.g. another replica) is stored
+    assert save(5, "nuts") == 4  # a refit of another method is judged on its own
+    with store.read() as conn:
+        latest = repo.latest_snapshot_meta(conn=conn, project_id="p", dimension="overall")
+        versions = [m["version"] for m in repo.list_snapshots(conn=conn, project_id="p")]
+    assert latest is not None and latest["version"] == 4 and versions == [4, 3, 2, 1]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Table, and_, func, select
+from sqlalchemy import Connection, Table, and_, func, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
@@ -296,6 +296,15 @@ def add_judgments(
             nothing was written.
     """
     now = now or utcnow()
+    # One writer per project at a time: sequence numbers are then committed in order, so a
+    # reader tailing by ``seq`` never sees a later batch before an earlier one (PostgreSQL
+    # hands out numbers at insert, not at commit), and a judgment_id raced by two batches
+    # is checked against the stored one. SQLite's BEGIN IMMEDIATE already serialises.
+    conn.execute(
+        select(t.projects.c.project_id)
+        .where(t.projects.c.project_id == project_id)
+        .with_for_update()
+    )
     rows: list[dict[str, Any]] = [{k: j.get(k) for k in JUDGMENT_FIELDS} for j in judgments]
     for r in rows:
         # an empty optional field is a missing one (CSV round trips)
@@ -485,8 +494,31 @@ def save_snapshot(
     payload: bytes,
     created_at: datetime | None = None,
 ) -> int:
-    """Store an immutable snapshot under the next version number of its dimension."""
+    """Store an immutable snapshot under the next version number of its dimension.
+
+    A snapshot of judgments older than the newest stored snapshot of the same method
+    (``last_seq`` lower) is not stored, and that newer snapshot's version is returned:
+    with several replicas fitting one project, a slower replica's fit must not turn the
+    answers back in time.
+    """
+    if conn.dialect.name == "postgresql":  # one snapshot writer per dimension at a time
+        conn.execute(
+            text("SELECT pg_advisory_xact_lock(hashtext(:key))"),
+            {"key": f"evalset-snapshot:{project_id}:{dimension}"},
+        )
     for _ in range(20):
+        newest = conn.execute(
+            select(t.snapshots.c.version, t.snapshots.c.last_seq)
+            .where(
+                t.snapshots.c.project_id == project_id,
+                t.snapshots.c.dimension == dimension,
+                t.snapshots.c.method == method,
+            )
+            .order_by(t.snapshots.c.version.desc())
+            .limit(1)
+        ).first()
+        if newest is not None and int(newest.last_seq) > last_seq:
+            return int(newest.version)
         version = 1 + int(
             conn.scalar(
                 select(func.coalesce(func.max(t.snapshots.c.version), 0)).where(
