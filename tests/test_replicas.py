@@ -1,0 +1,143 @@
+"""Several ``evalset serve`` replicas on one PostgreSQL database, started by ``deploy/replicas.sh``.
+
+Real processes, real HTTP: replicas started together migrate once, a judgment
+stored through one is seen by the other, the same batch sent to both at once is
+stored once, both answer from snapshots that cover every judgment, and a slower
+replica's fit never turns the latest snapshot back in time.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import free_port, fresh_pg_database
+from tests.test_api import judgments, new_project
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "deploy" / "replicas.sh"
+
+pytestmark = pytest.mark.postgres
+
+
+def _evalset() -> str:
+    found = Path(sys.executable).with_name("evalset")
+    return str(found) if found.exists() else (shutil.which("evalset") or "evalset")
+
+
+def _wait_healthy(urls: list[str], proc: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    pending = list(urls)
+    while pending and time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"replicas.sh exited with {proc.returncode}: {proc.stderr.read()}")
+        for url in list(pending):
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    pending.remove(url)
+            except httpx.HTTPError:
+                pass
+        time.sleep(0.1)
+    assert not pending, f"replicas not healthy: {pending}"
+
+
+def test_replicas_script_refuses_sqlite() -> None:
+    env = {**os.environ, "EVALSET_DATABASE_URL": "sqlite:///x.db", "EVALSET": _evalset()}
+    out = subprocess.run(["bash", str(SCRIPT), "8001"], env=env, capture_output=True, text=True)
+    assert out.returncode == 2 and "PostgreSQL" in out.stderr
+
+
+def test_two_replicas_share_one_database() -> None:
+    with fresh_pg_database() as url:
+        ports = [free_port(), free_port()]
+        urls = [f"http://127.0.0.1:{p}" for p in ports]
+        env = {
+            **os.environ,
+            "EVALSET_DATABASE_URL": url,
+            "EVALSET": _evalset(),
+            "EVALSET_NUTS": "false",
+            "EVALSET_WORKER": "thread",
+            "EVALSET_POLL_SECONDS": "0.5",
+            "EVALSET_FAST_NUM_DRAWS": "200",
+            "JAX_PLATFORMS": "cpu",
+        }
+        proc = subprocess.Popen(
+            ["bash", str(SCRIPT), *map(str, ports)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            _wait_healthy(urls, proc)
+            with (
+                httpx.Client(base_url=urls[0], timeout=60) as one,
+                httpx.Client(base_url=urls[1], timeout=60) as two,
+            ):
+                project_id, headers = new_project(one)
+                path = f"/projects/{project_id}/judgments"
+                # batches through either replica, and one batch through both at once
+                assert (
+                    one.post(path, json={"judgments": judgments(120)}, headers=headers).json()[
+                        "accepted"
+                    ]
+                    == 120
+                )
+                assert (
+                    two.post(
+                        path, json={"judgments": judgments(120, start=120)}, headers=headers
+                    ).json()["accepted"]
+                    == 120
+                )
+                same = {"judgments": judgments(60, start=240)}
+                with ThreadPoolExecutor(2) as pool:
+                    answers = list(
+                        pool.map(lambda c: c.post(path, json=same, headers=headers), (one, two))
+                    )
+                assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
+                assert sorted(a.json()["accepted"] for a in answers) == [0, 60]
+                for client in (one, two):
+                    assert (
+                        client.get(f"/projects/{project_id}", headers=headers).json()[
+                            "num_judgments"
+                        ]
+                        == 300
+                    )
+                # both answer from one stored snapshot that covers every judgment
+                deadline = time.monotonic() + 240
+                seen: dict[int, int] = {}
+                while time.monotonic() < deadline and len(seen) < 2:
+                    for i, client in enumerate((one, two)):
+                        r = client.get(f"/projects/{project_id}/significance", headers=headers)
+                        if r.status_code == 200 and r.json()["snapshot"]["num_judgments"] == 300:
+                            seen[i] = r.json()["snapshot"]["version"]
+                    time.sleep(0.2)
+                assert len(seen) == 2, "no snapshot of all 300 judgments on both replicas"
+                time.sleep(2)  # let the slower replica publish its fit too
+                snaps = one.get(f"/projects/{project_id}/snapshots", headers=headers).json()
+                fast = sorted(
+                    (s for s in snaps["snapshots"] if s["method"] == "laplace"),
+                    key=lambda s: s["version"],
+                )
+                counts = [s["num_judgments"] for s in fast]
+                assert counts == sorted(counts), f"latest snapshot went back in time: {counts}"
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                assert proc.wait(60) == 143
+            finally:
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGKILL)
+        for u in urls:
+            with pytest.raises(httpx.HTTPError):
+                httpx.get(u + "/health", timeout=1)
