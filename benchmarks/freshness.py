@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from latency import summarize_ms
 
 
 def simulate(
@@ -56,15 +57,7 @@ def simulate(
 
 
 def pct(values: list[float]) -> dict[str, float | int]:
-    if not values:
-        return {"n": 0}
-    ms = np.asarray(values) * 1000
-    return {
-        "n": len(values),
-        "p50_ms": round(float(np.percentile(ms, 50)), 1),
-        "p95_ms": round(float(np.percentile(ms, 95)), 1),
-        "max_ms": round(float(ms.max()), 1),
-    }
+    return summarize_ms(values, quantiles=(50, 95), digits=1)
 
 
 def profile_update(state, key: tuple[str, str]) -> dict:  # noqa: ANN001

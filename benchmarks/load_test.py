@@ -27,6 +27,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+from latency import summarize_ms
 
 
 def free_port() -> int:
@@ -36,15 +37,7 @@ def free_port() -> int:
 
 
 def percentiles(values: list[float]) -> dict[str, float | int]:
-    if not values:
-        return {"n": 0}
-    ms = np.asarray(values) * 1000.0
-    return {
-        "n": len(values),
-        "p50_ms": round(float(np.percentile(ms, 50)), 2),
-        "p99_ms": round(float(np.percentile(ms, 99)), 2),
-        "max_ms": round(float(ms.max()), 2),
-    }
+    return summarize_ms(values, quantiles=(50, 99), digits=2)
 
 
 class Campaign:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from services.cli.common import add_data_args, emit, log
+from services.cli.common import add_data_args, dimensions_of, emit, log
 
 SIGNIFICANCE_COLUMNS = (
     "dimension",
@@ -73,11 +73,7 @@ def _analyses(args: argparse.Namespace):
     from adaptive.pipeline import analyze
 
     judgments = read_judgments(args.data)
-    dims = (
-        [args.dimension]
-        if args.dimension
-        else judgments["dimension"].unique(maintain_order=True).to_list()
-    )
+    dims = dimensions_of(judgments, args.dimension)
     config = FitConfig(
         method=args.method,
         likelihood=args.likelihood,

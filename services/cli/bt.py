@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from services.cli.common import FORMATS, add_data_args, emit, log
+from services.cli.common import FORMATS, add_data_args, dimensions_of, emit, log
 
 ABILITY_COLUMNS = (
     "dimension",
@@ -152,7 +152,7 @@ def run_bt(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     fits = []
-    for dim in judgments["dimension"].unique(maintain_order=True).to_list():
+    for dim in dimensions_of(judgments):
         if not args.quiet:
             log(f"fitting {dim!r}: {args.by}, ties={args.ties}, {args.method} ...")
         w = None
@@ -265,7 +265,7 @@ def _rank_tutors(args: argparse.Namespace, ratings) -> int:
         seed=args.seed,
     )
     rows = []
-    for dim in judgments["dimension"].unique(maintain_order=True).to_list():
+    for dim in dimensions_of(judgments):
         if not args.quiet:
             log(f"ranking tutors on {dim!r} ({args.method}) ...")
         fit = bt.fit_dimension(judgments, dim, config, weight=weight)

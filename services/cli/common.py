@@ -70,3 +70,14 @@ def emit(rows: list[dict], fmt: str, *, columns: Sequence[str] | None = None) ->
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+def dimensions_of(judgments, only: str | None = None) -> list[str]:
+    """The dimensions to analyse: ``only`` (``--dimension``), else every one in file order.
+
+    A dimension the data does not have is reported by the analysis itself, with the list
+    of those it has.
+    """
+    if only:
+        return [only]
+    return judgments["dimension"].unique(maintain_order=True).to_list()

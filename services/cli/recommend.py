@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from services.cli import CliError
-from services.cli.common import FORMATS, emit, log
+from services.cli.common import FORMATS, dimensions_of, emit, log
 
 TASK_COLUMNS = (
     "task_id",
@@ -71,7 +71,7 @@ def recommend_from_file(args: argparse.Namespace) -> list[dict]:
     judgments = read_judgments(args.data)
     if args.dimension:
         judgments = filter_judgments(judgments, dimensions=args.dimension)
-    dims = judgments["dimension"].unique(maintain_order=True).to_list()
+    dims = dimensions_of(judgments)
     folder = Path(args.data).parent
     prompt_text = _side_table(folder / "items.csv", ("item_id",), "prompt")
     responses = _side_table(folder / "responses.csv", ("item_id", "system"), "response")
@@ -260,7 +260,7 @@ def run_replay(args: argparse.Namespace) -> int:
     if unknown:
         raise CliError(f"unknown policies {unknown}; expected some of {list(POLICIES)}")
     judgments = read_judgments(args.data)
-    dims = args.dimension or judgments["dimension"].unique(maintain_order=True).to_list()
+    dims = args.dimension or dimensions_of(judgments)
     config = ReplayConfig(
         batch_size=args.batch_size,
         budget=args.budget,

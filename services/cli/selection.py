@@ -6,7 +6,7 @@ import argparse
 import os
 import time
 
-from services.cli.common import add_data_args, emit, log
+from services.cli.common import add_data_args, dimensions_of, emit, log
 
 LOCO_COLUMNS = (
     "dimension",
@@ -87,11 +87,7 @@ def _dimensions(args: argparse.Namespace):
     from adaptive.loco import loco_data
 
     judgments = read_judgments(args.data)
-    dims = (
-        [args.dimension]
-        if args.dimension
-        else judgments["dimension"].unique(maintain_order=True).to_list()
-    )
+    dims = dimensions_of(judgments, args.dimension)
     for dim in dims:
         cells = build_cells(judgments, dimension=dim)
         yield dim, cells, loco_data(cells)
