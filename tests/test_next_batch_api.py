@@ -13,7 +13,7 @@ import pytest
 from adaptive.streaming import Snapshot as StreamSnapshot
 from services.api import next_batch as nb
 from services.settings import Settings
-from tests.conftest import ThreadServer
+from tests.conftest import ThreadServer, fresh_pg_database
 
 SYSTEMS = ["s0", "s1", "s2"]
 NUM_PROMPTS = 6
@@ -166,3 +166,36 @@ def test_targets_restrict_the_batch(client):
     assert len(pairs) == 4 and pairs.count(("s0", "s2")) >= 2
     r = client.post(url, json={"size": 3, "tier": ["s0", "zz"]}, headers=headers)
     assert r.status_code == 404
+
+
+@pytest.fixture(scope="module")
+def pg_client() -> Iterator[httpx.Client]:
+    with fresh_pg_database() as url:
+        settings = Settings(database_url=url, streaming=False)
+        with (
+            ThreadServer(settings) as server,
+            httpx.Client(base_url=server.url, timeout=60) as c,
+        ):
+            c.server = server  # type: ignore[attr-defined]
+            yield c
+
+
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_concurrent_requests_never_lease_one_cell_twice(store, request):
+    """Requests that arrive together are served one after the other: each sees the others' leases."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    client = request.getfixturevalue("client" if store == "sqlite" else "pg_client")
+    project_id, headers = _project(client)
+    url = f"/projects/{project_id}/next-batch"
+    total = NUM_PROMPTS * 3
+
+    def ask(i: int) -> dict:
+        r = client.post(url, json={"size": 3, "lease_seconds": 60, "seed": i}, headers=headers)
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    with ThreadPoolExecutor(6) as pool:
+        batches = list(pool.map(ask, range(6)))
+    cells = [cell for batch in batches for cell in _cells(batch)]
+    assert len(cells) == len(set(cells)) == total, "a cell was leased to two requests at once"

@@ -270,59 +270,64 @@ def next_batch(
                 (cells.shown_a if side_a else cells.shown_b)[c, p] += 1
             if exclude is not None and r["annotator_id"] == body.annotator_id:
                 exclude[c, p] = True
-    with state.store.read() as conn:
-        leased = repo.active_leased_cells(conn=conn, project_id=project_id, now=now)
-    for cell in leased:
-        hit = locate(cell["dimension"], cell["item_id"], cell["system_a"], cell["system_b"])
-        if hit is None:
-            continue
-        c, p, flipped = hit
-        cells.available[c, p] = 0  # out with an annotator until the lease expires
-        side_a = (cell["shown_first"] == "a") != flipped
-        (cells.shown_a if side_a else cells.shown_b)[c, p] += 1
-    targets = None
-    if body.targets:
-        targets = []
-        for a, b in body.targets:
-            hits = [i for i, (d, x, y) in enumerate(comps) if {x, y} == {a, b} and d in dims]
-            if not hits:
-                raise ApiError(404, "not_found", f"no comparison of {a!r} and {b!r}")
-            targets += hits
-    if body.adjacent:
-        targets = list(targets or []) + list(adjacent_comparisons(snapshot))
-    if body.tier:
-        unknown_sys = sorted(set(body.tier) - set(maps["systems"]))
-        if unknown_sys:
-            raise ApiError(404, "not_found", f"unknown system(s) {unknown_sys} in the tier")
-        members = [maps["systems"].index(x) for x in body.tier]
-        targets = list(targets or []) + list(tier_comparisons(snapshot, members))
-    dim_ids = [i for i, d in enumerate(maps["versions"]) if d in dims]
-    request = Request(
-        size=body.size,
-        targets=tuple(sorted(set(targets))) if targets is not None else None,
-        exclude=exclude,
-        dimensions=tuple(dim_ids),
-        explore_share=body.explore_share,
-        max_per_cell=1,
-    )
-    rng_key = jax.random.fold_in(jax.random.PRNGKey(body.seed), snapshot.version)
-    batch, _ = recommend(rng_key, snapshot, cells, request)
-    out = []
-    for k in range(len(batch)):
-        dim, a, b = comps[int(batch.comparison[k])]
-        out.append(
-            {
-                "item_id": maps["prompts"][int(batch.prompt[k])],
-                "system_a": a,
-                "system_b": b,
-                "dimension": dim,
-                "shown_first": "a" if batch.shown_first[k] == SHOW_A else "b",
-                "expected_information": float(batch.expected_gain[k]),
-                "purpose": "calibration" if batch.explore[k] else "information",
-                "snapshot_version": int(maps["versions"][dim]),
-            }
-        )
+    # choose and lease under the project's lease lock, so that a concurrent request
+    # sees this batch's leases and never hands out the same cells
     with state.store.write() as conn:
+        repo.lock_leases(conn=conn, project_id=project_id)
+        stored = repo.get_lease_by_key(conn=conn, project_id=project_id, idempotency_key=key)
+        if stored is not None:  # a concurrent request with the same key was first
+            return _public(stored, replayed=True)
+        leased = repo.active_leased_cells(conn=conn, project_id=project_id, now=now)
+        for cell in leased:
+            hit = locate(cell["dimension"], cell["item_id"], cell["system_a"], cell["system_b"])
+            if hit is None:
+                continue
+            c, p, flipped = hit
+            cells.available[c, p] = 0  # out with an annotator until the lease expires
+            side_a = (cell["shown_first"] == "a") != flipped
+            (cells.shown_a if side_a else cells.shown_b)[c, p] += 1
+        targets = None
+        if body.targets:
+            targets = []
+            for a, b in body.targets:
+                hits = [i for i, (d, x, y) in enumerate(comps) if {x, y} == {a, b} and d in dims]
+                if not hits:
+                    raise ApiError(404, "not_found", f"no comparison of {a!r} and {b!r}")
+                targets += hits
+        if body.adjacent:
+            targets = list(targets or []) + list(adjacent_comparisons(snapshot))
+        if body.tier:
+            unknown_sys = sorted(set(body.tier) - set(maps["systems"]))
+            if unknown_sys:
+                raise ApiError(404, "not_found", f"unknown system(s) {unknown_sys} in the tier")
+            members = [maps["systems"].index(x) for x in body.tier]
+            targets = list(targets or []) + list(tier_comparisons(snapshot, members))
+        dim_ids = [i for i, d in enumerate(maps["versions"]) if d in dims]
+        request = Request(
+            size=body.size,
+            targets=tuple(sorted(set(targets))) if targets is not None else None,
+            exclude=exclude,
+            dimensions=tuple(dim_ids),
+            explore_share=body.explore_share,
+            max_per_cell=1,
+        )
+        rng_key = jax.random.fold_in(jax.random.PRNGKey(body.seed), snapshot.version)
+        batch, _ = recommend(rng_key, snapshot, cells, request)
+        out = []
+        for k in range(len(batch)):
+            dim, a, b = comps[int(batch.comparison[k])]
+            out.append(
+                {
+                    "item_id": maps["prompts"][int(batch.prompt[k])],
+                    "system_a": a,
+                    "system_b": b,
+                    "dimension": dim,
+                    "shown_first": "a" if batch.shown_first[k] == SHOW_A else "b",
+                    "expected_information": float(batch.expected_gain[k]),
+                    "purpose": "calibration" if batch.explore[k] else "information",
+                    "snapshot_version": int(maps["versions"][dim]),
+                }
+            )
         lease = repo.create_lease(
             conn=conn,
             project_id=project_id,

@@ -638,6 +638,20 @@ def list_snapshots(*, conn: Connection, project_id: str, limit: int = 100) -> li
 # ---------------------------------------------------------------- leases (next-batch recommender)
 
 
+def lock_leases(*, conn: Connection, project_id: str) -> None:
+    """Hold the project's lease lock until the transaction ends (call in a write transaction).
+
+    Reading the active leases, choosing cells and storing the new lease under this lock
+    means two requests never lease one cell at once. SQLite's write transactions
+    (``BEGIN IMMEDIATE``) are serialised already.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.execute(
+            text("SELECT pg_advisory_xact_lock(hashtext(:key))"),
+            {"key": f"evalset-lease:{project_id}"},
+        )
+
+
 def create_lease(
     *,
     conn: Connection,
