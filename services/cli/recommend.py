@@ -75,6 +75,16 @@ def recommend_from_file(args: argparse.Namespace) -> list[dict]:
     folder = Path(args.data).parent
     prompt_text = _side_table(folder / "items.csv", ("item_id",), "prompt")
     responses = _side_table(folder / "responses.csv", ("item_id", "system"), "response")
+    if not args.quiet and not prompt_text:
+        log(
+            f"note: no prompt texts ({folder / 'items.csv'} with columns item_id, prompt); "
+            "the prompt column of the tasks is empty"
+        )
+    if not args.quiet and not responses:
+        log(
+            f"note: no responses ({folder / 'responses.csv'} with columns item_id, system, "
+            "response); the response columns of the tasks are empty"
+        )
     prompts = list(dict.fromkeys(judgments["item_id"].to_list()))
     systems = list(dict.fromkeys(judgments["system_a"].to_list() + judgments["system_b"].to_list()))
     config = FitConfig(
