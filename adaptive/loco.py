@@ -22,7 +22,11 @@ record the standard error of its ability. Policies (:mod:`adaptive.selection`):
   from the all-prompts estimate by 0.4 (RMS) even with all prompts.
   ``tier_estimate="linked"`` estimates with the tier's parameters and maps
   the result to the global scale by mean-sigma linking on the tier's
-  training comparisons (scale and shift of their ability estimates);
+  training comparisons (scale and shift of their ability estimates).
+  ``tier_information="located"`` skips the tier refit: prompts are ranked by
+  information with the *global* item parameters, evaluated at the global
+  ability draws of the tier's training comparisons (where the tier's
+  comparisons sit, without the noise of a 2-7-comparison fit);
 * ``discrimination``: ranked by alpha alone (optional; the paper's wording).
 
 Choices (documented in docs/selection.md):
@@ -118,6 +122,7 @@ class LocoConfig:
     grid_points: int = 801
     grid_limit: float = 8.0
     tier_estimate: str = "global"  # or "tier", "linked": see the module doc
+    tier_information: str = "refit"  # or "located": see the module doc
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -127,6 +132,14 @@ class LocoConfig:
         if self.tier_estimate not in ("global", "tier", "linked"):
             raise ValueError(
                 f"tier_estimate must be 'global', 'tier' or 'linked', not {self.tier_estimate!r}"
+            )
+        if self.tier_information not in ("refit", "located"):
+            raise ValueError(
+                f"tier_information must be 'refit' or 'located', not {self.tier_information!r}"
+            )
+        if self.tier_information == "located" and self.tier_estimate != "global":
+            raise ValueError(
+                "tier_information='located' has no tier fit: use tier_estimate='global'"
             )
         if self.num_random < 1 or any(k < 1 for k in self.grid):
             raise ValueError("num_random and every k must be >= 1")
@@ -367,11 +380,20 @@ def run_fold(data: LocoData, config: LocoConfig, fold: int) -> FoldResult:
             and len(tier_train) >= config.min_tier_comparisons
         ):
             tier = held_tier
-            tfit = fit_items(data, tier_train, jax.random.fold_in(base_key, 3), config.num_draws)
-            tscore = information_score(tfit, config.num_info_draws)
-            # prompts unseen in the tier rank after the seen ones, by their global score
-            tscore = np.where(tfit.has_data, tscore, score - score.max() - 1.0)
-            if config.tier_estimate in ("tier", "linked"):
+            if config.tier_information == "located":
+                # global item parameters, information where the tier's comparisons sit
+                cols = np.searchsorted(train, tier_train)
+                draws = fit.theta_draws[: config.num_info_draws][:, cols]
+                tscore = np.asarray(expected_information(draws, fit.alpha, fit.b), dtype=np.float64)
+                tfit = None
+            else:
+                tfit = fit_items(
+                    data, tier_train, jax.random.fold_in(base_key, 3), config.num_draws
+                )
+                tscore = information_score(tfit, config.num_info_draws)
+                # prompts unseen in the tier rank after the seen ones, by their global score
+                tscore = np.where(tfit.has_data, tscore, score - score.max() - 1.0)
+            if tfit is not None and config.tier_estimate in ("tier", "linked"):
                 alpha_t = np.where(tfit.has_data, tfit.alpha, fit.alpha)
                 b_t = np.where(tfit.has_data[:, None], tfit.b, fit.b)
             else:
@@ -385,7 +407,7 @@ def run_fold(data: LocoData, config: LocoConfig, fold: int) -> FoldResult:
             )
             order["prompt_model"] = ranking.order
             se["prompt_model"] = se_of(ranking.order, alpha_t, b_t, "prompt_model")[None]
-            if config.tier_estimate == "linked":
+            if tfit is not None and config.tier_estimate == "linked":
                 # mean-sigma linking of the tier's ability scale to the global one, fitted
                 # on the tier's training comparisons (Kolen & Brennan 2014, sec. 6.2)
                 t_tier = tfit.theta_draws.mean(axis=0)
@@ -396,7 +418,7 @@ def run_fold(data: LocoData, config: LocoConfig, fold: int) -> FoldResult:
                 estimate["prompt_model"][-1] = scale * estimate["prompt_model"][-1] + shift
                 info["link_scale"] = scale
             info["tier_comparisons"] = float(len(tier_train))
-            info["tier_converged"] = float(tfit.converged)
+            info["tier_converged"] = float(tfit.converged if tfit is not None else fit.converged)
         else:
             base = order.get("prompt")
             if base is None:

@@ -132,3 +132,65 @@ def test_chateval_ncm_informed_selection_beats_random():
     assert rand["se_mean"] - prompt["se_mean"] > 5 * rand["draw_sd"]
     assert prompt["se_ratio"] < 1.2
     assert rows[("prompt", 150)]["se_ratio"] < 1.06
+
+
+def two_tier_data(seed: int = 0) -> LocoData:
+    """Two tiers of three close systems; 12 prompts discriminate near theta = 0 (within a tier),
+    12 only far from it (across tiers), where 9 of the 15 comparisons sit."""
+    rng = np.random.default_rng(seed)
+    skill = np.array([1.5, 1.4, 1.3, -1.3, -1.4, -1.5])
+    within = [(0, 1), (1, 2), (0, 2), (3, 4), (4, 5), (3, 5)]
+    across = [(a, b) for a in range(3) for b in range(3, 6)]
+    pa, pb = np.array([p[0] for p in within + across]), np.array([p[1] for p in within + across])
+    theta = skill[pb] - skill[pa]
+    near = np.tile([-0.9, -0.6, -0.3, 0.3, 0.6, 0.9], (12, 1))
+    far = np.tile([-3.5, -3.0, -2.5, 2.5, 3.0, 3.5], (12, 1))
+    b = np.concatenate([near, far]) + rng.normal(0, 0.05, (24, 6))
+    alpha = np.full(24, 2.0)
+    num_prompts, num_c = 24, len(theta)
+    cum = 1 / (1 + np.exp(-alpha[None, :, None] * (theta[:, None, None] - b[None])))
+    # one net rating (7 categories) per comparison and prompt
+    y = (rng.uniform(size=cum.shape[:2])[..., None] < cum).sum(axis=-1)
+    comp, prompt = np.nonzero(np.ones((num_c, num_prompts), bool))
+    rating = np.zeros((num_prompts, num_c))
+    rating[prompt, comp] = y[comp, prompt] - 3
+    return LocoData(
+        cell_comparison=comp.astype(np.int32),
+        cell_prompt=prompt.astype(np.int32),
+        cell_y=y[comp, prompt].astype(np.int32),
+        pair_a=pa,
+        pair_b=pb,
+        num_systems=6,
+        num_prompts=num_prompts,
+        num_categories=7,
+        rating=rating,
+        rating_mask=np.ones((num_prompts, num_c), bool),
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_located_tier_information_picks_prompts_that_discriminate_where_the_tier_sits(seed):
+    """A held-out comparison of two close systems: information at the tier's abilities puts the
+    near-zero prompts first and gives a smaller SE than the global ranking, which averages over
+    the across-tier comparisons. (The tier *refit* rests on two comparisons here and is not
+    reliable: docs/selection.md.)"""
+    config = LocoConfig(
+        grid=(6,),
+        policies=("prompt", "prompt_model"),
+        num_draws=100,
+        num_info_draws=50,
+        min_tier_comparisons=1,
+        redundancy_threshold=None,
+        tier_information="located",
+    )
+    result = run_fold(two_tier_data(seed), config, 0)
+    assert result.tier == 0
+    assert len(set(range(12)) & set(result.order["prompt_model"][:6].tolist())) >= 4
+    assert result.se["prompt_model"][0, 0] < result.se["prompt"][0, 0]
+
+
+def test_located_tier_information_needs_the_global_estimate():
+    with pytest.raises(ValueError, match="located"):
+        LocoConfig(tier_information="located", tier_estimate="tier")
+    with pytest.raises(ValueError, match="tier_information"):
+        LocoConfig(tier_information="nearby")

@@ -106,6 +106,7 @@ def run_loco_command(args: argparse.Namespace) -> int:
         redundancy_threshold=None if args.no_redundancy else args.redundancy_threshold,
         redundancy_fdr=args.redundancy_fdr,
         tier_estimate=args.tier_estimate,
+        tier_information=args.tier_information,
         seed=args.seed,
     )
     workers = max(1, args.workers)
@@ -220,6 +221,14 @@ def register(sub) -> None:
         help="prompt_model: estimate the held-out ability with the global item parameters "
         "(default; one ability scale for every policy), the tier's (the paper's wording; "
         "the tier's own scale), or the tier's linked to the global scale (mean-sigma)",
+    )
+    p.add_argument(
+        "--tier-information",
+        choices=["refit", "located"],
+        default="refit",
+        help="prompt_model: rank by information from item parameters re-estimated inside "
+        "the tier (default; the paper's procedure), or from the global parameters evaluated "
+        "at the tier's abilities (no tier fit)",
     )
     _add_selection_args(p)
     p.set_defaults(func=run_loco_command)
