@@ -702,7 +702,9 @@ class RefreshEvent:
     """One thing the worker did (returned diagnostics; the service decides what to log)."""
 
     key: Hashable
-    kind: str  # "published", "rejected", "failed", "skipped", "items" (a new base fitted)
+    # "published", "superseded" (the store kept a newer one), "rejected", "failed",
+    # "skipped", "items" (a new base fitted)
+    kind: str
     method: str
     version: int
     num_judgments: int
@@ -715,7 +717,8 @@ class Refresher:
 
     Args:
         load_fn: key -> :class:`Source` (current judgments), or None when there are none.
-        publish_fn: (key, snapshot) -> version; stores the snapshot.
+        publish_fn: (key, snapshot) -> version; stores the snapshot, or returns None when
+            the store keeps a newer snapshot of that method instead (another replica's).
         latest_fn: key -> newest stored fast :class:`Snapshot` or None (restores
             warm starts after a restart instead of refitting from scratch).
         config: :class:`RefreshConfig`.
@@ -725,7 +728,7 @@ class Refresher:
         self,
         *,
         load_fn: Callable[[Any], Source | None],
-        publish_fn: Callable[[Any, Snapshot], int],
+        publish_fn: Callable[[Any, Snapshot], int | None],
         latest_fn: Callable[[Any], Snapshot | None],
         config: RefreshConfig = RefreshConfig(),
     ) -> None:
@@ -806,9 +809,22 @@ class Refresher:
         with self._lock:
             return self._states.setdefault(key, _KeyState())
 
-    def _publish(self, key: Hashable, snapshot: Snapshot, started: float) -> int:
+    def _publish(self, key: Hashable, snapshot: Snapshot, started: float) -> int | None:
         version = self.publish_fn(key, snapshot)
         now = time.monotonic()
+        if version is None:
+            self._record(
+                RefreshEvent(
+                    key,
+                    "superseded",
+                    snapshot.method,
+                    0,
+                    snapshot.num_judgments,
+                    now - started,
+                    "the store holds a snapshot of newer judgments (another replica's)",
+                )
+            )
+            return None
         state = self._state(key)
         with self._lock:
             if snapshot.last_seq >= state.published_seq:
@@ -909,6 +925,8 @@ class Refresher:
             # and the next update starts from the default, not from it
             state.fast = None
         version = self._publish(key, snapshot, started)
+        if version is None:
+            return self._superseded(key, state, base, new_base, snapshot)
         snapshot = replace(snapshot, version=version)
         with self._lock:
             if base is state.base:
@@ -922,6 +940,30 @@ class Refresher:
         if snapshot.diagnostics.get("converged", True):
             state.fast = snapshot
         return snapshot
+
+    def _superseded(
+        self,
+        key: Hashable,
+        state: _KeyState,
+        base: SkillBase | None,
+        new_base: SkillBase | None,
+        snapshot: Snapshot,
+    ) -> None:
+        """Another writer stored newer judgments' snapshot first: go on from that one."""
+        latest = self.latest_fn(key)
+        with self._lock:
+            if base is state.base:
+                state.base_fresh = False
+            if new_base is not None and self.config.skill_updates:
+                # still a valid base (items of fewer judgments); version 0: never stored
+                state.base = replace(new_base, snapshot=replace(snapshot, version=0))
+            if latest is not None and latest.last_seq >= state.published_seq:
+                state.published_seq = latest.last_seq
+                state.published_judgments = latest.num_judgments
+                state.pending = [p for p in state.pending if p[0] > latest.last_seq]
+        if latest is not None:
+            state.fast = latest
+        return None
 
     def _fast_fit(
         self, source: Source, previous: Snapshot | None
@@ -1058,6 +1100,6 @@ class Refresher:
                 )
                 return None
             version = self._publish(key, snapshot, started)
-            return replace(snapshot, version=version)
+            return None if version is None else replace(snapshot, version=version)
         finally:
             state.nuts_running = False

@@ -325,3 +325,43 @@ def test_on_small_data_a_new_prompt_gets_a_full_fit_at_once() -> None:
     snap = refresher.update("k")
     assert snap is not None and "update" not in snap.diagnostics  # the full fit
     assert snap.num_judgments == 240 and "q_new" in snap.items
+
+
+class NewestOnlyMemory(Memory):
+    """Refuses a snapshot of older judgments than the newest stored one, as the store does."""
+
+    def publish(self, key: object, snapshot: st.Snapshot) -> int | None:
+        if any(
+            s.last_seq > snapshot.last_seq for s in self.published if s.method == snapshot.method
+        ):
+            return None
+        return super().publish(key, snapshot)
+
+
+def test_a_superseded_fit_hands_over_to_the_newer_stored_snapshot() -> None:
+    """Two replicas: the slower one's fit of older judgments is refused by the store; it then
+    continues from the stored snapshot instead of claiming its own as published."""
+    memory = NewestOnlyMemory(simulate(256, seed=4))
+    config = st.RefreshConfig(nuts=False, fast_num_draws=200, max_draws=200, skill_updates=False)
+    slow = st.Refresher(
+        load_fn=memory.load, publish_fn=memory.publish, latest_fn=memory.latest, config=config
+    )
+    fast = st.Refresher(
+        load_fn=memory.load, publish_fn=memory.publish, latest_fn=memory.latest, config=config
+    )
+    memory.visible = 200
+    assert slow.update("k") is not None
+    memory.visible = 256
+    newer = fast.update("k")
+    assert newer is not None and newer.last_seq == 256
+    memory.visible = 240  # what the slow replica read before the newer batch committed
+    slow.notify("k", last_seq=240)
+    assert slow.update("k") is None
+    assert [s.last_seq for s in memory.published] == [200, 256]
+    assert slow.events[-1].kind == "superseded"
+    assert [e.kind for e in slow.events].count("published") == 1
+    # it goes on from the stored snapshot: nothing to do until judgments beyond 256 arrive
+    events = len(slow.events)
+    memory.visible = 256
+    slow.notify("k", last_seq=256)
+    assert slow.update("k") is None and len(slow.events) == events

@@ -286,7 +286,8 @@ class ServiceState:
             return Pending(source.num_judgments)
         return job.result()
 
-    def publish(self, key: Key, snapshot: Snapshot) -> int:
+    def publish(self, key: Key, snapshot: Snapshot) -> int | None:
+        """Store a snapshot; None when a newer one of its method is stored (another replica)."""
         project_id, dimension = key
         payload = encode_snapshot(snapshot)
         with self.store.write() as conn:

@@ -300,10 +300,11 @@ def add_judgments(
     # reader tailing by ``seq`` never sees a later batch before an earlier one (PostgreSQL
     # hands out numbers at insert, not at commit), and a judgment_id raced by two batches
     # is checked against the stored one. SQLite's BEGIN IMMEDIATE already serialises.
+    # FOR NO KEY UPDATE: inserts that reference the project (snapshots, leases) go on
     conn.execute(
         select(t.projects.c.project_id)
         .where(t.projects.c.project_id == project_id)
-        .with_for_update()
+        .with_for_update(key_share=True)
     )
     rows: list[dict[str, Any]] = [{k: j.get(k) for k in JUDGMENT_FIELDS} for j in judgments]
     for r in rows:
@@ -493,13 +494,13 @@ def save_snapshot(
     diagnostics: dict,
     payload: bytes,
     created_at: datetime | None = None,
-) -> int:
+) -> int | None:
     """Store an immutable snapshot under the next version number of its dimension.
 
-    A snapshot of judgments older than the newest stored snapshot of the same method
-    (``last_seq`` lower) is not stored, and that newer snapshot's version is returned:
-    with several replicas fitting one project, a slower replica's fit must not turn the
-    answers back in time.
+    Returns the new version, or None when the snapshot is *superseded*: it covers
+    older judgments (a lower ``last_seq``) than the newest stored snapshot of the same
+    method, and is not stored. With several replicas fitting one project, a slower
+    replica's fit must not turn that method's answers back in time.
     """
     if conn.dialect.name == "postgresql":  # one snapshot writer per dimension at a time
         conn.execute(
@@ -518,7 +519,7 @@ def save_snapshot(
             .limit(1)
         ).first()
         if newest is not None and int(newest.last_seq) > last_seq:
-            return int(newest.version)
+            return None
         version = 1 + int(
             conn.scalar(
                 select(func.coalesce(func.max(t.snapshots.c.version), 0)).where(
