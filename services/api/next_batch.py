@@ -270,49 +270,45 @@ def next_batch(
                 (cells.shown_a if side_a else cells.shown_b)[c, p] += 1
             if exclude is not None and r["annotator_id"] == body.annotator_id:
                 exclude[c, p] = True
-    # choose and lease under the project's lease lock, so that a concurrent request
-    # sees this batch's leases and never hands out the same cells
-    with state.store.write() as conn:
-        repo.lock_leases(conn=conn, project_id=project_id)
-        stored = repo.get_lease_by_key(conn=conn, project_id=project_id, idempotency_key=key)
-        if stored is not None:  # a concurrent request with the same key was first
-            return _public(stored, replayed=True)
-        leased = repo.active_leased_cells(conn=conn, project_id=project_id, now=now)
+    targets = None
+    if body.targets:
+        targets = []
+        for a, b in body.targets:
+            hits = [i for i, (d, x, y) in enumerate(comps) if {x, y} == {a, b} and d in dims]
+            if not hits:
+                raise ApiError(404, "not_found", f"no comparison of {a!r} and {b!r}")
+            targets += hits
+    if body.adjacent:
+        targets = list(targets or []) + list(adjacent_comparisons(snapshot))
+    if body.tier:
+        unknown_sys = sorted(set(body.tier) - set(maps["systems"]))
+        if unknown_sys:
+            raise ApiError(404, "not_found", f"unknown system(s) {unknown_sys} in the tier")
+        members = [maps["systems"].index(x) for x in body.tier]
+        targets = list(targets or []) + list(tier_comparisons(snapshot, members))
+    dim_ids = [i for i, d in enumerate(maps["versions"]) if d in dims]
+    request = Request(
+        size=body.size,
+        targets=tuple(sorted(set(targets))) if targets is not None else None,
+        exclude=exclude,
+        dimensions=tuple(dim_ids),
+        explore_share=body.explore_share,
+        max_per_cell=1,
+    )
+    rng_key = jax.random.fold_in(jax.random.PRNGKey(body.seed), snapshot.version)
+
+    def choose(leased: list[dict]) -> list[dict]:
+        """The batch given the cells other annotators hold now."""
+        held = CellState(cells.available.copy(), cells.shown_a.copy(), cells.shown_b.copy())
         for cell in leased:
             hit = locate(cell["dimension"], cell["item_id"], cell["system_a"], cell["system_b"])
             if hit is None:
                 continue
             c, p, flipped = hit
-            cells.available[c, p] = 0  # out with an annotator until the lease expires
+            held.available[c, p] = 0  # out with an annotator until the lease expires
             side_a = (cell["shown_first"] == "a") != flipped
-            (cells.shown_a if side_a else cells.shown_b)[c, p] += 1
-        targets = None
-        if body.targets:
-            targets = []
-            for a, b in body.targets:
-                hits = [i for i, (d, x, y) in enumerate(comps) if {x, y} == {a, b} and d in dims]
-                if not hits:
-                    raise ApiError(404, "not_found", f"no comparison of {a!r} and {b!r}")
-                targets += hits
-        if body.adjacent:
-            targets = list(targets or []) + list(adjacent_comparisons(snapshot))
-        if body.tier:
-            unknown_sys = sorted(set(body.tier) - set(maps["systems"]))
-            if unknown_sys:
-                raise ApiError(404, "not_found", f"unknown system(s) {unknown_sys} in the tier")
-            members = [maps["systems"].index(x) for x in body.tier]
-            targets = list(targets or []) + list(tier_comparisons(snapshot, members))
-        dim_ids = [i for i, d in enumerate(maps["versions"]) if d in dims]
-        request = Request(
-            size=body.size,
-            targets=tuple(sorted(set(targets))) if targets is not None else None,
-            exclude=exclude,
-            dimensions=tuple(dim_ids),
-            explore_share=body.explore_share,
-            max_per_cell=1,
-        )
-        rng_key = jax.random.fold_in(jax.random.PRNGKey(body.seed), snapshot.version)
-        batch, _ = recommend(rng_key, snapshot, cells, request)
+            (held.shown_a if side_a else held.shown_b)[c, p] += 1
+        batch, _ = recommend(rng_key, snapshot, held, request)
         out = []
         for k in range(len(batch)):
             dim, a, b = comps[int(batch.comparison[k])]
@@ -328,6 +324,22 @@ def next_batch(
                     "snapshot_version": int(maps["versions"][dim]),
                 }
             )
+        return out
+
+    # Choose outside any write transaction (a first call compiles), then store the lease
+    # under the project's lease lock, after checking that no lease taken meanwhile holds
+    # a chosen cell: concurrent requests (or replicas) never hand out one cell twice.
+    with state.store.read() as conn:
+        leased = repo.active_leased_cells(conn=conn, project_id=project_id, now=now)
+    out = choose(leased)
+    with state.store.write() as conn:
+        repo.lock_leases(conn=conn, project_id=project_id)
+        stored = repo.get_lease_by_key(conn=conn, project_id=project_id, idempotency_key=key)
+        if stored is not None:  # a concurrent request with the same key was first
+            return _public(stored, replayed=True)
+        current = repo.active_leased_cells(conn=conn, project_id=project_id, now=now)
+        if current != leased:  # leases changed since: choose again (compiled by now)
+            out = choose(current)
         lease = repo.create_lease(
             conn=conn,
             project_id=project_id,
