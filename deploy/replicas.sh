@@ -7,12 +7,12 @@
 # One replica per port, each with its own re-estimation worker; put a reverse proxy in
 # front (deploy/nginx/evalset.conf). Every EVALSET_* setting in the environment reaches
 # every replica (docs/service.md lists them). SIGTERM or SIGINT stops them all; if one
-# replica exits, the others are stopped and the script exits with its status, so a
-# supervisor (systemd, a container runtime) restarts the set.
+# replica exits, the others are stopped and the script exits with its status (1 if that
+# was 0), so a supervisor (systemd, a container runtime) restarts the set.
 set -euo pipefail
 
 if [ "$#" -lt 1 ]; then
-    sed -n '2,10p' "$0" >&2
+    sed -n '2,11p' "$0" >&2
     exit 2
 fi
 url="${EVALSET_DATABASE_URL:-}"
@@ -45,6 +45,14 @@ pids=()
 stop() {
     trap - TERM INT
     for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    # uvicorn finishes requests in flight within 10 s; then no more waiting
+    for _ in $(seq 1 30); do
+        alive=0
+        for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+        [ "$alive" = 0 ] && break
+        sleep 0.5
+    done
+    for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
     wait
 }
 trap 'stop; exit 143' TERM
@@ -58,4 +66,7 @@ status=0
 wait -n || status=$?
 echo "replicas.sh: a replica exited (status $status); stopping the others" >&2
 stop
+# a replica that stopped on its own is a failure of the set, whatever its status,
+# so that a supervisor with Restart=on-failure starts the set again
+[ "$status" -eq 0 ] && status=1
 exit "$status"

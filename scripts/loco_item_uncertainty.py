@@ -30,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num-random", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    if not 1 <= args.item_draws <= 400:
+        parser.error("--item-draws must be between 1 and 400 (the Laplace draws of each fit)")
 
     data = loco_data(build_cells(read_judgments(args.data)))
     rng = np.random.default_rng(args.seed)

@@ -56,6 +56,33 @@ def test_replicas_script_refuses_sqlite() -> None:
     assert out.returncode == 2 and "PostgreSQL" in out.stderr
 
 
+def test_replicas_script_stops_the_set_when_one_replica_exits(tmp_path: Path) -> None:
+    """A replica that exits (even with status 0) takes the others down, and the script fails,
+    so that its supervisor restarts the set."""
+    fake = tmp_path / "evalset"
+    fake.write_text(
+        "#!/usr/bin/env bash\n"
+        'port="${@: -1}"\n'
+        '[ "$port" = 1 ] && { sleep 1; exit 0; }\n'
+        f'echo $$ > {tmp_path}/"$port".pid\n'
+        "exec sleep 120\n"
+    )
+    fake.chmod(0o755)
+    env = {
+        **os.environ,
+        "EVALSET_DATABASE_URL": "postgresql+psycopg://x@127.0.0.1/x",
+        "EVALSET": str(fake),
+    }
+    started = time.monotonic()
+    out = subprocess.run(
+        ["bash", str(SCRIPT), "1", "2"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 1, out.stderr
+    assert time.monotonic() - started < 30
+    other = int((tmp_path / "2.pid").read_text())
+    assert not Path(f"/proc/{other}").exists() or "Z" in Path(f"/proc/{other}/stat").read_text()
+
+
 def test_two_replicas_share_one_database() -> None:
     with fresh_pg_database() as url:
         ports = [free_port(), free_port()]
