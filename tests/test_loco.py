@@ -22,17 +22,24 @@ def tiny_data(seed: int = 0, num_prompts: int = 24) -> LocoData:
     cum = 1 / (1 + np.exp(-alpha[None, :, None] * (theta[:, None, None] - b[None])))
     y = (rng.uniform(size=cum.shape[:2])[..., None] < cum).sum(axis=-1)  # (C, P)
     observed = rng.uniform(size=y.shape) > 0.1
+    return loco_from_ratings(y, observed, PAIRS_A, PAIRS_B, num_systems=5)
+
+
+def loco_from_ratings(
+    y: np.ndarray, observed: np.ndarray, pair_a: np.ndarray, pair_b: np.ndarray, *, num_systems: int
+) -> LocoData:
+    """LOCO inputs from a (C, P) matrix of net-rating categories (0..6) and what was observed."""
     comp, prompt = np.nonzero(observed)
-    rating = np.zeros((num_prompts, len(theta)))
+    rating = np.zeros((y.shape[1], y.shape[0]))
     rating[prompt, comp] = y[comp, prompt] - 3
     return LocoData(
         cell_comparison=comp.astype(np.int32),
         cell_prompt=prompt.astype(np.int32),
         cell_y=y[comp, prompt].astype(np.int32),
-        pair_a=PAIRS_A,
-        pair_b=PAIRS_B,
-        num_systems=5,
-        num_prompts=num_prompts,
+        pair_a=pair_a,
+        pair_b=pair_b,
+        num_systems=num_systems,
+        num_prompts=y.shape[1],
         num_categories=7,
         rating=rating,
         rating_mask=observed.T.copy(),
@@ -151,21 +158,7 @@ def two_tier_data(seed: int = 0) -> LocoData:
     cum = 1 / (1 + np.exp(-alpha[None, :, None] * (theta[:, None, None] - b[None])))
     # one net rating (7 categories) per comparison and prompt
     y = (rng.uniform(size=cum.shape[:2])[..., None] < cum).sum(axis=-1)
-    comp, prompt = np.nonzero(np.ones((num_c, num_prompts), bool))
-    rating = np.zeros((num_prompts, num_c))
-    rating[prompt, comp] = y[comp, prompt] - 3
-    return LocoData(
-        cell_comparison=comp.astype(np.int32),
-        cell_prompt=prompt.astype(np.int32),
-        cell_y=y[comp, prompt].astype(np.int32),
-        pair_a=pa,
-        pair_b=pb,
-        num_systems=6,
-        num_prompts=num_prompts,
-        num_categories=7,
-        rating=rating,
-        rating_mask=np.ones((num_prompts, num_c), bool),
-    )
+    return loco_from_ratings(y, np.ones((num_c, num_prompts), bool), pa, pb, num_systems=6)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

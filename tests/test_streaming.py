@@ -60,6 +60,12 @@ class Memory:
         fast = [s for s in self.published if s.method == st.FAST]
         return fast[-1] if fast else None
 
+    def refresher(self, config: st.RefreshConfig) -> st.Refresher:
+        """A worker on this store (not started: tests call ``update`` themselves)."""
+        return st.Refresher(
+            load_fn=self.load, publish_fn=self.publish, latest_fn=self.latest, config=config
+        )
+
 
 @pytest.fixture(scope="module")
 def snapshot() -> st.Snapshot:
@@ -170,9 +176,7 @@ def test_restart_restores_the_stored_snapshot_instead_of_refitting() -> None:
     memory = Memory(simulate(200, seed=2))
     memory.visible = 200
     config = st.RefreshConfig(nuts=False, fast_num_draws=200, max_draws=200)
-    before = st.Refresher(
-        load_fn=memory.load, publish_fn=memory.publish, latest_fn=memory.latest, config=config
-    )
+    before = memory.refresher(config)
     assert before.update("k") is not None
     after = st.Refresher(  # a new process: nothing in memory
         load_fn=memory.load, publish_fn=memory.publish, latest_fn=memory.latest, config=config
@@ -232,9 +236,7 @@ def test_skill_updates_hold_items_until_an_items_refresh_replaces_them() -> None
     config = st.RefreshConfig(
         nuts=False, fast_num_draws=400, max_draws=400, items_every_judgments=100
     )
-    refresher = st.Refresher(
-        load_fn=memory.load, publish_fn=memory.publish, latest_fn=memory.latest, config=config
-    )
+    refresher = memory.refresher(config)
     memory.visible = 200
     first = refresher.update("k")
     assert first is not None and "update" not in first.diagnostics  # a full fit: the base
@@ -285,9 +287,7 @@ def test_judgments_on_a_new_prompt_wait_for_the_items_refresh() -> None:
     )
     memory = Memory(frame)
     config = st.RefreshConfig(nuts=False, fast_num_draws=200, max_draws=200, items_sync_below=0)
-    refresher = st.Refresher(
-        load_fn=memory.load, publish_fn=memory.publish, latest_fn=memory.latest, config=config
-    )
+    refresher = memory.refresher(config)
     memory.visible = 200
     assert refresher.update("k") is not None
     memory.visible = 240
@@ -343,12 +343,7 @@ def test_a_superseded_fit_hands_over_to_the_newer_stored_snapshot() -> None:
     continues from the stored snapshot instead of claiming its own as published."""
     memory = NewestOnlyMemory(simulate(256, seed=4))
     config = st.RefreshConfig(nuts=False, fast_num_draws=200, max_draws=200, skill_updates=False)
-    slow = st.Refresher(
-        load_fn=memory.load, publish_fn=memory.publish, latest_fn=memory.latest, config=config
-    )
-    fast = st.Refresher(
-        load_fn=memory.load, publish_fn=memory.publish, latest_fn=memory.latest, config=config
-    )
+    slow, fast = memory.refresher(config), memory.refresher(config)
     memory.visible = 200
     assert slow.update("k") is not None
     memory.visible = 256
