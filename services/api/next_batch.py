@@ -327,8 +327,9 @@ def next_batch(
         return out
 
     # Choose outside any write transaction (a first call compiles), then store the lease
-    # under the project's lease lock, after checking that no lease taken meanwhile holds
-    # a chosen cell: concurrent requests (or replicas) never hand out one cell twice.
+    # under the project's lease lock if the active leases are still those it was chosen
+    # on (else choose again there): concurrent requests (or replicas) never hand out one
+    # cell twice.
     with state.store.read() as conn:
         leased = repo.active_leased_cells(conn=conn, project_id=project_id, now=now)
     out = choose(leased)
