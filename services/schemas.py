@@ -54,6 +54,18 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
 
 
+def _unique(items: list, key: str) -> list:
+    """Refuse a list that names one id twice (which entry would win is not the client's
+    intent to guess; PostgreSQL also refuses to upsert one row twice in a statement)."""
+    seen: dict[str, int] = {}
+    for i, item in enumerate(items):
+        value = getattr(item, key)
+        if value in seen:
+            raise ValueError(f"{key} {value!r} appears twice (entries {seen[value]} and {i})")
+        seen[value] = i
+    return items
+
+
 # ---------------------------------------------------------------- errors
 
 
@@ -98,6 +110,11 @@ class ProjectCreate(Strict):
         max_length=1000,
         description="dimensions judged in this campaign (default: one called 'overall')",
     )
+
+    @field_validator("dimensions")
+    @classmethod
+    def _unique_dimensions(cls, value: list[DimensionCreate]) -> list[DimensionCreate]:
+        return _unique(value, "dimension_id")
 
 
 class ProjectPublic(BaseModel):
@@ -161,13 +178,28 @@ class PromptPublic(BaseModel):
 class SystemsCreate(Strict):
     systems: list[SystemCreate] = Field(min_length=1, max_length=MAX_BULK)
 
+    @field_validator("systems")
+    @classmethod
+    def _unique_systems(cls, value: list[SystemCreate]) -> list[SystemCreate]:
+        return _unique(value, "system_id")
+
 
 class PromptsCreate(Strict):
     prompts: list[PromptCreate] = Field(min_length=1, max_length=MAX_BULK)
 
+    @field_validator("prompts")
+    @classmethod
+    def _unique_prompts(cls, value: list[PromptCreate]) -> list[PromptCreate]:
+        return _unique(value, "prompt_id")
+
 
 class DimensionsCreate(Strict):
     dimensions: list[DimensionCreate] = Field(min_length=1, max_length=1000)
+
+    @field_validator("dimensions")
+    @classmethod
+    def _unique_dimensions(cls, value: list[DimensionCreate]) -> list[DimensionCreate]:
+        return _unique(value, "dimension_id")
 
 
 class BulkResult(BaseModel):

@@ -125,6 +125,24 @@ def test_create_project_twice_is_a_conflict(api: httpx.Client) -> None:
     assert r.json()["error"]["code"] == "project_exists"
 
 
+def test_an_id_named_twice_in_one_request_is_refused(api: httpx.Client) -> None:
+    """Found by the fuzzer: on PostgreSQL a project with one dimension listed twice was a 500."""
+    dims = [{"dimension_id": "d1"}, {"dimension_id": "d2"}, {"dimension_id": "d1"}]
+    r = api.post("/projects", json={"project_id": f"p-{uuid.uuid4().hex[:8]}", "dimensions": dims})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["code"] == "validation_error"
+    assert "'d1' appears twice (entries 0 and 2)" in r.text
+    project_id, headers = new_project(api)
+    for path, body in (
+        ("systems", {"systems": [{"system_id": "s0"}, {"system_id": "s0"}]}),
+        ("prompts", {"prompts": [{"prompt_id": "q0"}, {"prompt_id": "q0"}]}),
+        ("dimensions", {"dimensions": [{"dimension_id": "x"}, {"dimension_id": "x"}]}),
+    ):
+        r = api.post(f"/projects/{project_id}/{path}", json=body, headers=headers)
+        assert r.status_code == 422 and "appears twice" in r.text, (path, r.text)
+    assert count(api, project_id, headers) == 0
+
+
 def test_batch_is_idempotent(api: httpx.Client) -> None:
     project_id, headers = new_project(api)
     batch = judgments(50)

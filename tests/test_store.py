@@ -300,3 +300,19 @@ def test_an_open_batch_does_not_hold_up_snapshots_or_leases(store: Store) -> Non
     finally:
         batch_tx.rollback()
         batch.close()
+
+
+def test_upserts_take_one_row_per_id(store: Store) -> None:
+    """A library caller may name an id twice: the last entry wins (no PostgreSQL error)."""
+    with store.write() as conn:
+        created = repo.upsert_systems(
+            conn=conn,
+            project_id="p",
+            systems=[
+                {"system_id": "w", "description": "first"},
+                {"system_id": "w", "description": "second"},
+            ],
+        )
+    with store.read() as conn:
+        systems = {s["system_id"]: s for s in repo.list_systems(conn=conn, project_id="p")}
+    assert created == 1 and systems["w"]["description"] == "second"

@@ -150,6 +150,8 @@ def _upsert(
     """Insert rows, updating ``update`` columns of existing keys; returns how many were new."""
     if not rows:
         return 0
+    # one row per key, the last one winning (PostgreSQL refuses to upsert a row twice)
+    rows = list({r[key]: r for r in rows}.values())
     project_id = rows[0]["project_id"]
     ids = [r[key] for r in rows]
     existing: set[str] = set()
