@@ -926,7 +926,8 @@ class Refresher:
             state.fast = None
         version = self._publish(key, snapshot, started)
         if version is None:
-            return self._superseded(key, state, base, new_base, snapshot)
+            self._superseded(key, state, base, new_base, snapshot)
+            return None
         snapshot = replace(snapshot, version=version)
         with self._lock:
             if base is state.base:
@@ -963,7 +964,6 @@ class Refresher:
                 state.pending = [p for p in state.pending if p[0] > latest.last_seq]
         if latest is not None:
             state.fast = latest
-        return None
 
     def _fast_fit(
         self, source: Source, previous: Snapshot | None

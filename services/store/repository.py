@@ -504,11 +504,8 @@ def save_snapshot(
     method, and is not stored. With several replicas fitting one project, a slower
     replica's fit must not turn that method's answers back in time.
     """
-    if conn.dialect.name == "postgresql":  # one snapshot writer per dimension at a time
-        conn.execute(
-            text("SELECT pg_advisory_xact_lock(hashtext(:key))"),
-            {"key": f"evalset-snapshot:{project_id}:{dimension}"},
-        )
+    # one snapshot writer per dimension at a time
+    _transaction_lock(conn, f"evalset-snapshot:{project_id}:{dimension}")
     for _ in range(20):
         newest = conn.execute(
             select(t.snapshots.c.version, t.snapshots.c.last_seq)
@@ -641,18 +638,20 @@ def list_snapshots(*, conn: Connection, project_id: str, limit: int = 100) -> li
 # ---------------------------------------------------------------- leases (next-batch recommender)
 
 
+def _transaction_lock(conn: Connection, key: str) -> None:
+    """A named lock held until the transaction ends (PostgreSQL advisory lock; SQLite's
+    write transactions, ``BEGIN IMMEDIATE``, are serialised already)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": key})
+
+
 def lock_leases(*, conn: Connection, project_id: str) -> None:
     """Hold the project's lease lock until the transaction ends (call in a write transaction).
 
-    Reading the active leases, choosing cells and storing the new lease under this lock
-    means two requests never lease one cell at once. SQLite's write transactions
-    (``BEGIN IMMEDIATE``) are serialised already.
+    Checking the active leases and storing a new lease under this lock means two
+    requests never lease one cell at once.
     """
-    if conn.dialect.name == "postgresql":
-        conn.execute(
-            text("SELECT pg_advisory_xact_lock(hashtext(:key))"),
-            {"key": f"evalset-lease:{project_id}"},
-        )
+    _transaction_lock(conn, f"evalset-lease:{project_id}")
 
 
 def create_lease(
