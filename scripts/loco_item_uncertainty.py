@@ -21,6 +21,7 @@ import numpy as np
 from adaptive.cells import build_cells
 from adaptive.data import read_judgments
 from adaptive.loco import fit_items, heldout_posterior, information_score, loco_data
+from adaptive.selection import prefix_masks
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,12 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         available = np.zeros(data.num_prompts, bool)
         available[data.cell_prompt[held]] = True
         order = np.argsort(-np.where(available, score, -np.inf), kind="stable")
-        masks, names = [], []
-        for k in (100, 150, data.num_prompts):  # k is capped at the judged prompts
-            mask = np.zeros(data.num_prompts, bool)
-            mask[order[: min(k, int(available.sum()))]] = True
-            masks.append(mask & available)
-            names.append(("prompt", k) if k < data.num_prompts else ("all", 0))
+        # the first k judged prompts in information order (k is capped at their number)
+        ks = (100, 150, data.num_prompts)
+        masks = list(prefix_masks(order[: int(available.sum())], ks, data.num_prompts))
+        names = [("prompt", 100), ("prompt", 150), ("all", 0)]
         for _ in range(args.num_random):
             mask = np.zeros(data.num_prompts, bool)
             mask[rng.permutation(np.flatnonzero(available))[:100]] = True
