@@ -1,0 +1,455 @@
+"""A decision for every comparison, valid at every look, from the comparison's own judgments.
+
+Each comparison "A vs B" ends in one of four states:
+
+* ``B better`` / ``A better``: the sign of the net preference is established;
+* ``equivalent``: the net preference lies inside the region of practical
+  equivalence ``|Δ| < margin``;
+* ``undecided``: not yet, with an estimate of the judgments likely still needed.
+
+**The effect.** Δ is the expected signed judgment (+1 B, -1 A, 0 tie) averaged
+over the comparison's prompts, in [-1, 1]. It is defined on the data, so it
+means the same at 5% of a campaign as at its end, whatever model is fitted.
+
+**Why not the model's verdict.** With the graded-response model's shared prompt
+parameters, a comparison's posterior moves when *other* comparisons get more or
+fewer judgments, and on real logs the model can disagree in sign with a
+comparison's own judgments. A decision here is a function of the comparison's
+own judgments only, in the order they arrived.
+
+**The tests** (all anytime-valid: the error bound holds however often anyone
+looks and whenever they stop, by Ville's inequality):
+
+* *Sign.* Among non-tie judgments, q = P(B | not a tie); B better <=> q > 1/2
+  <=> Δ > 0. Two one-sided beta-mixture e-processes on the non-tie judgments,
+  H0: q <= 1/2 and H0: q >= 1/2 (Robbins 1970; the mixture of likelihood ratios
+  against q = 1/2 over a Beta(a, a) prior restricted to the alternative side,
+  a supermartingale under every q of the null). Each rejects at ``2 / alpha_c``,
+  i.e. at level ``alpha_c / 2``. Ties carry no information on the sign and are
+  not used by it.
+* *Equivalence.* A confidence sequence for Δ at level ``alpha_c / 2``: the
+  predictable plug-in empirical-Bernstein CS of Waudby-Smith & Ramdas (2023,
+  Theorem 2), running intersection. Equivalent when it lies inside
+  ``(-margin, margin)``.
+
+So each comparison errs with probability at most ``alpha_c``: when Δ = 0 only a
+sign can be wrong (two tests at ``alpha_c / 2``); when |Δ| >= margin only the
+opposite sign (``alpha_c / 2``) or equivalence (``alpha_c / 2``).
+
+**Across the campaign** (``correction``): ``bonferroni`` (default) splits
+``alpha`` evenly, ``alpha_c = alpha / num_tests``, so the probability that *any*
+comparison of the campaign ever gets a wrong decision is at most ``alpha``
+(family-wise, at every look). ``num_tests`` should be fixed when the campaign
+is planned (it defaults to the number of comparisons present). ``none`` uses
+``alpha`` per comparison.
+
+**The unit of replication** (``unit``):
+
+* ``prompt`` (default): the first judgment of each (comparison, prompt) cell,
+  in arrival order; later judgments of a cell are kept for the model but not
+  used by the decision. Judgments of one cell share the same two responses and
+  are correlated; one per prompt makes the observations independent draws over
+  prompts and annotators, so the claim holds for *new prompts* drawn like
+  these. The recommender serves a fresh prompt per judgment, so a served
+  campaign loses nothing until its prompts run out.
+* ``judgment``: every judgment counts. Valid for the *prompts in this set*
+  when cells are drawn at random (each judgment an independent draw of a
+  random cell); anti-conservative for new prompts when cells are judged
+  several times (design effects of 1.35-3.9 on the bundled logs).
+
+References:
+    Ville (1939); Robbins (1970), "Statistical methods related to the law of the
+    iterated logarithm"; Howard, Ramdas, McAuliffe & Sekhon (2021), Ann. Statist.
+    49(2); Waudby-Smith & Ramdas (2023), "Estimating means of bounded random
+    variables by betting", JRSS-B 86(1), Theorem 2 (PrPl-EB).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+from scipy import special, stats
+
+#: outcome codes
+UNDECIDED, B_BETTER, A_BETTER, EQUIVALENT = 0, 1, 2, 3
+OUTCOME_NAMES = ("undecided", "B better", "A better", "equivalent")
+UNITS = ("prompt", "judgment")
+CORRECTIONS = ("bonferroni", "none")
+#: "needed" estimates beyond this many judgments are reported as out of sight (inf)
+NEEDED_HORIZON = 1_000_000
+
+
+@dataclass(frozen=True)
+class DecisionRule:
+    """How decisions are made.
+
+    Attributes:
+        alpha: campaign-wide error bound (family-wise with ``bonferroni``).
+        margin: region of practical equivalence, |Δ| < margin (Δ in [-1, 1]).
+        unit: ``prompt`` (first judgment of each cell) or ``judgment`` (all).
+        correction: ``bonferroni`` (alpha / num_tests each) or ``none``.
+        mixture: a of the Beta(a, a) mixing prior of the sign e-processes.
+            Larger a suits small effects (|q - 1/2| around 1 / sqrt(8a)).
+    """
+
+    alpha: float = 0.05
+    margin: float = 0.1
+    unit: str = "prompt"
+    correction: str = "bonferroni"
+    mixture: float = 5.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.alpha < 1.0:
+            raise ValueError(f"alpha must be in (0, 1), not {self.alpha}")
+        if not 0.0 <= self.margin < 1.0:
+            raise ValueError(f"margin must be in [0, 1), not {self.margin}")
+        if self.unit not in UNITS:
+            raise ValueError(f"unit must be one of {UNITS}, not {self.unit!r}")
+        if self.correction not in CORRECTIONS:
+            raise ValueError(f"correction must be one of {CORRECTIONS}, not {self.correction!r}")
+        if self.mixture <= 0:
+            raise ValueError(f"mixture must be > 0, not {self.mixture}")
+
+    def alpha_each(self, num_tests: int) -> float:
+        """The error bound of one comparison."""
+        if self.correction == "bonferroni":
+            return self.alpha / max(int(num_tests), 1)
+        return self.alpha
+
+    def describe(self, num_tests: int) -> str:
+        """The rule in one line, for outputs."""
+        each = self.alpha_each(num_tests)
+        split = (
+            f"bonferroni: alpha {self.alpha:g} / {num_tests} comparisons = {each:.3g} each"
+            if self.correction == "bonferroni"
+            else f"no correction: alpha {self.alpha:g} each"
+        )
+        return (
+            f"anytime-valid; sign: beta({self.mixture:g}) mixture e-processes at {each / 2:.3g} "
+            f"each side; equivalence |delta| < {self.margin:g}: empirical-Bernstein confidence "
+            f"sequence at {each / 2:.3g}; {split}; unit: {self.unit}"
+        )
+
+
+class Decisions(NamedTuple):
+    """Decisions of C comparisons at the current look (arrays of shape (C,)).
+
+    Attributes:
+        outcome: UNDECIDED, B_BETTER, A_BETTER or EQUIVALENT (final once closed).
+        closed_at: judgments of the comparison (all of them, the cost) when it
+            closed; 0 while undecided.
+        net: Δ estimate: mean signed judgment of the observations used.
+        cs_low, cs_high: anytime-valid confidence sequence for Δ (level alpha_each / 2 miss).
+        e_b, e_a: current e-values against "B not better" / "A not better".
+        num_obs: observations the decision used (one per prompt with unit=prompt).
+        num_judgments: all judgments of the comparison.
+        num_prompts: distinct prompts judged.
+        needed: judgments likely still needed to close (0 when closed; inf when
+            out of sight, e.g. Δ near 0 with a margin not reachable).
+        alpha_each: error bound of each comparison.
+        rule: the rule in words.
+    """
+
+    outcome: np.ndarray
+    closed_at: np.ndarray
+    net: np.ndarray
+    cs_low: np.ndarray
+    cs_high: np.ndarray
+    e_b: np.ndarray
+    e_a: np.ndarray
+    num_obs: np.ndarray
+    num_judgments: np.ndarray
+    num_prompts: np.ndarray
+    needed: np.ndarray
+    alpha_each: float
+    rule: str
+
+    @property
+    def closed(self) -> np.ndarray:
+        return self.outcome != UNDECIDED
+
+    def names(self) -> list[str]:
+        return [OUTCOME_NAMES[int(o)] for o in self.outcome]
+
+
+# ----------------------------------------------------------------- e-processes
+
+
+def log_sign_evalue(k: np.ndarray, m: np.ndarray, a: float) -> np.ndarray:
+    """log of the beta-mixture e-value against H0: q <= 1/2 after k successes in m trials.
+
+    E = integral over q in (1/2, 1] of (2q)^k (2(1-q))^(m-k) * 2 Beta(q; a, a) dq
+      = 2^(m+1) B(k+a, m-k+a) / B(a, a) * P(Beta(k+a, m-k+a) > 1/2).
+
+    Each factor (2q)^x (2(1-q))^(1-x) has expectation 2[q0 q + (1-q0)(1-q)] <= 1
+    under any q0 <= 1/2 when q > 1/2, so E is a nonnegative supermartingale for
+    the whole null (an e-process); E >= 1/level happens with probability <= level.
+
+    Example:
+        >>> float(np.exp(log_sign_evalue(np.array(0), np.array(0), 5.0)))
+        1.0
+    """
+    k = np.asarray(k, dtype=np.float64)
+    m = np.asarray(m, dtype=np.float64)
+    a1, b1 = k + a, m - k + a
+    # P(Beta(a1, b1) > 1/2) = I_{1/2}(b1, a1)
+    tail = special.betainc(b1, a1, 0.5)
+    with np.errstate(divide="ignore"):
+        log_tail = np.log(tail)
+    # deep in the tail betainc underflows to 0; its log from the Beta logsf is then accurate
+    deep = tail < 1e-300
+    if np.any(deep):
+        log_tail = np.where(deep, stats.beta.logsf(0.5, a1, b1), log_tail)
+    return (m + 1.0) * np.log(2.0) + special.betaln(a1, b1) - special.betaln(a, a) + log_tail
+
+
+def eb_confidence_sequence(
+    x: np.ndarray, alpha: float, *, trunc: float = 0.5
+) -> tuple[np.ndarray, np.ndarray]:
+    """Predictable plug-in empirical-Bernstein confidence sequence for the mean of x in [0, 1].
+
+    Waudby-Smith & Ramdas (2023), Theorem 2, with the running intersection:
+    P(the mean ever leaves [low_t, high_t]) <= alpha.
+
+    Args:
+        x: (n,) observations in [0, 1], in arrival order.
+        alpha: miscoverage (two-sided).
+        trunc: upper bound c of the bets lambda_t (1/2 or 3/4 in the paper).
+
+    Returns:
+        (low, high), each (n,), the CS after 1..n observations.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    n = x.shape[0]
+    if n == 0:
+        return np.zeros(0), np.zeros(0)
+    t = np.arange(1, n + 1, dtype=np.float64)
+    mu_hat = (0.5 + np.cumsum(x)) / (t + 1.0)  # mu_hat_t, t = 1..n
+    sigma2_hat = (0.25 + np.cumsum((x - mu_hat) ** 2)) / (t + 1.0)
+    sigma2_prev = np.concatenate([[0.25], sigma2_hat[:-1]])  # sigma2_hat_{t-1}
+    mu_prev = np.concatenate([[0.5], mu_hat[:-1]])
+    log_term = np.log(2.0 / alpha)
+    lam = np.minimum(np.sqrt(2.0 * log_term / (sigma2_prev * t * np.log1p(t))), trunc)
+    v = 4.0 * (x - mu_prev) ** 2
+    psi = (-np.log1p(-lam) - lam) / 4.0
+    sum_lam = np.cumsum(lam)
+    center = np.cumsum(lam * x) / sum_lam
+    margin = (log_term + np.cumsum(v * psi)) / sum_lam
+    low = np.maximum.accumulate(np.clip(center - margin, 0.0, 1.0))
+    high = np.minimum.accumulate(np.clip(center + margin, 0.0, 1.0))
+    return low, high
+
+
+# ------------------------------------------------------------------ decisions
+
+
+def decision_observations(
+    comparison: np.ndarray, prompt: np.ndarray, unit: str = "prompt"
+) -> np.ndarray:
+    """(N,) True for the judgments a decision uses (arrival order is the array order).
+
+    Example:
+        >>> decision_observations(np.array([0, 0, 1, 0]), np.array([3, 3, 3, 4])).tolist()
+        [True, False, True, True]
+    """
+    comparison = np.asarray(comparison, dtype=np.int64)
+    prompt = np.asarray(prompt, dtype=np.int64)
+    if unit == "judgment" or comparison.shape[0] == 0:
+        return np.ones(comparison.shape[0], bool)
+    if unit != "prompt":
+        raise ValueError(f"unit must be one of {UNITS}, not {unit!r}")
+    key = comparison * (int(prompt.max()) + 1) + prompt
+    _, first = np.unique(key, return_index=True)
+    used = np.zeros(comparison.shape[0], bool)
+    used[first] = True
+    return used
+
+
+def _needed_sign(k: float, m: float, t: float, a: float, level: float) -> float:
+    """Judgments likely still needed for a sign e-process to reach 1/level.
+
+    Extrapolates the observed share of B among non-ties (with a +1/+1 prior) and
+    the observed tie share: the first m' >= m where the e-value at k' = q m'
+    reaches the threshold, converted to judgments.
+    """
+    q = (k + 1.0) / (m + 2.0)
+    q = max(q, 1.0 - q)
+    non_tie = (m + 1.0) / (t + 2.0)
+    grid = np.unique(np.round(np.geomspace(max(m, 1.0), NEEDED_HORIZON, 400)))
+    log_e = log_sign_evalue(q * grid, grid, a)
+    hit = np.flatnonzero(log_e >= np.log(1.0 / level))
+    if len(hit) == 0:
+        return np.inf
+    return max(float(grid[hit[0]] - m), 1.0) / max(non_tie, 1e-3)
+
+
+def _needed_equivalence(net: float, low: float, high: float, t: float, margin: float) -> float:
+    """Judgments likely still needed for the CS to fit inside (-margin, margin).
+
+    The half-width shrinks about as 1 / sqrt(n): n' = t (half / gap)^2.
+    """
+    gap = margin - abs(net)
+    half = (high - low) / 2.0
+    if gap <= 0.0 or t == 0:
+        return np.inf
+    more = t * ((half / gap) ** 2 - 1.0)
+    return max(more, 1.0) if more < NEEDED_HORIZON else np.inf
+
+
+def decide(
+    comparison: np.ndarray,
+    prompt: np.ndarray,
+    signed: np.ndarray,
+    num_comparisons: int,
+    rule: DecisionRule | None = None,
+    *,
+    num_tests: int | None = None,
+) -> Decisions:
+    """Decisions of every comparison from its own judgments, in arrival order.
+
+    Args:
+        comparison, prompt: (N,) integer indices of each judgment.
+        signed: (N,) +1 (B chosen), -1 (A chosen), 0 (tie), oriented to the comparison.
+        num_comparisons: C.
+        rule: the :class:`DecisionRule` (default: alpha 0.05, margin 0.1, prompt unit).
+        num_tests: comparisons the campaign's alpha is split over (default C).
+
+    Returns:
+        :class:`Decisions`.
+
+    Example:
+        >>> rng = np.random.default_rng(0)
+        >>> signed = rng.choice([-1, 0, 1], size=400, p=[0.15, 0.2, 0.65])
+        >>> d = decide(np.zeros(400, int), np.arange(400), signed, 1)
+        >>> d.names(), int(d.closed_at[0]) < 100
+        (['B better'], True)
+    """
+    rule = rule or DecisionRule()
+    comparison = np.asarray(comparison, dtype=np.int64)
+    prompt = np.asarray(prompt, dtype=np.int64)
+    signed = np.asarray(signed, dtype=np.float64)
+    if not (comparison.shape == prompt.shape == signed.shape):
+        raise ValueError("comparison, prompt and signed must have the same length")
+    if signed.size and not np.isin(signed, (-1.0, 0.0, 1.0)).all():
+        raise ValueError("signed judgments must be -1, 0 or +1")
+    num_tests = num_comparisons if num_tests is None else int(num_tests)
+    each = rule.alpha_each(num_tests)
+    side = each / 2.0
+    threshold = np.log(1.0 / side)
+    used = decision_observations(comparison, prompt, rule.unit)
+
+    C = int(num_comparisons)
+    out = {
+        "outcome": np.zeros(C, np.int64),
+        "closed_at": np.zeros(C, np.int64),
+        "net": np.full(C, np.nan),
+        "cs_low": np.full(C, -1.0),
+        "cs_high": np.ones(C),
+        "e_b": np.ones(C),
+        "e_a": np.ones(C),
+        "num_obs": np.zeros(C, np.int64),
+        "num_judgments": np.bincount(comparison, minlength=C)[:C].astype(np.int64),
+        "num_prompts": np.zeros(C, np.int64),
+        "needed": np.full(C, np.inf),
+    }
+    order = np.argsort(comparison, kind="stable")
+    bounds = np.searchsorted(comparison[order], np.arange(C + 1))
+    for c in range(C):
+        rows = order[bounds[c] : bounds[c + 1]]
+        out["num_prompts"][c] = len(np.unique(prompt[rows]))
+        # position (1-based) of each judgment among the comparison's judgments: the cost
+        cost = np.arange(1, len(rows) + 1)
+        keep = used[rows]
+        s = signed[rows][keep]
+        cost = cost[keep]
+        n = s.shape[0]
+        out["num_obs"][c] = n
+        if n == 0:
+            continue
+        b = np.cumsum(s > 0)
+        m = np.cumsum(s != 0)
+        log_eb = log_sign_evalue(b, m, rule.mixture)
+        log_ea = log_sign_evalue(m - b, m, rule.mixture)
+        low01, high01 = eb_confidence_sequence((s + 1.0) / 2.0, side)
+        low, high = 2.0 * low01 - 1.0, 2.0 * high01 - 1.0
+        hits_b = np.flatnonzero(log_eb >= threshold)
+        hits_a = np.flatnonzero(log_ea >= threshold)
+        hits_eq = np.flatnonzero((low > -rule.margin) & (high < rule.margin))
+        firsts = [
+            (hits_b[0] if len(hits_b) else n, B_BETTER),
+            (hits_a[0] if len(hits_a) else n, A_BETTER),
+            (hits_eq[0] if len(hits_eq) else n, EQUIVALENT),
+        ]
+        # earliest closing wins; a sign wins a tie with equivalence (it says more)
+        when, what = min(firsts, key=lambda f: (f[0], f[1] == EQUIVALENT))
+        out["net"][c] = float(s.mean())
+        out["cs_low"][c], out["cs_high"][c] = float(low[-1]), float(high[-1])
+        out["e_b"][c], out["e_a"][c] = float(np.exp(log_eb[-1])), float(np.exp(log_ea[-1]))
+        if when < n:
+            out["outcome"][c] = what
+            out["closed_at"][c] = int(cost[when])
+            out["needed"][c] = 0.0
+        else:
+            out["needed"][c] = min(
+                _needed_sign(float(b[-1]), float(m[-1]), float(n), rule.mixture, side),
+                _needed_equivalence(out["net"][c], low[-1], high[-1], float(n), rule.margin),
+            )
+    return Decisions(**out, alpha_each=each, rule=rule.describe(num_tests))
+
+
+# ------------------------------------------------------- the effect, one look
+
+
+class NetPreference(NamedTuple):
+    """Δ of each comparison at one look, prompts as the units ((C,) arrays)."""
+
+    mean: np.ndarray
+    se: np.ndarray
+    ci_low: np.ndarray
+    ci_high: np.ndarray
+    num_prompts: np.ndarray
+
+
+def net_preference(
+    comparison: np.ndarray,
+    prompt: np.ndarray,
+    signed: np.ndarray,
+    num_comparisons: int,
+    level: float = 0.95,
+) -> NetPreference:
+    """Δ with a fixed-look interval: the mean over prompts of each cell's mean signed judgment.
+
+    Prompts are the units (a cell's judgments share its two responses), so the
+    standard error is the between-prompt sd / sqrt(prompts), with a Student t
+    quantile. This interval is for *one* look (a report at the end); decisions
+    while a campaign runs use :func:`decide`.
+
+    Example:
+        >>> r = net_preference(np.zeros(4, int), np.array([0, 0, 1, 2]), np.array([1, -1, 1, 0]), 1)
+        >>> round(float(r.mean[0]), 3), int(r.num_prompts[0])
+        (0.333, 3)
+    """
+    comparison = np.asarray(comparison, dtype=np.int64)
+    prompt = np.asarray(prompt, dtype=np.int64)
+    signed = np.asarray(signed, dtype=np.float64)
+    C = int(num_comparisons)
+    nan = np.full(C, np.nan)
+    if comparison.shape[0] == 0:
+        return NetPreference(nan, nan.copy(), nan.copy(), nan.copy(), np.zeros(C, np.int64))
+    width = int(prompt.max()) + 1
+    uniq, inv = np.unique(comparison * width + prompt, return_inverse=True)
+    cell_mean = np.bincount(inv, weights=signed) / np.bincount(inv)
+    comp = uniq // width
+    n = np.bincount(comp, minlength=C)[:C].astype(np.float64)
+    s1 = np.bincount(comp, weights=cell_mean, minlength=C)[:C]
+    s2 = np.bincount(comp, weights=cell_mean**2, minlength=C)[:C]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(n > 0, s1 / n, np.nan)
+        var = np.where(n > 1, (s2 - n * mean**2) / (n - 1), np.nan)
+        se = np.sqrt(np.maximum(var, 0.0) / n)
+    q = stats.t.ppf(0.5 + level / 2.0, np.maximum(n - 1, 1))
+    low = np.clip(mean - q * se, -1.0, 1.0)
+    high = np.clip(mean + q * se, -1.0, 1.0)
+    return NetPreference(mean, se, low, high, n.astype(np.int64))
