@@ -64,6 +64,33 @@ class DataError(ValueError):
         super().__init__(f"{source}: {message}")
 
 
+def as_polars(frame: object) -> pl.DataFrame:
+    """A polars frame from a polars or pandas frame (pandas without needing pyarrow).
+
+    Example:
+        >>> import pandas as pd
+        >>> as_polars(pd.DataFrame({"x": ["a", None], "n": [1.5, float("nan")]})).rows()
+        [('a', 1.5), (None, None)]
+    """
+    if isinstance(frame, pl.DataFrame):
+        return frame
+    if isinstance(frame, pl.LazyFrame):
+        return frame.collect()
+    if hasattr(frame, "columns") and hasattr(frame, "to_dict"):  # pandas, without pyarrow
+        columns = {}
+        for name in frame.columns:
+            column = frame[name]
+            values = column.astype(object).where(column.notna(), None).tolist()
+            columns[str(name)] = values
+        try:
+            return pl.DataFrame(columns, strict=False)
+        except (TypeError, pl.exceptions.PolarsError):
+            return pl.DataFrame(
+                {k: [None if v is None else str(v) for v in vs] for k, vs in columns.items()}
+            )
+    raise TypeError(f"expected a polars or pandas DataFrame, got {type(frame).__name__}")
+
+
 def _read_raw(path: Path) -> pl.DataFrame:
     suffix = path.suffix.lower()
     if suffix in {".csv", ".tsv"}:

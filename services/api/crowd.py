@@ -1,0 +1,207 @@
+"""The crowd round trip over HTTP: a lease's tasks with their texts, and results back in.
+
+* ``GET /projects/{p}/leases/{lease_id}/tasks``: the leased cells as tasks in display
+  order, with the prompt text and both responses (what a crowd platform shows);
+* ``POST /projects/{p}/leases/{lease_id}/results``: a platform's results file (MTurk
+  batch results CSV, Label Studio JSON export, survey CSV/JSONL) mapped to a/b
+  through the lease and stored like ``POST /judgments`` (all or nothing,
+  idempotent by judgment id).
+
+The logic lives in :mod:`services.crowd`; this module only reads and writes the store.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+import polars as pl
+from fastapi import APIRouter, Path
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import select
+
+from adaptive.data import DataError
+from services import schemas as s
+from services.api.deps import ProjectId, State
+from services.api.errors import ApiError
+from services.crowd import TASK_COLUMNS, read_results, tasks_from_lease
+from services.store import repository as repo
+from services.store import tables as t
+
+router = APIRouter()
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": s.ErrorPublic} for code in (401, 403, 404, 422)
+}
+
+
+class CrowdTask(BaseModel):
+    """One task in display order (the annotator sees prompt, first and second response)."""
+
+    batch_id: str
+    task_id: str
+    item_id: str
+    dimension: str
+    prompt: str
+    system_first: str
+    response_first: str
+    system_second: str
+    response_second: str
+    system_a: str
+    system_b: str
+    shown_first: str
+
+
+class LeaseTasksPublic(BaseModel):
+    lease_id: str
+    annotator_id: str
+    expires_at: datetime
+    tasks: list[CrowdTask]
+
+
+class CrowdResultsCreate(BaseModel):
+    """A platform's results file, as text (or Label Studio's export as parsed JSON)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    platform: Literal["mturk", "labelstudio", "survey"]
+    content: str | list[dict] = Field(
+        description="the file's text: MTurk batch results CSV, Label Studio JSON export, "
+        "survey CSV (or JSONL with survey_format=jsonl); Label Studio's also as a JSON array"
+    )
+    survey_format: Literal["csv", "jsonl"] = "csv"
+
+
+class CrowdResultsPublic(BaseModel):
+    accepted: int = Field(description="judgments newly stored")
+    duplicates: int = Field(description="judgments already stored, or repeated in the file")
+    num_rows: int = Field(description="answers in the file")
+    skipped: dict[str, int] = Field(description="answers not imported on purpose, by reason")
+    unanswered: list[str] = Field(description="task ids of the lease with no answer in the file")
+    num_judgments: int = Field(description="judgments of the project after this import")
+
+
+LeaseId = Annotated[str, Path(min_length=1, max_length=200)]
+
+
+def _lease_tasks(state, project_id: str, lease_id: str) -> tuple[dict, pl.DataFrame]:
+    with state.store.read() as conn:
+        row = conn.execute(
+            select(t.leases).where(
+                t.leases.c.project_id == project_id, t.leases.c.lease_id == lease_id
+            )
+        ).first()
+        if row is None:
+            raise ApiError(404, "not_found", f"no lease {lease_id!r} in this project")
+        lease = row._asdict()
+        wanted = {c["item_id"] for c in lease["cells"]}
+        prompts = [
+            p
+            for p in repo.list_prompts(conn=conn, project_id=project_id)
+            if p["prompt_id"] in wanted
+        ]
+    try:
+        tasks = tasks_from_lease(lease, prompts)
+    except DataError as exc:
+        raise ApiError(
+            422,
+            "missing_texts",
+            f"the lease has tasks without a registered prompt text or response: {exc.message}",
+            problems=[
+                {"row": p.row - 1, "field": p.column, "message": p.expected} for p in exc.problems
+            ],
+        ) from exc
+    return lease, tasks
+
+
+@router.get(
+    "/projects/{project_id}/leases/{lease_id}/tasks",
+    operation_id="lease_tasks",
+    tags=["recommendation"],
+    summary="A lease's cells as crowd tasks, with prompt and response texts",
+    responses=ERRORS,
+)
+def lease_tasks(project_id: ProjectId, lease_id: LeaseId, state: State) -> LeaseTasksPublic:
+    """The leased cells in display order with the prompt and both responses (``422
+    missing_texts`` when a prompt text or response was never registered)."""
+    lease, tasks = _lease_tasks(state, project_id, lease_id)
+    return LeaseTasksPublic(
+        lease_id=lease["lease_id"],
+        annotator_id=lease["annotator_id"],
+        expires_at=repo.as_utc(lease["expires_at"]),
+        tasks=[CrowdTask(**r) for r in tasks.select(TASK_COLUMNS).iter_rows(named=True)],
+    )
+
+
+def _parse(body: CrowdResultsCreate) -> Any:
+    if body.platform == "labelstudio":
+        if isinstance(body.content, list):
+            return body.content
+        try:
+            return json.loads(body.content)
+        except json.JSONDecodeError as exc:
+            raise ApiError(422, "validation_error", f"content is not JSON: {exc}") from exc
+    if not isinstance(body.content, str):
+        raise ApiError(422, "validation_error", f"{body.platform} results are text (CSV)")
+    data = io.BytesIO(body.content.encode())
+    try:
+        if body.platform == "survey" and body.survey_format == "jsonl":
+            return pl.read_ndjson(data, infer_schema_length=None)
+        return pl.read_csv(data, infer_schema=False)
+    except Exception as exc:  # polars raises several error types for malformed text
+        raise ApiError(422, "validation_error", f"content could not be parsed: {exc}") from exc
+
+
+@router.post(
+    "/projects/{project_id}/leases/{lease_id}/results",
+    operation_id="import_crowd_results",
+    tags=["judgments"],
+    summary="A crowd platform's results for a lease, stored as judgments",
+    responses=ERRORS,
+)
+def import_crowd_results(
+    project_id: ProjectId, lease_id: LeaseId, body: CrowdResultsCreate, state: State
+) -> CrowdResultsPublic:
+    """Map each answer's first/second to a/b through the lease and store the judgments,
+    all or nothing; importing the same file again stores nothing new. A bad file is
+    refused whole (``422 invalid_batch``) with one problem per bad row (``row`` = 0-based
+    answer)."""
+    _, tasks = _lease_tasks(state, project_id, lease_id)
+    try:
+        got = read_results(_parse(body), tasks, body.platform)
+    except DataError as exc:
+        raise ApiError(
+            422,
+            "invalid_batch",
+            exc.message,
+            problems=[
+                {
+                    "row": p.row - 1,
+                    "field": p.column,
+                    "message": f"got {p.value!r}, expected {p.expected}",
+                }
+                for p in exc.problems
+            ],
+        ) from exc
+    rows = [
+        {k: (v or None) if k == "timestamp" else v for k, v in r.items()}
+        for r in got.judgments.iter_rows(named=True)
+    ]
+    accepted = duplicates = 0
+    with state.store.write() as conn:
+        if rows:
+            result = repo.add_judgments(conn=conn, project_id=project_id, judgments=rows)
+            accepted, duplicates = result.inserted, result.duplicates
+        total = repo.count_judgments(conn=conn, project_id=project_id)
+    if rows and accepted:
+        state.notify(project_id, result.dimensions, result.last_seq)
+    return CrowdResultsPublic(
+        accepted=accepted,
+        duplicates=duplicates + got.duplicates,
+        num_rows=got.num_rows,
+        skipped=got.skipped,
+        unanswered=list(got.unanswered),
+        num_judgments=total,
+    )

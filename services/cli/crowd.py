@@ -1,0 +1,146 @@
+"""``evalset crowd export`` and ``evalset crowd import``: a batch out to a crowd platform and back.
+
+A batch is a task table: the output of ``evalset recommend --format csv`` (or
+JSON), or a lease of a served project (``--project P --lease ID``). See docs/crowd.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from services.cli import CliError
+from services.cli.common import log
+
+
+def _client_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--project", help="a served project (with --lease)")
+    p.add_argument("--lease", help="the lease id of a next-batch answer (with --project)")
+    p.add_argument(
+        "--url",
+        default=os.environ.get("EVALSET_URL", "http://127.0.0.1:8000"),
+        help="the service (default: $EVALSET_URL or %(default)s)",
+    )
+    p.add_argument("--token", help="the project's token (default: $EVALSET_TOKEN)")
+
+
+def _request(args: argparse.Namespace, method: str, path: str, **kwargs):
+    import httpx
+
+    token = args.token or os.environ.get("EVALSET_TOKEN")
+    if not token:
+        raise CliError("--project needs the project's token: --token or EVALSET_TOKEN")
+    url = f"{args.url.rstrip('/')}/projects/{args.project}{path}"
+    try:
+        response = httpx.request(
+            method, url, headers={"Authorization": f"Bearer {token}"}, timeout=120.0, **kwargs
+        )
+    except httpx.HTTPError as exc:
+        raise CliError(f"cannot reach the service at {args.url}: {exc}") from exc
+    if response.status_code >= 400:
+        raise CliError(f"the service answered {response.status_code}: {response.text[:300]}")
+    return response.json()
+
+
+def _tasks(args: argparse.Namespace):
+    import polars as pl
+
+    from services.crowd import TASK_COLUMNS, normalize_tasks, read_tasks
+
+    if (args.tasks is None) == (args.project is None):
+        raise CliError("give exactly one of --tasks FILE or --project P --lease ID")
+    if args.tasks:
+        return read_tasks(args.tasks)
+    if not args.lease:
+        raise CliError("--project needs --lease ID (the lease_id of a next-batch answer)")
+    payload = _request(args, "GET", f"/leases/{args.lease}/tasks")
+    frame = pl.DataFrame(payload["tasks"], schema={c: pl.Utf8 for c in TASK_COLUMNS})
+    return normalize_tasks(frame, batch_id=payload["lease_id"])
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from services.crowd import write_export
+
+    tasks = _tasks(args)
+    paths = write_export(tasks, args.platform, args.out, survey_format=args.survey_format)
+    log(f"{tasks.height} tasks of batch {tasks['batch_id'][0]} for {args.platform}:")
+    for p in paths:
+        print(p)
+    return 0
+
+
+def run_import(args: argparse.Namespace) -> int:
+    from services.crowd import read_results
+
+    if args.project:
+        if not args.lease:
+            raise CliError("--project needs --lease ID")
+        path = Path(args.results)
+        if not path.exists():
+            raise CliError(f"{path}: file not found")
+        body = {"platform": args.platform, "content": path.read_text()}
+        if path.suffix.lower() in (".jsonl", ".ndjson"):
+            body["survey_format"] = "jsonl"
+        result = _request(args, "POST", f"/leases/{args.lease}/results", json=body)
+        print(json.dumps(result, indent=1))
+        return 0
+    tasks = _tasks(args)
+    got = read_results(args.results, tasks, args.platform)
+    log(
+        f"{got.judgments.height} judgments from {got.num_rows} answers ({got.platform}); "
+        f"duplicates {got.duplicates}; skipped {got.skipped or 'none'}; "
+        f"{len(got.unanswered)} of {tasks.height} tasks unanswered"
+    )
+    if args.output:
+        out = Path(args.output)
+        if out.suffix.lower() == ".parquet":
+            got.judgments.write_parquet(out)
+        elif out.suffix.lower() in (".jsonl", ".ndjson"):
+            got.judgments.write_ndjson(out)
+        else:
+            got.judgments.write_csv(out)
+    else:
+        sys.stdout.write(got.judgments.write_csv())
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from services.crowd import PLATFORMS
+
+    crowd = sub.add_parser(
+        "crowd",
+        help="export a batch to a crowd platform and import its results",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    inner = crowd.add_subparsers(dest="crowd_command", metavar="ACTION")
+    inner.required = True
+
+    ex = inner.add_parser(
+        "export",
+        help="write a batch's tasks for Label Studio, MTurk or a survey (plus tasks.csv)",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    ex.add_argument("--platform", required=True, choices=PLATFORMS)
+    ex.add_argument("--tasks", help="the batch: evalset recommend output (CSV, JSON, JSONL)")
+    _client_args(ex)
+    ex.add_argument("-o", "--out", default="crowd_batch", help="folder to write into")
+    ex.add_argument("--survey-format", choices=("csv", "jsonl"), default="csv")
+    ex.set_defaults(func=run_export)
+
+    im = inner.add_parser(
+        "import",
+        help="read a platform's results back as judgments (mapped to a/b through the batch)",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    im.add_argument("results", help="MTurk results CSV, Label Studio JSON export, survey CSV")
+    im.add_argument("--platform", choices=PLATFORMS, help="default: guessed from the file")
+    im.add_argument("--tasks", help="the batch's tasks.csv (written by crowd export)")
+    _client_args(im)
+    im.add_argument(
+        "-o", "--output", help="judgments file (.csv, .jsonl, .parquet; default: CSV on stdout)"
+    )
+    im.set_defaults(func=run_import)

@@ -1,0 +1,26 @@
+"""The crowd round trip: a leased batch out to a crowd platform, the answers back in.
+
+* :mod:`services.crowd.tasks`: the batch's task table (display order, texts, the
+  mapping of first/second to a/b);
+* :mod:`services.crowd.export`: files for Label Studio, Amazon MTurk and external
+  (Prolific-style) surveys;
+* :mod:`services.crowd.results`: the platforms' result files back as judgments.
+
+Pure functions on frames and files: no web, no database (``services/api/crowd.py``
+and ``evalset crowd`` are the edges). See docs/crowd.md.
+"""
+
+from services.crowd.export import PLATFORMS, write_export
+from services.crowd.results import CrowdImport, read_results
+from services.crowd.tasks import TASK_COLUMNS, normalize_tasks, read_tasks, tasks_from_lease
+
+__all__ = [
+    "PLATFORMS",
+    "TASK_COLUMNS",
+    "CrowdImport",
+    "normalize_tasks",
+    "read_results",
+    "read_tasks",
+    "tasks_from_lease",
+    "write_export",
+]

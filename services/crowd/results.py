@@ -1,0 +1,348 @@
+"""Read crowd results back as judgments, mapped to a/b through the batch's task table.
+
+Three formats:
+
+* **MTurk** batch results CSV (``HITId, AssignmentId, WorkerId, AssignmentStatus,
+  SubmitTime, ..., Input.<column>, Answer.preference.label``). Rejected
+  assignments are skipped. ``judgment_id = mturk:<AssignmentId>:<task_id>``.
+* **Label Studio** JSON export (``[{"id", "data": {...}, "annotations": [{"id",
+  "completed_by", "result": [{"from_name": "preference", "type": "choices",
+  "value": {"choices": ["First"]}}], "was_cancelled", "created_at"}]}]``).
+  Cancelled (skipped) annotations are skipped. ``judgment_id =
+  labelstudio:<annotation id>:<task_id>``.
+* **Survey** CSV/JSONL (``PROLIFIC_PID`` or ``annotator_id``, optional ``STUDY_ID``,
+  ``SESSION_ID``, ``timestamp``; ``task_id``, ``choice``). ``judgment_id =
+  survey:<SESSION_ID or participant>:<task_id>``.
+
+A choice is ``First``/``Second``/``Tie`` (case-insensitive; ``1``/``2``,
+``response 1``/``response 2``, ``left``/``right`` also accepted). The winner is
+read from the task table's ``shown_first``, never from anything the platform
+echoes; echoed ``Input.item_id`` / ``data.item_id`` must agree with the table.
+
+Idempotent: judgment ids come from the platform's own ids, so importing a file
+twice (or a file that repeats rows) stores each judgment once; a repeated id
+with a different answer is an error. A file with any bad row is refused whole,
+with one problem per bad row.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import polars as pl
+
+from adaptive.data import DataError, RowProblem, as_polars, validate_judgments
+from services.crowd.export import ANSWER_NAME
+
+FIRST, SECOND, TIE = "first", "second", "tie"
+_CHOICES = {
+    "first": FIRST,
+    "1": FIRST,
+    "response 1": FIRST,
+    "left": FIRST,
+    "second": SECOND,
+    "2": SECOND,
+    "response 2": SECOND,
+    "right": SECOND,
+    "tie": TIE,
+    "same": TIE,
+    "equal": TIE,
+}
+
+JUDGMENT_COLUMNS = (
+    "judgment_id",
+    "item_id",
+    "system_a",
+    "system_b",
+    "annotator_id",
+    "winner",
+    "dimension",
+    "shown_first",
+    "timestamp",
+)
+
+
+class CrowdImport(NamedTuple):
+    """Judgments read from one results file, and what was not turned into one."""
+
+    judgments: pl.DataFrame  #: validated, in the common schema, in file order
+    platform: str
+    num_rows: int  #: answers read (rows of a CSV, annotations of a Label Studio export)
+    skipped: dict[str, int]  #: reason -> answers not imported on purpose
+    duplicates: int  #: answers repeated in the file (same judgment id, same answer)
+    unanswered: tuple[str, ...]  #: task ids of the batch with no judgment in the file
+
+
+class _Answer(NamedTuple):
+    row: int
+    column: str
+    task_id: str
+    choice: str
+    annotator: str
+    key: str
+    timestamp: str
+    echoed_item: str | None
+    echoed_batch: str | None
+
+
+def _to_frame(source: Any) -> pl.DataFrame:
+    """A CSV/JSONL path, a polars or a pandas frame, as an all-text polars frame."""
+    if isinstance(source, pl.DataFrame) or hasattr(source, "columns"):  # polars or pandas
+        return as_polars(source).with_columns(pl.all().cast(pl.Utf8))
+    path = Path(source)
+    if not path.exists():
+        raise DataError(str(path), message="file not found")
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        return pl.read_ndjson(path, infer_schema_length=None).with_columns(pl.all().cast(pl.Utf8))
+    return pl.read_csv(path, infer_schema=False)
+
+
+def _source_name(source: Any) -> str:
+    return str(source) if isinstance(source, str | Path) else f"<{type(source).__name__}>"
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value).strip()
+
+
+def _mturk_answers(frame: pl.DataFrame, source: str) -> tuple[list[_Answer], dict[str, int]]:
+    answer_col = next(
+        (
+            c
+            for c in (f"Answer.{ANSWER_NAME}.label", f"Answer.{ANSWER_NAME}", "Answer.choice")
+            if c in frame.columns
+        ),
+        None,
+    )
+    need = ["HITId", "AssignmentId", "WorkerId", "Input.task_id"]
+    missing = [c for c in need if c not in frame.columns] + (
+        [] if answer_col else [f"Answer.{ANSWER_NAME}.label"]
+    )
+    if missing:
+        raise DataError(
+            source,
+            message=f"not an MTurk batch results file for this template: missing {missing}",
+        )
+    skipped: dict[str, int] = {}
+    out = []
+    for k, r in enumerate(frame.iter_rows(named=True), start=1):
+        if _text(r.get("AssignmentStatus")) == "Rejected":
+            skipped["rejected assignment"] = skipped.get("rejected assignment", 0) + 1
+            continue
+        task = _text(r["Input.task_id"])
+        out.append(
+            _Answer(
+                row=k,
+                column=answer_col,
+                task_id=task,
+                choice=_text(r[answer_col]),
+                annotator=_text(r["WorkerId"]),
+                key=f"mturk:{_text(r['AssignmentId'])}:{task}",
+                timestamp=_text(r.get("SubmitTime")),
+                echoed_item=_text(r["Input.item_id"]) if "Input.item_id" in r else None,
+                echoed_batch=_text(r["Input.batch_id"]) if "Input.batch_id" in r else None,
+            )
+        )
+    return out, skipped
+
+
+def _label_studio_answers(source: Any, name: str) -> tuple[list[_Answer], dict[str, int]]:
+    if isinstance(source, str | Path):
+        path = Path(source)
+        if not path.exists():
+            raise DataError(name, message="file not found")
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise DataError(name, message=f"not JSON: {exc}") from exc
+    else:
+        data = source
+    if not isinstance(data, list):
+        raise DataError(name, message="a Label Studio JSON export is a list of tasks")
+    skipped: dict[str, int] = {}
+    out: list[_Answer] = []
+    k = 0
+    for t, task in enumerate(data, start=1):
+        fields = task.get("data") or {}
+        task_id = _text(fields.get("task_id"))
+        for ann in task.get("annotations") or []:
+            k += 1
+            if ann.get("was_cancelled"):
+                skipped["cancelled annotation"] = skipped.get("cancelled annotation", 0) + 1
+                continue
+            picks = [
+                r.get("value", {}).get("choices") or []
+                for r in ann.get("result") or []
+                if r.get("from_name") == ANSWER_NAME and r.get("type", "choices") == "choices"
+            ]
+            choice = (
+                picks[0][0]
+                if picks and len(picks[0]) == 1
+                else ("|".join(picks[0]) if picks else "")
+            )
+            who = ann.get("completed_by")
+            if isinstance(who, Mapping):
+                who = who.get("email") or who.get("id")
+            out.append(
+                _Answer(
+                    row=k,
+                    column=f"tasks[{t - 1}].annotations.result.value.choices",
+                    task_id=task_id,
+                    choice=_text(choice),
+                    annotator=f"ls_{_text(who)}" if _text(who) else "",
+                    key=f"labelstudio:{_text(ann.get('id'))}:{task_id}",
+                    timestamp=_text(ann.get("created_at")),
+                    echoed_item=_text(fields.get("item_id")) if "item_id" in fields else None,
+                    echoed_batch=_text(fields.get("batch_id")) if "batch_id" in fields else None,
+                )
+            )
+    return out, skipped
+
+
+def _survey_answers(frame: pl.DataFrame, source: str) -> tuple[list[_Answer], dict[str, int]]:
+    who_col = "PROLIFIC_PID" if "PROLIFIC_PID" in frame.columns else "annotator_id"
+    missing = [c for c in ("task_id", "choice", who_col) if c not in frame.columns]
+    if missing:
+        raise DataError(
+            source,
+            message=f"missing survey column(s) {missing}; expected PROLIFIC_PID (or "
+            "annotator_id), task_id, choice and optionally STUDY_ID, SESSION_ID, timestamp",
+        )
+    out = []
+    for k, r in enumerate(frame.iter_rows(named=True), start=1):
+        task = _text(r["task_id"])
+        session = _text(r.get("SESSION_ID")) or _text(r[who_col])
+        out.append(
+            _Answer(
+                row=k,
+                column="choice",
+                task_id=task,
+                choice=_text(r["choice"]),
+                annotator=_text(r[who_col]),
+                key=f"survey:{session}:{task}",
+                timestamp=_text(r.get("timestamp")),
+                echoed_item=_text(r["item_id"]) if "item_id" in r else None,
+                echoed_batch=_text(r["batch_id"]) if "batch_id" in r else None,
+            )
+        )
+    return out, {}
+
+
+def _judgments(
+    answers: list[_Answer], tasks: pl.DataFrame, source: str
+) -> tuple[list[dict], list[RowProblem], int]:
+    by_task = {r["task_id"]: r for r in tasks.iter_rows(named=True)}
+    batches = sorted(set(tasks["batch_id"].to_list()))
+    problems: list[RowProblem] = []
+    rows: dict[str, dict] = {}
+    duplicates = 0
+    for a in answers:
+        task = by_task.get(a.task_id)
+        if task is None:
+            problems.append(
+                RowProblem(a.row, "task_id", a.task_id, f"a task of batch {', '.join(batches)}")
+            )
+            continue
+        if a.echoed_batch not in (None, "", task["batch_id"]):
+            problems.append(RowProblem(a.row, "batch_id", a.echoed_batch, task["batch_id"]))
+        if a.echoed_item not in (None, "", task["item_id"]):
+            problems.append(
+                RowProblem(
+                    a.row, "item_id", a.echoed_item, f"{task['item_id']!r} (task {a.task_id})"
+                )
+            )
+        choice = _CHOICES.get(a.choice.lower())
+        if choice is None:
+            problems.append(RowProblem(a.row, a.column, a.choice, "'First', 'Second' or 'Tie'"))
+            continue
+        if not a.annotator:
+            problems.append(RowProblem(a.row, "annotator", "", "a worker/participant id"))
+            continue
+        first_side = task["shown_first"]
+        winner = (
+            "tie"
+            if choice == TIE
+            else first_side
+            if choice == FIRST
+            else ("b" if first_side == "a" else "a")
+        )
+        row = {
+            "judgment_id": a.key,
+            "item_id": task["item_id"],
+            "system_a": task["system_a"],
+            "system_b": task["system_b"],
+            "annotator_id": a.annotator,
+            "winner": winner,
+            "dimension": task["dimension"],
+            "shown_first": first_side,
+            "timestamp": a.timestamp,
+        }
+        if a.key in rows:
+            if rows[a.key] == row:
+                duplicates += 1
+            else:
+                problems.append(
+                    RowProblem(a.row, "judgment_id", a.key, "the same answer as its first row")
+                )
+            continue
+        rows[a.key] = row
+    return list(rows.values()), problems, duplicates
+
+
+def read_results(source: Any, tasks: pl.DataFrame, platform: str | None = None) -> CrowdImport:
+    """Read one results file of a batch and turn it into judgments.
+
+    Args:
+        source: a path (``.csv``/``.jsonl``/``.json``), a polars or pandas frame
+            (MTurk, survey), or the parsed Label Studio export (a list).
+        tasks: the batch's task table (``tasks.csv`` of the export, or
+            :func:`services.crowd.tasks.tasks_from_lease`).
+        platform: ``mturk``, ``labelstudio`` or ``survey``; guessed when omitted
+            (a ``.json`` file or a list is Label Studio, ``HITId`` columns MTurk).
+
+    Returns:
+        A :class:`CrowdImport`.
+
+    Raises:
+        DataError: the file is not of the platform, or any answer is bad (one
+            problem per bad row; nothing is returned).
+    """
+    name = _source_name(source)
+    if platform is None:
+        if isinstance(source, list) or (
+            isinstance(source, str | Path) and Path(source).suffix.lower() == ".json"
+        ):
+            platform = "labelstudio"
+        else:
+            frame = _to_frame(source)
+            platform = "mturk" if "HITId" in frame.columns else "survey"
+    if platform == "labelstudio":
+        answers, skipped = _label_studio_answers(source, name)
+    elif platform == "mturk":
+        answers, skipped = _mturk_answers(_to_frame(source), name)
+    elif platform == "survey":
+        answers, skipped = _survey_answers(_to_frame(source), name)
+    else:
+        raise ValueError(f"unknown platform {platform!r}; expected mturk, labelstudio or survey")
+    rows, problems, duplicates = _judgments(answers, tasks, name)
+    if problems:
+        problems.sort(key=lambda p: (p.row, p.column))
+        raise DataError(name, problems)
+    done = {a.task_id for a in answers if a.key in {r["judgment_id"] for r in rows}}
+    unanswered = tuple(t for t in tasks["task_id"].to_list() if t not in done)
+    if rows:
+        frame = pl.DataFrame(rows, schema={c: pl.Utf8 for c in JUDGMENT_COLUMNS})
+        judgments = validate_judgments(frame, source=name).drop("row")
+    else:
+        judgments = pl.DataFrame(schema={c: pl.Utf8 for c in JUDGMENT_COLUMNS})
+    return CrowdImport(
+        judgments=judgments,
+        platform=platform,
+        num_rows=len(answers) + sum(skipped.values()),
+        skipped=skipped,
+        duplicates=duplicates,
+        unanswered=unanswered,
+    )
