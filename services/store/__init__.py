@@ -2,13 +2,16 @@
 
 :class:`Store` owns the engine and hands out transactions; the functions in
 :mod:`services.store.repository` take the connection as a keyword argument and
-do one job each. Embedded SQLite runs in WAL mode, and write transactions take
-the write lock up front (``BEGIN IMMEDIATE``) so that concurrent writers wait
-for each other instead of failing; PostgreSQL is used as is.
+do one job each. Embedded SQLite runs in WAL mode with ``synchronous=FULL`` (an
+acknowledged transaction survives a power loss, not only a killed process), its
+file created readable by its owner only (0600), and write transactions take the
+write lock up front (``BEGIN IMMEDIATE``) so that concurrent writers wait for
+each other instead of failing; PostgreSQL is used as is.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,7 +37,9 @@ class Store:
         True
     """
 
-    def __init__(self, url: str, *, echo: bool = False) -> None:
+    def __init__(self, url: str, *, echo: bool = False, synchronous: str = "FULL") -> None:
+        if synchronous.upper() not in ("FULL", "NORMAL", "EXTRA"):
+            raise ValueError(f"synchronous must be FULL, EXTRA or NORMAL, not {synchronous!r}")
         self.url = url
         parsed = make_url(url)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
@@ -42,12 +47,19 @@ class Store:
             database = parsed.database or ""
             if database and database != ":memory:":
                 Path(database).parent.mkdir(parents=True, exist_ok=True)
+                # the judgments and token hashes are the owner's: create the file 0600
+                # (SQLite gives its -wal and -shm files the database file's permissions)
+                os.close(os.open(database, os.O_RDWR | os.O_CREAT, 0o600))
             self.engine: Engine = create_engine(
                 url,
                 echo=echo,
                 connect_args={"check_same_thread": False, "timeout": 60},
             )
-            _configure_sqlite(self.engine, in_memory=database in ("", ":memory:"))
+            _configure_sqlite(
+                self.engine,
+                in_memory=database in ("", ":memory:"),
+                synchronous=synchronous.upper(),
+            )
         else:
             self.engine = create_engine(url, echo=echo, pool_size=10, max_overflow=20)
         self._write_engine = self.engine.execution_options(store_write=True)
@@ -79,7 +91,7 @@ class Store:
         self.engine.dispose()
 
 
-def _configure_sqlite(engine: Engine, *, in_memory: bool) -> None:
+def _configure_sqlite(engine: Engine, *, in_memory: bool, synchronous: str) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
         # let SQLAlchemy emit BEGIN itself (pysqlite's own BEGIN is deferred)
@@ -87,8 +99,9 @@ def _configure_sqlite(engine: Engine, *, in_memory: bool) -> None:
         cursor = dbapi_connection.cursor()
         if not in_memory:
             cursor.execute("PRAGMA journal_mode=WAL")
-        # NORMAL is durable against a killed process in WAL mode (not against power loss)
-        cursor.execute("PRAGMA synchronous=NORMAL")
+        # FULL (default): each commit is on disk before it is acknowledged, so an
+        # acknowledged batch survives a power loss; NORMAL only survives a killed process
+        cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA busy_timeout=60000")
         cursor.close()

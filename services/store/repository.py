@@ -19,6 +19,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
 from services.store import tables as t
+from services.store.validation import row_problems
 
 #: columns of a judgment as the common schema names them (adaptive.data)
 JUDGMENT_FIELDS: tuple[str, ...] = (
@@ -54,6 +55,23 @@ class IngestResult:
     duplicates: int
     dimensions: tuple[str, ...] = field(default_factory=tuple)
     last_seq: int = 0  # the highest sequence number written (0 if none)
+
+
+def check_rows(rows: Sequence[dict], what: str, **fields: Any) -> None:
+    """Refuse rows with a bad id or text (:mod:`services.store.validation`), naming row and field.
+
+    Raises:
+        StoreError: ``validation_error``; nothing was written.
+    """
+    problems = row_problems(rows, **fields)
+    if problems:
+        rows_hit = sorted({p["row"] for p in problems})
+        raise StoreError(
+            "validation_error",
+            f"{len(problems)} invalid field(s) in {what} (row(s) {rows_hit[:10]}); "
+            "nothing was stored",
+            problems=problems,
+        )
 
 
 def utcnow() -> datetime:
@@ -95,6 +113,13 @@ def create_project(
 ) -> dict:
     """Create a project and its dimensions; ``project_exists`` if the id is taken."""
     now = now or utcnow()
+    check_rows(
+        [{"project_id": project_id, "name": name, "description": description}],
+        "the project",
+        ids=("project_id",),
+        optional_ids=("name",),
+        texts=("description",),
+    )
     row = {"project_id": project_id, "name": name, "description": description, "created_at": now}
     stmt = (
         _insert(conn, t.projects)
@@ -122,6 +147,7 @@ def create_token(
     *, conn: Connection, project_id: str, label: str = "", now: datetime | None = None
 ) -> str:
     """A new bearer token for the project; only its hash is stored, the token is returned once."""
+    check_rows([{"label": label}], "the token", optional_ids=("label",))
     token = "evs_" + secrets.token_urlsafe(32)
     conn.execute(
         t.api_tokens.insert().values(
@@ -139,6 +165,88 @@ def project_for_token(*, conn: Connection, token: str) -> str | None:
     return conn.scalar(
         select(t.api_tokens.c.project_id).where(t.api_tokens.c.token_hash == hash_token(token))
     )
+
+
+def token_id(token_hash: str) -> str:
+    """The public name of a token: the first 16 hex digits of its hash (shows nothing of it)."""
+    return token_hash[:16]
+
+
+def list_tokens(*, conn: Connection, project_id: str) -> list[dict]:
+    """The project's tokens (``token_id``, ``label``, ``created_at``), oldest first."""
+    rows = conn.execute(
+        select(t.api_tokens.c.token_hash, t.api_tokens.c.label, t.api_tokens.c.created_at)
+        .where(t.api_tokens.c.project_id == project_id)
+        .order_by(t.api_tokens.c.created_at, t.api_tokens.c.token_hash)
+    )
+    return [
+        {"token_id": token_id(r.token_hash), "label": r.label, "created_at": as_utc(r.created_at)}
+        for r in rows
+    ]
+
+
+def revoke_token(*, conn: Connection, project_id: str, token_id: str) -> dict | None:
+    """Delete the project's token named ``token_id``; returns it (or None if there is none).
+
+    A token id of fewer than 16 hex digits names nothing (a prefix must not match several).
+    """
+    if len(token_id) != 16 or any(c not in "0123456789abcdef" for c in token_id):
+        return None
+    row = conn.execute(
+        select(t.api_tokens.c.token_hash, t.api_tokens.c.label, t.api_tokens.c.created_at).where(
+            t.api_tokens.c.project_id == project_id,
+            t.api_tokens.c.token_hash.startswith(token_id, autoescape=True),
+        )
+    ).first()
+    if row is None:
+        return None
+    conn.execute(t.api_tokens.delete().where(t.api_tokens.c.token_hash == row.token_hash))
+    return {"token_id": token_id, "label": row.label, "created_at": as_utc(row.created_at)}
+
+
+# ---------------------------------------------------------------- events (re-estimation)
+
+
+def add_events(*, conn: Connection, events: Sequence[dict]) -> None:
+    """Append re-estimation events (``project_id``, ``dimension``, ``kind``, ``method``, ...)."""
+    if events:
+        conn.execute(t.events.insert(), list(events))
+
+
+def list_events(
+    *, conn: Connection, project_id: str, after_seq: int = 0, limit: int = 200
+) -> list[dict]:
+    """The project's events after ``after_seq``, oldest first."""
+    rows = conn.execute(
+        select(t.events)
+        .where(t.events.c.project_id == project_id, t.events.c.seq > after_seq)
+        .order_by(t.events.c.seq)
+        .limit(limit)
+    )
+    out = []
+    for r in rows:
+        d = r._asdict()
+        d["created_at"] = as_utc(d["created_at"])
+        out.append(d)
+    return out
+
+
+def latest_event_seq(*, conn: Connection, project_id: str) -> int:
+    return int(
+        conn.scalar(select(func.max(t.events.c.seq)).where(t.events.c.project_id == project_id))
+        or 0
+    )
+
+
+def prune_events(*, conn: Connection, project_id: str, keep: int = 10_000) -> None:
+    """Keep the newest ``keep`` events of a project."""
+    newest = latest_event_seq(conn=conn, project_id=project_id)
+    if newest > keep:
+        conn.execute(
+            t.events.delete().where(
+                t.events.c.project_id == project_id, t.events.c.seq <= newest - keep
+            )
+        )
 
 
 # ---------------------------------------------------------------- catalogue
@@ -177,6 +285,7 @@ def upsert_systems(
 ) -> int:
     """Register systems (``system_id``, ``description``); existing ones are updated."""
     now = now or utcnow()
+    check_rows(systems, "the systems", ids=("system_id",), texts=("description",))
     rows = [
         {
             "project_id": project_id,
@@ -194,6 +303,9 @@ def upsert_prompts(
 ) -> int:
     """Register prompts (``prompt_id``, ``text``, ``responses`` by system id)."""
     now = now or utcnow()
+    check_rows(
+        prompts, "the prompts", ids=("prompt_id",), texts=("text",), text_maps=("responses",)
+    )
     rows = [
         {
             "project_id": project_id,
@@ -212,6 +324,7 @@ def upsert_dimensions(
 ) -> int:
     """Register dimensions (``dimension_id``, ``description``)."""
     now = now or utcnow()
+    check_rows(dimensions, "the dimensions", ids=("dimension_id",), texts=("description",))
     rows = [
         {
             "project_id": project_id,
@@ -277,6 +390,44 @@ def _known(conn: Connection, table: Table, key: str, project_id: str, ids: set[s
 # ---------------------------------------------------------------- judgments
 
 
+def _check_judgments(judgments: Sequence[dict]) -> None:
+    """Ids, texts and enumerations of every row (before anything touches the database)."""
+    problems = row_problems(
+        judgments,
+        ids=("judgment_id", "item_id", "system_a", "system_b", "dimension"),
+        optional_ids=("annotator_id", "timestamp"),
+        key="judgment_id",
+    )
+    bad_fields = {(p["row"], p["field"]) for p in problems}
+    for i, j in enumerate(judgments):
+        jid = j.get("judgment_id") if (i, "judgment_id") not in bad_fields else None
+        if j.get("winner") not in ("a", "b", "tie"):
+            problems.append(
+                {
+                    "row": i,
+                    "judgment_id": jid,
+                    "field": "winner",
+                    "message": f"winner must be a, b or tie (got {j.get('winner')!r})",
+                }
+            )
+        if j.get("shown_first") not in (None, "", "a", "b"):
+            problems.append(
+                {
+                    "row": i,
+                    "judgment_id": jid,
+                    "field": "shown_first",
+                    "message": f"shown_first must be a or b (got {j.get('shown_first')!r})",
+                }
+            )
+    if problems:
+        problems.sort(key=lambda p: p["row"])
+        raise StoreError(
+            "validation_error",
+            f"{len(problems)} invalid field(s) in the batch; nothing was stored",
+            problems=problems,
+        )
+
+
 def add_judgments(
     *,
     conn: Connection,
@@ -298,6 +449,7 @@ def add_judgments(
             nothing was written.
     """
     now = now or utcnow()
+    _check_judgments(judgments)
     # One writer per project at a time: sequence numbers are then committed in order, so a
     # reader tailing by ``seq`` never sees a later batch before an earlier one (PostgreSQL
     # hands out numbers at insert, not at commit), and a judgment_id raced by two batches
@@ -414,10 +566,14 @@ def add_judgments(
     )
 
 
-def count_judgments(*, conn: Connection, project_id: str, dimension: str | None = None) -> int:
+def count_judgments(
+    *, conn: Connection, project_id: str, dimension: str | None = None, after_seq: int = 0
+) -> int:
     stmt = (
         select(func.count()).select_from(t.judgments).where(t.judgments.c.project_id == project_id)
     )
+    if after_seq:
+        stmt = stmt.where(t.judgments.c.seq > after_seq)
     if dimension is not None:
         stmt = stmt.where(t.judgments.c.dimension == dimension)
     return int(conn.scalar(stmt) or 0)
@@ -664,8 +820,15 @@ def create_lease(
     expires_at: datetime,
     now: datetime | None = None,
     lease_id: str | None = None,
+    request_hash: str | None = None,
 ) -> dict:
     """Lease cells to an annotator; the same ``idempotency_key`` returns the first lease."""
+    check_rows(
+        [{"idempotency_key": idempotency_key, "annotator_id": annotator_id}],
+        "the lease",
+        ids=("idempotency_key",),
+        optional_ids=("annotator_id",),
+    )
     row = {
         "lease_id": lease_id or uuid.uuid4().hex,
         "project_id": project_id,
@@ -674,6 +837,7 @@ def create_lease(
         "cells": cells,
         "created_at": now or utcnow(),
         "expires_at": expires_at,
+        "request_hash": request_hash,
     }
     stmt = (
         _insert(conn, t.leases)
@@ -716,7 +880,13 @@ __all__ = [
     "IngestResult",
     "StoreError",
     "active_leased_cells",
+    "add_events",
     "add_judgments",
+    "list_events",
+    "list_tokens",
+    "revoke_token",
+    "token_id",
+    "check_rows",
     "count_judgments",
     "create_lease",
     "create_project",

@@ -134,6 +134,26 @@ leases = Table(
     Column("cells", JSON, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("expires_at", DateTime(timezone=True), nullable=False),
+    # SHA-256 of the request that first used the key (NULL for leases stored before 0002)
+    Column("request_hash", String(64), nullable=True),
     UniqueConstraint("project_id", "idempotency_key", name="uq_leases_project_key"),
     Index("ix_leases_project_expires", "project_id", "expires_at"),
+)
+
+# what the re-estimation worker did: every fast update and NUTS refit with its outcome
+events = Table(
+    "events",
+    metadata,
+    Column("seq", SEQ, primary_key=True, autoincrement=True),
+    Column("project_id", String(ID), nullable=False),
+    Column("dimension", String(ID), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("kind", String(32), nullable=False),  # published, rejected, failed, superseded, ...
+    Column("method", String(16), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("num_judgments", Integer, nullable=False),
+    Column("seconds", Float, nullable=False),
+    Column("detail", Text, nullable=False),  # the reason for a rejection or failure
+    Column("replica", String(ID), nullable=False),  # host:pid of the worker
+    Index("ix_events_project_seq", "project_id", "seq"),
 )
