@@ -6,7 +6,6 @@ row is rejected whole (see :mod:`services.api.errors` for the error body).
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -20,33 +19,47 @@ from pydantic import (
     field_validator,
 )
 
+from services.store.validation import MAX_ID, MAX_TEXT, MAX_TIMESTAMP, id_problem, text_problem
+
 #: judgments per POST (a request with more is rejected whole)
 MAX_BATCH = 10_000
 #: systems / prompts / dimensions per POST
 MAX_BULK = 50_000
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
-
-def _no_control(value: str) -> str:
-    if _CONTROL.search(value):
-        raise ValueError("control characters are not allowed")
+def _valid_id(value: str) -> str:
+    if (problem := id_problem(value)) is not None:
+        raise ValueError(problem)
     return value
 
 
-def _no_nul(value: str) -> str:
-    if "\x00" in value:
-        raise ValueError("NUL characters are not allowed")
+def _valid_name(value: str) -> str:
+    if (problem := id_problem(value, allow_empty=True)) is not None:
+        raise ValueError(problem)
     return value
 
 
-# Checked by validators rather than schema patterns: the same rule, and the
-# OpenAPI schema stays plain (pattern-driven generators are slow on negated classes).
-# ids: 1..200 characters, no control characters (PostgreSQL refuses NUL)
-Id = Annotated[str, StringConstraints(min_length=1, max_length=200), AfterValidator(_no_control)]
-Name = Annotated[str, StringConstraints(max_length=200), AfterValidator(_no_control)]
-# free text: anything but NUL
-Text = Annotated[str, StringConstraints(max_length=100_000), AfterValidator(_no_nul)]
+def _valid_timestamp(value: str) -> str:
+    if (problem := id_problem(value, allow_empty=True, max_length=MAX_TIMESTAMP)) is not None:
+        raise ValueError(problem)
+    return value
+
+
+def _valid_text(value: str) -> str:
+    if (problem := text_problem(value)) is not None:
+        raise ValueError(problem)
+    return value
+
+
+# One rule for the API, `evalset import` and the store (services.store.validation),
+# checked by validators rather than schema patterns: the OpenAPI schema stays plain
+# (pattern-driven generators are slow on negated classes), the length caps are declared.
+# ids: 1..200 characters, no control characters, no lone surrogates
+Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID), AfterValidator(_valid_id)]
+# optional names (annotator, label, project name): 0..200 characters, the same rule
+Name = Annotated[str, StringConstraints(max_length=MAX_ID), AfterValidator(_valid_name)]
+# free text: up to 100,000 characters, no NUL or control characters but tab and newlines
+Text = Annotated[str, StringConstraints(max_length=MAX_TEXT), AfterValidator(_valid_text)]
 Winner = Literal["a", "b", "tie"]
 
 
@@ -134,8 +147,26 @@ class TokenCreate(Strict):
 
 
 class TokenPublic(BaseModel):
-    token: str
+    token: str = Field(description="the bearer token; shown once, stored hashed")
+    token_id: str = Field(description="its public name, for listing, rotating and revoking")
     label: str
+
+
+class TokenInfoPublic(BaseModel):
+    token_id: str = Field(description="first 16 hex digits of the token's SHA-256")
+    label: str
+    created_at: datetime
+
+
+class TokensPublic(BaseModel):
+    tokens: list[TokenInfoPublic]
+
+
+class TokenRevoked(BaseModel):
+    revoked: TokenInfoPublic
+    effective_within_seconds: float = Field(
+        description="every replica refuses the token at most this long after this answer"
+    )
 
 
 class ProjectStatus(BaseModel):
@@ -165,7 +196,9 @@ class PromptCreate(Strict):
     prompt_id: Id
     text: Text = ""
     responses: dict[Id, Text] = Field(
-        default_factory=dict, description="each system's response, by system id"
+        default_factory=dict,
+        max_length=1000,
+        description="each system's response, by system id",
     )
 
 
@@ -220,7 +253,10 @@ class JudgmentBase(Strict):
     dimension: Id = "overall"
     shown_first: Literal["a", "b"] | None = None
     timestamp: (
-        Annotated[str, StringConstraints(max_length=64), AfterValidator(_no_control)] | None
+        Annotated[
+            str, StringConstraints(max_length=MAX_TIMESTAMP), AfterValidator(_valid_timestamp)
+        ]
+        | None
     ) = None
 
     @field_validator("winner", "shown_first", mode="before")
@@ -355,10 +391,54 @@ class SnapshotsPublic(BaseModel):
     snapshots: list[SnapshotPublic]
 
 
+class WorkerPublic(BaseModel):
+    mode: Literal["thread", "process", "off"]
+    alive: bool = Field(description="the re-estimation worker is running now")
+    restarts: int = Field(description="times it was found dead and restarted")
+    last_restart_at: datetime | None = None
+
+
+class ProjectFreshness(BaseModel):
+    project_id: str
+    num_judgments: int
+    last_snapshot_at: datetime | None = Field(description="newest snapshot of any dimension")
+    last_snapshot_age_seconds: float | None
+    judgments_behind: int = Field(
+        description="judgments stored after the newest snapshot (0: snapshots are current)"
+    )
+
+
 class HealthPublic(BaseModel):
-    status: Literal["ok"]
+    status: Literal["ok", "degraded"] = Field(
+        description="degraded: streaming is on and the worker is not alive"
+    )
     database: str
-    streaming: bool
+    streaming: bool = Field(description="re-estimation is configured in this replica")
+    worker: WorkerPublic
+    projects: list[ProjectFreshness]
+
+
+class EventPublic(BaseModel):
+    """One thing the re-estimation worker did (a refit and its outcome)."""
+
+    seq: int
+    dimension: str
+    created_at: datetime
+    kind: str = Field(
+        description="published, rejected (failed its diagnostics; see detail), failed "
+        "(an error; see detail), superseded (a newer snapshot was stored), skipped, items"
+    )
+    method: str = Field(description="laplace (fast update), nuts (full refit) or items")
+    version: int = Field(description="the snapshot version stored (0: none)")
+    num_judgments: int
+    seconds: float
+    detail: str = Field(description="the reason for a rejection or failure")
+    replica: str = Field(description="host:pid of the worker that did it")
+
+
+class EventsPublic(BaseModel):
+    events: list[EventPublic]
+    next_after_seq: int | None = Field(description="pass as after_seq for the next page")
 
 
 ProjectStatus.model_rebuild()

@@ -28,6 +28,44 @@ class Settings(BaseSettings):
         default=None,
         description="when set, creating a project needs this bearer token",
     )
+    open: bool = Field(
+        default=False,
+        description="let `evalset serve` run without an admin token: anyone who reaches the "
+        "service can create projects (it refuses to start otherwise)",
+    )
+    sqlite_synchronous: Literal["FULL", "EXTRA", "NORMAL"] = Field(
+        default="FULL",
+        description="SQLite's synchronous pragma: FULL makes an acknowledged batch survive a "
+        "power loss; NORMAL only a killed process",
+    )
+
+    # limits (each answered with the common JSON error body)
+    max_body_bytes: int = Field(
+        default=32 * 1024 * 1024,
+        ge=1024,
+        description="largest request body in bytes (413 payload_too_large, checked while reading)",
+    )
+    body_timeout_seconds: float = Field(
+        default=30.0, gt=0, description="time a client has to send its whole body (else 408)"
+    )
+    rate_limit_per_second: float = Field(
+        default=100.0,
+        ge=0,
+        description="requests per second per token (per client address without one); "
+        "0: no limit (429 with Retry-After beyond it)",
+    )
+    rate_limit_burst: int = Field(
+        default=200, ge=1, description="requests a client may send at once above that rate"
+    )
+    token_cache_seconds: float = Field(
+        default=1.0,
+        ge=0,
+        description="how long a replica trusts a token it checked: a revoked token stops "
+        "working on every replica within this time",
+    )
+    supervise_seconds: float = Field(
+        default=1.0, gt=0, description="how often a dead re-estimation worker is looked for"
+    )
     max_batch_size: int = Field(default=10_000, ge=1, description="judgments per POST")
     max_bulk_size: int = Field(default=50_000, ge=1, description="systems/prompts per POST")
 

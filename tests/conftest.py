@@ -123,6 +123,8 @@ class ProcessServer:
             "EVALSET_DATABASE_URL": database_url,
             "EVALSET_PORT": str(self.port),
             "JAX_PLATFORMS": "cpu",
+            # tests create projects anonymously (served mode refuses that unless open)
+            "EVALSET_OPEN": "true",
             **(env or {}),
         }
         self.proc: subprocess.Popen | None = None

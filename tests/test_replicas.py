@@ -91,6 +91,7 @@ def test_two_replicas_share_one_database() -> None:
             **os.environ,
             "EVALSET_DATABASE_URL": url,
             "EVALSET": _evalset(),
+            "EVALSET_OPEN": "true",
             "EVALSET_NUTS": "false",
             "EVALSET_WORKER": "thread",
             "EVALSET_POLL_SECONDS": "0.5",

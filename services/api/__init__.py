@@ -30,6 +30,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from services.api import errors
+from services.api.limits import Guard
 from services.api.routes import router as core_router
 from services.api.state import ServiceState
 from services.settings import Settings
@@ -90,7 +91,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     errors.install(app)
+    # authentication, rate limit and a bounded body read before any route parses anything
+    app.add_middleware(Guard)
     app.include_router(core_router)
     for router in _optional_routers():
         app.include_router(router)
+    errors.declare_errors(app)
     return app

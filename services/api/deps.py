@@ -18,13 +18,10 @@ from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from services.api.errors import ApiError
+from services.api.limits import TOKENS
 from services.api.state import ServiceState
 from services.settings import Settings
 from services.store import Store
-from services.store import repository as repo
-
-#: (store, token hash) -> project, for tokens seen valid in this process
-_TOKENS: dict[tuple[str, str], str] = {}
 
 _bearer = HTTPBearer(auto_error=False, description="the project's API token")
 
@@ -47,21 +44,15 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
 
-def token_project(credentials: Credentials, store: StoreDep) -> str:
-    """The project of the request's bearer token."""
+def token_project(credentials: Credentials, store: StoreDep, settings: SettingsDep) -> str:
+    """The project of the request's bearer token.
+
+    Checked against the store at most every ``token_cache_seconds`` per token, so a
+    revoked token stops working on every replica within that time.
+    """
     if credentials is None or not credentials.credentials:
         raise ApiError(401, "unauthorized", "missing bearer token (Authorization: Bearer <token>)")
-    token = credentials.credentials
-    cache_key = (store.url, repo.hash_token(token))
-    project_id = _TOKENS.get(cache_key)
-    if project_id is None:
-        with store.read() as conn:
-            project_id = repo.project_for_token(conn=conn, token=token)
-        if project_id is not None:
-            # tokens are never revoked or reassigned, so a found one can be remembered
-            if len(_TOKENS) > 10_000:
-                _TOKENS.clear()
-            _TOKENS[cache_key] = project_id
+    project_id = TOKENS.get(store, credentials.credentials, settings.token_cache_seconds)
     if project_id is None:
         raise ApiError(401, "unauthorized", "invalid bearer token")
     return project_id

@@ -1,11 +1,17 @@
 """Every error is JSON: ``{"error": {"code", "message", "problems": [...]}}`` with a stable code.
 
 Codes: ``unauthorized`` (401), ``forbidden`` (403), ``not_found`` (404),
-``method_not_allowed`` (405), ``project_exists`` (409), ``no_snapshot`` (409),
-``payload_too_large`` (413), ``invalid_batch`` (422: a row refers to something
-unknown or changes a stored judgment), ``validation_error`` (422: the request
-does not match the schema; one problem per bad field, ``row`` = position in the
-batch), ``not_implemented`` (501), ``internal_error`` (500).
+``method_not_allowed`` (405), ``request_timeout`` (408), ``project_exists`` (409),
+``no_snapshot`` (409), ``pruning_pending`` (409), ``payload_too_large`` (413),
+``invalid_batch`` (422: a row refers to something unknown or changes a stored
+judgment), ``validation_error`` (422: the request does not match the schema, or an
+id or text breaks :mod:`services.store.validation`; one problem per bad field,
+``row`` = position in the batch), ``idempotency_key_reused`` (422), ``cannot_prune``
+(422), ``rate_limited`` (429, with ``Retry-After``), ``internal_error`` (500),
+``unavailable`` (503).
+
+Every operation declares the codes it can return with this one body
+(:func:`declare_errors`), so a generated client can read every error.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from services.store.repository import StoreError
 
 STATUS_OF_CODE = {
+    "validation_error": 422,
     "project_exists": 409,
     "invalid_batch": 422,
     "snapshot_not_found": 404,
@@ -31,12 +38,113 @@ CODE_OF_STATUS = {
     403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
+    408: "request_timeout",
     409: "conflict",
     413: "payload_too_large",
     415: "unsupported_media_type",
     422: "validation_error",
+    429: "rate_limited",
     501: "not_implemented",
+    503: "unavailable",
 }
+
+#: what each error status means, as the OpenAPI description says it
+DESCRIPTIONS = {
+    401: "missing or invalid bearer token (`unauthorized`)",
+    403: "the token is another project's, or the project does not exist (`forbidden`)",
+    404: "something the request names does not exist (`not_found`)",
+    408: "the body did not arrive in time (`request_timeout`)",
+    409: "not possible yet or any more (`project_exists`, `no_snapshot`, `pruning_pending`)",
+    413: "the body is larger than the limit (`payload_too_large`)",
+    422: "the request is invalid (`validation_error`, `invalid_batch`, "
+    "`idempotency_key_reused`, `cannot_prune`), one problem per bad field",
+    429: "too many requests (`rate_limited`); see the Retry-After header",
+    500: "an unexpected error (`internal_error`)",
+    503: "the store is not reachable or busy (`unavailable`, `snapshot_conflict`)",
+}
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` declaring the common error body for these status codes."""
+    from services.schemas import ErrorPublic
+
+    out: dict[int | str, dict[str, Any]] = {}
+    for code in codes:
+        entry: dict[str, Any] = {"model": ErrorPublic, "description": DESCRIPTIONS[code]}
+        if code == 429:
+            entry["headers"] = {
+                "Retry-After": {
+                    "description": "seconds to wait before trying again",
+                    "schema": {"type": "integer"},
+                }
+            }
+        out[code] = entry
+    return out
+
+
+def declare_errors(app: FastAPI) -> None:
+    """Declare on every operation the error codes the middleware and handlers can send.
+
+    Every request can meet the rate limit (429), an unexpected error (500) or an
+    unreachable store (503); routes under ``/projects/{project_id}`` need the
+    project's token (401, 403); a request with a body can be too large (413),
+    too slow (408) or invalid (422); ``POST /projects`` needs the admin token when
+    one is set (401). Codes a route adds itself (404, 409, ...) are declared on it;
+    FastAPI's own 422 body (never sent: the handler below answers validation errors)
+    is replaced by the common one.
+    """
+    from fastapi.openapi.utils import get_openapi
+
+    from services.schemas import ErrorPublic
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = get_openapi(
+            title=app.title,
+            version=app.version,
+            summary=app.summary,
+            description=app.description,
+            routes=app.routes,
+        )
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        error_schema = ErrorPublic.model_json_schema(ref_template="#/components/schemas/{model}")
+        components.update(error_schema.pop("$defs", {}))
+        components["ErrorPublic"] = error_schema
+        ref = {"$ref": "#/components/schemas/ErrorPublic"}
+        for path, operations in schema.get("paths", {}).items():
+            for method, operation in operations.items():
+                codes = {429, 500, 503}
+                params = operation.get("parameters", [])
+                if path.startswith("/projects/{project_id}"):
+                    codes |= {401, 403, 422}  # 422: a project id over 200 characters
+                if path == "/projects" and method == "post":
+                    codes |= {401}
+                if method in ("post", "put", "patch", "delete"):
+                    codes |= {408, 413, 422}
+                if any(p.get("in") in ("query", "path", "header") for p in params):
+                    codes |= {422}
+                responses = operation.setdefault("responses", {})
+                for code in sorted(codes | {int(c) for c in responses if c[0] in "45"}):
+                    entry = responses.get(str(code), {})
+                    entry["description"] = DESCRIPTIONS.get(code, entry.get("description", ""))
+                    entry["content"] = {"application/json": {"schema": ref}}
+                    if code == 429:
+                        entry["headers"] = {
+                            "Retry-After": {
+                                "description": "seconds to wait before trying again",
+                                "schema": {"type": "integer"},
+                            }
+                        }
+                    responses[str(code)] = entry
+        text = repr(schema["paths"])
+        for unused in ("HTTPValidationError", "ValidationError"):
+            if f"/{unused}'" not in text:
+                components.pop(unused, None)
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 class ApiError(Exception):
@@ -95,6 +203,16 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:
+            # a body that is not JSON (or not UTF-8): invalid like any other request
+            return JSONResponse(
+                error_body(
+                    "validation_error",
+                    f"the body cannot be read: {exc.detail}",
+                    [{"field": "body", "message": str(exc.detail)}],
+                ),
+                status_code=422,
+            )
         code = CODE_OF_STATUS.get(exc.status_code, "http_error")
         return JSONResponse(
             error_body(code, str(exc.detail)),

@@ -10,6 +10,8 @@ batch.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 import uuid
 from collections import OrderedDict
@@ -33,12 +35,12 @@ from adaptive.recommend import (
     tier_comparisons,
 )
 from services.api.deps import ProjectId, State
-from services.api.errors import ApiError
+from services.api.errors import ApiError, error_responses
+from services.schemas import Id, Name
 from services.store import repository as repo
+from services.store.validation import id_problem
 
 router = APIRouter()
-
-Id = Annotated[str, Field(min_length=1, max_length=200)]
 
 
 class NextBatchCreate(BaseModel):
@@ -47,8 +49,8 @@ class NextBatchCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     size: int = Field(ge=1, le=1000, description="tasks (judgments) in the batch")
-    annotator_id: str = Field(
-        default="", max_length=200, description="never hand this annotator a cell they judged"
+    annotator_id: Name = Field(
+        default="", description="never hand this annotator a cell they judged"
     )
     dimensions: list[Id] | None = Field(default=None, description="default: every dimension")
     targets: list[tuple[Id, Id]] | None = Field(
@@ -58,8 +60,10 @@ class NextBatchCreate(BaseModel):
         default=False, description="target the pairs adjacent in each dimension's leaderboard"
     )
     tier: list[Id] | None = Field(default=None, description="target the pairs within this tier")
-    idempotency_key: str | None = Field(
-        default=None, min_length=1, max_length=200, description="repeat the request safely"
+    idempotency_key: Id | None = Field(
+        default=None,
+        description="repeat the request safely; a key is bound to the request that first "
+        "used it (the same key with a different request is a 422)",
     )
     lease_seconds: float = Field(default=3600.0, ge=1.0, le=7 * 24 * 3600.0)
     explore_share: float = Field(default=0.1, ge=0.0, le=0.5)
@@ -111,6 +115,29 @@ def _public(lease: dict, replayed: bool) -> NextBatchPublic:
         replayed=replayed,
         cells=[LeasedCell(**c) for c in lease["cells"]],
     )
+
+
+def _request_hash(body: NextBatchCreate) -> str:
+    """The request an idempotency key is bound to: everything in the body but the key."""
+    content = body.model_dump(mode="json", exclude={"idempotency_key"})
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
+
+def _replay(lease: dict, key: str, fingerprint: str) -> NextBatchPublic:
+    """The stored batch of ``key``, if it was stored for this same request (else a 422)."""
+    stored = lease.get("request_hash")
+    if stored is not None and stored != fingerprint:
+        message = (
+            f"idempotency key {key!r} was used for a different request (lease "
+            f"{lease['lease_id']}); use a new key for a new request"
+        )
+        raise ApiError(
+            422,
+            "idempotency_key_reused",
+            message,
+            [{"field": "idempotency_key", "message": message}],
+        )
+    return _public(lease, replayed=True)
 
 
 def _prepare(state, project_id: str, dims: list[str], seed: int) -> tuple[Snapshot, dict]:
@@ -218,6 +245,7 @@ def _prepare(state, project_id: str, dims: list[str], seed: int) -> tuple[Snapsh
     operation_id="next_batch",
     tags=["recommendation"],
     summary="The next annotation batch, leased to an annotator",
+    responses=error_responses(404, 409),
 )
 def next_batch(
     project_id: ProjectId,
@@ -229,11 +257,19 @@ def next_batch(
     comparisons that matter, with the response to show first; the cells are leased
     until ``expires_at`` and handed to nobody else meanwhile."""
     key = body.idempotency_key or idempotency_key
+    if key is not None and (problem := id_problem(key)) is not None:
+        raise ApiError(
+            422,
+            "validation_error",
+            f"invalid idempotency key: {problem}",
+            [{"field": "idempotency_key", "message": problem}],
+        )
+    fingerprint = _request_hash(body)
     if key:
         with state.store.read() as conn:
             lease = repo.get_lease_by_key(conn=conn, project_id=project_id, idempotency_key=key)
         if lease is not None:
-            return _public(lease, replayed=True)
+            return _replay(lease, key, fingerprint)
     key = key or uuid.uuid4().hex
     with state.store.read() as conn:
         known = [d["dimension_id"] for d in repo.list_dimensions(conn=conn, project_id=project_id)]
@@ -337,7 +373,7 @@ def next_batch(
         repo.lock_leases(conn=conn, project_id=project_id)
         stored = repo.get_lease_by_key(conn=conn, project_id=project_id, idempotency_key=key)
         if stored is not None:  # a concurrent request with the same key was first
-            return _public(stored, replayed=True)
+            return _replay(stored, key, fingerprint)
         current = repo.active_leased_cells(conn=conn, project_id=project_id, now=now)
         if current != leased:  # leases changed since: choose again (compiled by now)
             out = choose(current)
@@ -349,6 +385,7 @@ def next_batch(
             cells=out,
             expires_at=now + timedelta(seconds=body.lease_seconds),
             now=now,
+            request_hash=fingerprint,
         )
     # a concurrent request with the same key may have stored its batch first
     return _public(lease, replayed=lease["cells"] != out)

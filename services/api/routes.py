@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Path, Query
 from fastapi.security import HTTPAuthorizationCredentials
 
 from adaptive.streaming import Snapshot, item_rows, leaderboard_rows, pair_rows
 from services import schemas as s
 from services.api.deps import ProjectId, SettingsDep, State, _bearer
-from services.api.errors import ApiError
+from services.api.errors import ApiError, error_responses
+from services.api.limits import TOKENS, admin_token_ok
 from services.api.state import Pending
 from services.store import repository as repo
 
@@ -47,8 +49,6 @@ def _snapshot_public(meta: dict) -> s.SnapshotPublic:
 
 
 def _from_snapshot(snap: Snapshot) -> s.SnapshotPublic:
-    from datetime import UTC, datetime
-
     return s.SnapshotPublic(
         dimension=snap.dimension,
         version=snap.version,
@@ -98,12 +98,55 @@ def _snapshot(state: State, project_id: str, dimension: str, method: str | None)
 
 @router.get("/health", operation_id="health", tags=["service"])
 def health(state: State) -> s.HealthPublic:
+    """Whether the store answers and the re-estimation worker runs, and how old each
+    project's newest snapshot is (``judgments_behind``: judgments it does not include)."""
+    now = datetime.now(UTC)
+    projects = []
     with state.store.read() as conn:
-        repo.get_project(conn=conn, project_id="")
+        for project_id in repo.list_project_ids(conn=conn):
+            total = 0
+            behind = 0
+            newest: datetime | None = None
+            counts = repo.judgment_counts_by_dimension(conn=conn, project_id=project_id)
+            for dimension, (count, _) in counts.items():
+                total += count
+                meta = repo.latest_snapshot_meta(
+                    conn=conn, project_id=project_id, dimension=dimension
+                )
+                if meta is None:
+                    behind += count
+                    continue
+                newest = meta["created_at"] if newest is None else max(newest, meta["created_at"])
+                behind += repo.count_judgments(
+                    conn=conn,
+                    project_id=project_id,
+                    dimension=dimension,
+                    after_seq=int(meta["last_seq"]),
+                )
+            projects.append(
+                s.ProjectFreshness(
+                    project_id=project_id,
+                    num_judgments=total,
+                    last_snapshot_at=newest,
+                    last_snapshot_age_seconds=(
+                        None if newest is None else round((now - newest).total_seconds(), 3)
+                    ),
+                    judgments_behind=behind,
+                )
+            )
+    alive = state.worker_alive()
+    mode = state.settings.worker if state.streaming else "off"
     return s.HealthPublic(
-        status="ok",
+        status="ok" if alive or not state.streaming else "degraded",
         database="sqlite" if state.store.is_sqlite else "postgresql",
         streaming=state.streaming,
+        worker=s.WorkerPublic(
+            mode=mode,
+            alive=alive,
+            restarts=state.restarts,
+            last_restart_at=state.last_restart_at,
+        ),
+        projects=projects,
     )
 
 
@@ -112,7 +155,7 @@ def health(state: State) -> s.HealthPublic:
     operation_id="create_project",
     status_code=201,
     tags=["projects"],
-    responses={409: {"model": s.ErrorPublic}, 401: {"model": s.ErrorPublic}},
+    responses=error_responses(409),
 )
 def create_project(
     body: s.ProjectCreate,
@@ -121,9 +164,7 @@ def create_project(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> s.ProjectCreated:
     """Create a campaign; the answer holds its bearer token (shown once)."""
-    if settings.admin_token and (
-        credentials is None or credentials.credentials != settings.admin_token
-    ):
+    if not admin_token_ok(settings.admin_token, credentials and credentials.credentials):
         raise ApiError(401, "unauthorized", "creating a project needs the admin token")
     dimensions = [d.model_dump() for d in body.dimensions] or [
         {"dimension_id": "overall", "description": ""}
@@ -140,7 +181,12 @@ def create_project(
     return s.ProjectCreated(project=s.ProjectPublic(**row), token=token)
 
 
-@router.get("/projects/{project_id}", operation_id="get_project", tags=["projects"])
+@router.get(
+    "/projects/{project_id}",
+    operation_id="get_project",
+    tags=["projects"],
+    responses=error_responses(404),
+)
 def get_project(project_id: ProjectId, state: State) -> s.ProjectStatus:
     """The campaign: counts, dimensions and the newest snapshots."""
     with state.store.read() as conn:
@@ -169,13 +215,74 @@ def get_project(project_id: ProjectId, state: State) -> s.ProjectStatus:
 
 
 @router.post(
-    "/projects/{project_id}/tokens", operation_id="create_token", status_code=201, tags=["projects"]
+    "/projects/{project_id}/tokens", operation_id="create_token", status_code=201, tags=["tokens"]
 )
 def create_token(project_id: ProjectId, body: s.TokenCreate, state: State) -> s.TokenPublic:
     """Another bearer token for the same project (e.g. one per annotation tool)."""
     with state.store.write() as conn:
         token = repo.create_token(conn=conn, project_id=project_id, label=body.label)
-    return s.TokenPublic(token=token, label=body.label)
+    return s.TokenPublic(
+        token=token, token_id=repo.token_id(repo.hash_token(token)), label=body.label
+    )
+
+
+@router.get("/projects/{project_id}/tokens", operation_id="list_tokens", tags=["tokens"])
+def list_tokens(project_id: ProjectId, state: State) -> s.TokensPublic:
+    """The project's tokens by id and label (the tokens themselves are not stored)."""
+    with state.store.read() as conn:
+        rows = repo.list_tokens(conn=conn, project_id=project_id)
+    return s.TokensPublic(tokens=[s.TokenInfoPublic(**r) for r in rows])
+
+
+TokenId = Annotated[
+    str, Path(min_length=16, max_length=16, description="token_id from list_tokens")
+]
+
+
+def _revoke(state: State, conn, project_id: str, token_id: str) -> dict:  # noqa: ANN001
+    row = repo.revoke_token(conn=conn, project_id=project_id, token_id=token_id)
+    if row is None:
+        raise ApiError(404, "not_found", f"no token {token_id!r} in project {project_id!r}")
+    return row
+
+
+@router.delete(
+    "/projects/{project_id}/tokens/{token_id}",
+    operation_id="revoke_token",
+    tags=["tokens"],
+    responses=error_responses(404),
+)
+def revoke_token(project_id: ProjectId, token_id: TokenId, state: State) -> s.TokenRevoked:
+    """Revoke a token: every replica refuses it within ``token_cache_seconds``.
+
+    A project may revoke the token the request was made with (its last one too: the
+    project is then reachable again only through a token made with ``evalset token``).
+    """
+    with state.store.write() as conn:
+        row = _revoke(state, conn, project_id, token_id)
+    TOKENS.forget(token_id)
+    return s.TokenRevoked(
+        revoked=s.TokenInfoPublic(**row),
+        effective_within_seconds=state.settings.token_cache_seconds,
+    )
+
+
+@router.post(
+    "/projects/{project_id}/tokens/{token_id}/rotate",
+    operation_id="rotate_token",
+    status_code=201,
+    tags=["tokens"],
+    responses=error_responses(404),
+)
+def rotate_token(project_id: ProjectId, token_id: TokenId, state: State) -> s.TokenPublic:
+    """Replace a token by a new one with the same label, in one transaction."""
+    with state.store.write() as conn:
+        old = _revoke(state, conn, project_id, token_id)
+        token = repo.create_token(conn=conn, project_id=project_id, label=old["label"])
+    TOKENS.forget(token_id)
+    return s.TokenPublic(
+        token=token, token_id=repo.token_id(repo.hash_token(token)), label=old["label"]
+    )
 
 
 # ---------------------------------------------------------------- catalogue
@@ -270,7 +377,6 @@ def list_dimensions(project_id: ProjectId, state: State) -> list[s.DimensionPubl
     "/projects/{project_id}/judgments",
     operation_id="add_judgments",
     tags=["judgments"],
-    responses={422: {"model": s.ErrorPublic}},
 )
 def add_judgments(
     project_id: ProjectId, body: s.JudgmentsCreate, state: State
@@ -333,7 +439,7 @@ def list_snapshots(project_id: ProjectId, state: State) -> s.SnapshotsPublic:
     "/projects/{project_id}/significance",
     operation_id="significance",
     tags=["analysis"],
-    responses={409: {"model": s.ErrorPublic}},
+    responses=error_responses(404, 409),
 )
 def significance(
     project_id: ProjectId,
@@ -360,7 +466,7 @@ def significance(
     "/projects/{project_id}/significance/{system_a}/{system_b}",
     operation_id="significance_pair",
     tags=["analysis"],
-    responses={409: {"model": s.ErrorPublic}, 404: {"model": s.ErrorPublic}},
+    responses=error_responses(404, 409),
 )
 def significance_pair(
     project_id: ProjectId,
@@ -390,7 +496,12 @@ def significance_pair(
     )
 
 
-@router.get("/projects/{project_id}/leaderboard", operation_id="leaderboard", tags=["analysis"])
+@router.get(
+    "/projects/{project_id}/leaderboard",
+    operation_id="leaderboard",
+    tags=["analysis"],
+    responses=error_responses(404, 409),
+)
 def leaderboard(
     project_id: ProjectId,
     state: State,
@@ -411,6 +522,7 @@ def leaderboard(
     "/projects/{project_id}/prompt-parameters",
     operation_id="prompt_parameters",
     tags=["analysis"],
+    responses=error_responses(404, 409),
 )
 def prompt_parameters(
     project_id: ProjectId, state: State, dimension: Dimension = None, method: Method = None
@@ -428,7 +540,7 @@ def prompt_parameters(
     "/projects/{project_id}/pruning",
     operation_id="pruning",
     tags=["analysis"],
-    responses={409: {"model": s.ErrorPublic}, 422: {"model": s.ErrorPublic}},
+    responses=error_responses(404, 409),
 )
 def pruning(
     project_id: ProjectId,
@@ -481,3 +593,30 @@ def pruning(
             "try again shortly",
         )
     return result
+
+
+# ---------------------------------------------------------------- re-estimation events
+
+
+@router.get("/projects/{project_id}/events", operation_id="list_events", tags=["analysis"])
+def list_events(
+    project_id: ProjectId,
+    state: State,
+    after_seq: Annotated[int, Query(ge=0, le=2**62)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+    kind: Annotated[
+        str | None, Query(max_length=32, description="only events of this kind, e.g. rejected")
+    ] = None,
+) -> s.EventsPublic:
+    """What re-estimation did, oldest first: every fast update and NUTS refit, its
+    outcome and, for a rejected or failed one, why (e.g. max R-hat, divergences)."""
+    with state.store.read() as conn:
+        rows = repo.list_events(conn=conn, project_id=project_id, after_seq=after_seq, limit=limit)
+    page_full = len(rows) == limit
+    last = rows[-1]["seq"] if rows else None
+    if kind is not None:
+        rows = [r for r in rows if r["kind"] == kind]
+    return s.EventsPublic(
+        events=[s.EventPublic(**{k: v for k, v in r.items() if k != "project_id"}) for r in rows],
+        next_after_seq=last if page_full else None,
+    )

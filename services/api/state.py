@@ -7,11 +7,16 @@ requests read the newest snapshot without fitting anything.
 
 from __future__ import annotations
 
+import logging
+import os
+import queue
+import socket
 import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import polars as pl
@@ -20,6 +25,7 @@ from adaptive.streaming import (
     FAST,
     RefreshConfig,
     Refresher,
+    RefreshEvent,
     Snapshot,
     Source,
     decode_snapshot,
@@ -30,6 +36,38 @@ from services.store import Store
 from services.store import repository as repo
 
 Key = tuple[str, str]  # (project_id, dimension)
+
+log = logging.getLogger("evalset.refit")
+REPLICA = f"{socket.gethostname()}:{os.getpid()}"
+
+
+class RecordingRefresher(Refresher):
+    """A :class:`Refresher` whose events (every fit, its outcome, why it was rejected) are
+    logged and handed to ``sink`` (the service stores them: ``GET /projects/{id}/events``)."""
+
+    def __init__(self, *, sink: queue.Queue, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._sink = sink
+
+    def _record(self, event: RefreshEvent) -> None:
+        super()._record(event)
+        level = logging.WARNING if event.kind in ("rejected", "failed") else logging.INFO
+        log.log(
+            level,
+            "%s %s %s v%s n=%s %.2fs %s",
+            event.key,
+            event.method,
+            event.kind,
+            event.version,
+            event.num_judgments,
+            event.seconds,
+            event.detail,
+        )
+        self._sink.put((event, datetime.now(UTC)))
+
+    def threads_alive(self) -> bool:
+        return bool(self._threads) and all(t.is_alive() for t in self._threads)
+
 
 _COLUMNS = ["item_id", "system_a", "system_b", "annotator_id", "winner"]
 _SCHEMA = {"seq": pl.Int64, **dict.fromkeys(_COLUMNS, pl.Utf8)}
@@ -91,10 +129,15 @@ class ServiceState:
     _stop_poll: threading.Event = field(default_factory=threading.Event)
     _poller: threading.Thread | None = None
     _worker: Any = None  # services.api.worker.WorkerProcess with settings.worker == "process"
+    _supervisor: threading.Thread | None = None
+    _events: queue.Queue = field(default_factory=queue.Queue)
+    _event_writer: threading.Thread | None = None
+    restarts: int = 0
+    last_restart_at: datetime | None = None
 
     @classmethod
     def create(cls, settings: Settings) -> ServiceState:
-        store = Store(settings.database_url)
+        store = Store(settings.database_url, synchronous=settings.sqlite_synchronous)
         store.migrate()
         state = cls(settings=settings, store=store)
         if settings.streaming and settings.worker == "process":
@@ -102,7 +145,8 @@ class ServiceState:
 
             state._worker = WorkerProcess(settings)
         elif settings.streaming:
-            state.refresher = Refresher(
+            state.refresher = RecordingRefresher(
+                sink=state._events,
                 load_fn=state.load_source,
                 publish_fn=state.publish,
                 latest_fn=state.latest_fast,
@@ -134,16 +178,98 @@ class ServiceState:
         The same check then runs every ``settings.poll_seconds``, so that judgments
         written by another process (``evalset import``, another replica) get fitted too.
         """
+        self._stop_poll.clear()
         if self._worker is not None:
             self._worker.start()  # it catches up and polls the store itself
+            # a worker that exits is restarted without waiting for the next batch
+            self._supervisor = threading.Thread(
+                target=self._supervise, name="worker-supervisor", daemon=True
+            )
+            self._supervisor.start()
             return
         if self.refresher is None:
             return
         self.refresher.start()
+        self._event_writer = threading.Thread(
+            target=self._write_events, name="event-writer", daemon=True
+        )
+        self._event_writer.start()
         self.catch_up()
-        self._stop_poll.clear()
         self._poller = threading.Thread(target=self._poll, name="store-poll", daemon=True)
         self._poller.start()
+
+    def _supervise(self) -> None:
+        while not self._stop_poll.wait(self.settings.supervise_seconds):
+            self.ensure_worker()
+
+    def ensure_worker(self) -> None:
+        """Replace a dead worker process; the new one catches up from the store."""
+        if self._worker is None:
+            return
+        with self._lock:
+            if self._worker.alive() or self._stop_poll.is_set():
+                return
+            from services.api.worker import WorkerProcess
+
+            code = self._worker.process.exitcode
+            self._worker = WorkerProcess(self.settings)
+            self._worker.start()
+            self.restarts += 1
+            self.last_restart_at = datetime.now(UTC)
+        log.warning("re-estimation worker exited (code %s); restarted", code)
+
+    def worker_alive(self) -> bool:
+        if self._worker is not None:
+            return bool(self._worker.alive())
+        if isinstance(self.refresher, RecordingRefresher):
+            return self.refresher.threads_alive()
+        return False
+
+    def _write_events(self) -> None:
+        """Store the worker's events in batches (readable at ``GET /projects/{id}/events``)."""
+        written = 0
+        while True:
+            try:
+                first = self._events.get(timeout=0.5)
+            except queue.Empty:
+                if self._stop_poll.is_set():
+                    return
+                continue
+            batch = [first]
+            while len(batch) < 500:
+                try:
+                    batch.append(self._events.get_nowait())
+                except queue.Empty:
+                    break
+            rows = []
+            for event, at in batch:
+                key = event.key
+                if not (isinstance(key, tuple) and len(key) == 2):
+                    continue
+                rows.append(
+                    {
+                        "project_id": str(key[0]),
+                        "dimension": str(key[1]),
+                        "created_at": at,
+                        "kind": event.kind[:32],
+                        "method": event.method[:16],
+                        "version": int(event.version or 0),
+                        "num_judgments": int(event.num_judgments or 0),
+                        "seconds": float(event.seconds),
+                        "detail": event.detail[:10_000],
+                        "replica": REPLICA,
+                    }
+                )
+            try:
+                with self.store.write() as conn:
+                    repo.add_events(conn=conn, events=rows)
+                    written += len(rows)
+                    if written >= 1000:
+                        written = 0
+                        for project_id in {r["project_id"] for r in rows}:
+                            repo.prune_events(conn=conn, project_id=project_id)
+            except Exception:  # the store may be briefly unavailable; the log has them
+                log.exception("could not store %d refit events", len(rows))
 
     def _poll(self) -> None:
         while not self._stop_poll.wait(self.settings.poll_seconds):
@@ -177,8 +303,12 @@ class ServiceState:
             self._worker.stop()
         if self._poller is not None:
             self._poller.join(10)
+        if self._supervisor is not None:
+            self._supervisor.join(10)
         if self.refresher is not None:
             self.refresher.stop()
+        if self._event_writer is not None:
+            self._event_writer.join(10)
         self._prune_pool.shutdown(wait=False, cancel_futures=True)
         self.store.dispose()
 
@@ -193,13 +323,7 @@ class ServiceState:
         """A batch of these dimensions up to ``last_seq`` was stored: re-estimate soon."""
         accepted = time.monotonic() if accepted_at is None else accepted_at
         if self._worker is not None:
-            with self._lock:
-                if not self._worker.alive() and not self._stop_poll.is_set():
-                    # it died: a new one catches up from the store
-                    from services.api.worker import WorkerProcess
-
-                    self._worker = WorkerProcess(self.settings)
-                    self._worker.start()
+            self.ensure_worker()
             self._worker.notify(project_id, dimensions, last_seq, accepted)
         elif self.refresher is not None:
             for dimension in dimensions:

@@ -50,8 +50,25 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="re-estimate in a thread of the API process or in a process of its own "
         "(default: EVALSET_WORKER, else process)",
     )
+    serve.add_argument(
+        "--open",
+        action="store_true",
+        help="serve without an admin token (EVALSET_ADMIN_TOKEN): anyone who reaches the "
+        "service can create projects; without it (or EVALSET_OPEN=true) serve refuses to start",
+    )
     serve.add_argument("--log-level", default="warning")
     serve.set_defaults(func=run_serve)
+
+    tok = sub.add_parser(
+        "token", help="create, list, rotate or revoke a project's API tokens (in the store)"
+    )
+    tok.add_argument("action", choices=["create", "list", "rotate", "revoke"])
+    tok.add_argument("--project", required=True, help="project id")
+    tok.add_argument("--token-id", help="the token to rotate or revoke (from `token list`)")
+    tok.add_argument("--label", default="", help="label of a new token (default: empty)")
+    _add_db(tok)
+    tok.add_argument("--format", choices=["table", "json"], default="table")
+    tok.set_defaults(func=run_token)
 
     imp = sub.add_parser("import", help="bulk-load a judgments file (CSV, JSONL or Parquet)")
     imp.add_argument("file", help="judgments in the common schema")
@@ -98,6 +115,7 @@ def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from services.api import create_app
+    from services.cli import CliError
 
     overrides: dict[str, object] = {"host": args.host, "port": args.port}
     if args.no_streaming:
@@ -110,8 +128,23 @@ def run_serve(args: argparse.Namespace) -> int:
         # a served campaign re-estimates in its own process: fits and compiles then never
         # hold the request threads' GIL (docs/service.md, load measurements)
         overrides["worker"] = "process"
+    if args.open:
+        overrides["open"] = True
     settings = _settings(args, **overrides)
+    from services.api.limits import describe
+
+    if not settings.admin_token and not settings.open:
+        raise CliError(
+            "no admin token: set EVALSET_ADMIN_TOKEN (creating a project will need it), "
+            "or pass --open to let anyone who reaches the service create projects"
+        )
     log(f"evalset serve: http://{settings.host}:{settings.port} (docs at /docs)")
+    if not settings.admin_token:
+        log(
+            "evalset serve: OPEN: no admin token, anyone who reaches this service can create "
+            "projects (--open / EVALSET_OPEN)"
+        )
+    log(f"evalset serve: limits: {describe(settings)}")
     uvicorn.run(
         create_app(settings),
         host=settings.host,
@@ -149,35 +182,20 @@ def run_import(args: argparse.Namespace) -> int:
         for r, jid in zip(rows, derive_judgment_ids(rows)):
             r["judgment_id"] = jid
     settings = _settings(args)
-    store = Store(settings.database_url)
+    store = Store(settings.database_url, synchronous=settings.sqlite_synchronous)
     store.migrate()
     token = None
     try:
         with store.write() as conn:
-            if repo.get_project(conn=conn, project_id=args.project) is None:
-                if not args.create:
-                    raise CliError(f"no project {args.project!r} (use --create to create it)")
-                repo.create_project(
-                    conn=conn,
-                    project_id=args.project,
-                    name=args.project,
-                    dimensions=[{"dimension_id": d} for d in sorted(set(frame["dimension"]))],
-                )
-                token = repo.create_token(conn=conn, project_id=args.project, label="import")
-            try:
-                result = repo.add_judgments(
-                    conn=conn,
-                    project_id=args.project,
-                    judgments=rows,
-                    register_unknown=not args.strict,
-                )
-            except repo.StoreError as exc:
-                shown = "; ".join(
-                    f"row {p['row'] + 1}, column {p['field']!r}: {p['message']}"
-                    for p in exc.problems[:5]
-                )
-                raise CliError(f"{args.file}: {exc.message}: {shown}") from None
-            total = repo.count_judgments(conn=conn, project_id=args.project)
+            token, result, total = _import_rows(args, conn, frame, rows)
+    except repo.StoreError as exc:
+        shown = "; ".join(
+            f"row {p['row'] + 1}, column {p['field']!r}: {p['message']}"
+            if p.get("row") is not None
+            else f"{p['field']}: {p['message']}"
+            for p in exc.problems[:5]
+        )
+        raise CliError(f"{args.file}: {exc.message}: {shown}") from None
     finally:
         store.dispose()
     out = {
@@ -195,6 +213,95 @@ def run_import(args: argparse.Namespace) -> int:
     else:
         for k, v in out.items():
             print(f"{k}: {v}")
+    return 0
+
+
+def _import_rows(args: argparse.Namespace, conn: Any, frame: Any, rows: list[dict]) -> tuple:
+    """Create the project if asked and store the rows; (token or None, result, total)."""
+    from services.cli import CliError
+    from services.store import repository as repo
+
+    token = None
+    if repo.get_project(conn=conn, project_id=args.project) is None:
+        if not args.create:
+            raise CliError(f"no project {args.project!r} (use --create to create it)")
+        repo.create_project(
+            conn=conn,
+            project_id=args.project,
+            name=args.project,
+            dimensions=[{"dimension_id": d} for d in sorted(set(frame["dimension"]))],
+        )
+        token = repo.create_token(conn=conn, project_id=args.project, label="import")
+    # the store checks every id and text (services.store.validation) as the API does
+    result = repo.add_judgments(
+        conn=conn,
+        project_id=args.project,
+        judgments=rows,
+        register_unknown=not args.strict,
+    )
+    total = repo.count_judgments(conn=conn, project_id=args.project)
+    return token, result, total
+
+
+def run_token(args: argparse.Namespace) -> int:
+    """Tokens straight in the store (no server needed): a replica stops accepting a revoked
+    token within ``EVALSET_TOKEN_CACHE_SECONDS``."""
+    from services.cli import CliError
+    from services.store import Store
+    from services.store import repository as repo
+
+    settings = _settings(args)
+    store = Store(settings.database_url, synchronous=settings.sqlite_synchronous)
+    store.migrate()
+    out: list[dict] = []
+    try:
+        with store.write() as conn:
+            if repo.get_project(conn=conn, project_id=args.project) is None:
+                raise CliError(f"no project {args.project!r}")
+            if args.action == "list":
+                out = [
+                    {**r, "created_at": r["created_at"].isoformat()}
+                    for r in repo.list_tokens(conn=conn, project_id=args.project)
+                ]
+            elif args.action == "create":
+                token = repo.create_token(conn=conn, project_id=args.project, label=args.label)
+                tid = repo.token_id(repo.hash_token(token))
+                out = [{"token_id": tid, "label": args.label, "token": token}]
+            else:
+                if not args.token_id:
+                    raise CliError(f"token {args.action} needs --token-id (see `token list`)")
+                old = repo.revoke_token(conn=conn, project_id=args.project, token_id=args.token_id)
+                if old is None:
+                    raise CliError(f"no token {args.token_id!r} in project {args.project!r}")
+                if args.action == "revoke":
+                    out = [{"token_id": args.token_id, "label": old["label"], "revoked": True}]
+                else:
+                    token = repo.create_token(
+                        conn=conn, project_id=args.project, label=old["label"]
+                    )
+                    tid = repo.token_id(repo.hash_token(token))
+                    out = [
+                        {
+                            "token_id": tid,
+                            "label": old["label"],
+                            "token": token,
+                            "replaces": args.token_id,
+                        }
+                    ]
+    except repo.StoreError as exc:
+        raise CliError(f"{exc.message}: {exc.problems[:3]}") from None
+    finally:
+        store.dispose()
+    if args.format == "json":
+        print(json.dumps(out))
+    else:
+        for row in out:
+            print("  ".join(f"{k}: {v}" for k, v in row.items()))
+    if args.action in ("revoke", "rotate"):
+        log(
+            f"evalset token: running replicas refuse the old token within "
+            f"{settings.token_cache_seconds:g} s"
+        )
     return 0
 
 

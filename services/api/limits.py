@@ -1,0 +1,330 @@
+"""What every request meets before any route runs: authentication, a rate limit, a body limit.
+
+:class:`Guard` is a plain ASGI middleware. For every request it
+
+1. checks the bearer token against the path's project (or the admin token for
+   ``POST /projects``) from the headers alone, so an anonymous client cannot make
+   the server read, buffer or parse a body (401 / 403);
+2. applies a token bucket per token (per client address for requests without a
+   valid token): ``rate_limit_per_second`` with bursts of ``rate_limit_burst``,
+   answering 429 ``rate_limited`` with ``Retry-After`` beyond it;
+3. reads the body itself, refusing it with 413 ``payload_too_large`` as soon as
+   ``Content-Length`` or the bytes received pass ``max_body_bytes`` (nothing more is
+   read), and with 408 ``request_timeout`` when the whole body has not arrived
+   within ``body_timeout_seconds`` (a client that stalls its body holds no
+   connection beyond that).
+
+The route's own dependencies check the token again (from the same short-lived cache).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import math
+import re
+import threading
+import time
+from typing import Any
+from urllib.parse import unquote
+
+import anyio
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from services.api.errors import error_body
+from services.store import Store
+from services.store import repository as repo
+
+__all__ = ["Guard", "TokenCache", "admin_token_ok"]
+
+_PROJECT_PATH = re.compile(r"^/projects/([^/]+)(?:/.*)?$")
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+class TokenCache:
+    """token hash -> project, trusted for ``ttl`` seconds after it was read from the store.
+
+    A revoked (deleted) token therefore stops working on every replica within ``ttl``
+    seconds of the deletion's commit; unknown tokens are never cached (a new one works
+    at once).
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[str, str], tuple[str, float]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, store: Store, token: str, ttl: float) -> str | None:
+        key = (store.url, repo.hash_token(token))
+        now = time.monotonic()
+        with self._lock:
+            hit = self._entries.get(key)
+        if hit is not None and hit[1] > now:
+            return hit[0]
+        with store.read() as conn:
+            project_id = repo.project_for_token(conn=conn, token=token)
+        with self._lock:
+            if project_id is None:
+                self._entries.pop(key, None)
+            elif ttl > 0:
+                if len(self._entries) > 10_000:
+                    self._entries = {k: v for k, v in self._entries.items() if v[1] > now}
+                    if len(self._entries) > 10_000:
+                        self._entries.clear()
+                self._entries[key] = (project_id, now + ttl)
+        return project_id
+
+    def cached(self, store: Store, token: str) -> str | None:
+        """The cached project of a token, without a store lookup (None when not cached)."""
+        key = (store.url, repo.hash_token(token))
+        with self._lock:
+            hit = self._entries.get(key)
+        return hit[0] if hit is not None and hit[1] > time.monotonic() else None
+
+    def forget(self, token_hash_prefix: str) -> None:
+        """Drop cached entries of a revoked token in this process at once."""
+        with self._lock:
+            for key in [k for k in self._entries if k[1].startswith(token_hash_prefix)]:
+                del self._entries[key]
+
+
+#: the process's token cache (shared by the middleware and the route dependencies)
+TOKENS = TokenCache()
+
+
+def admin_token_ok(expected: str | None, given: str | None) -> bool:
+    """Whether ``given`` is the admin token (constant-time; no admin token set: anyone)."""
+    if not expected:
+        return True
+    if given is None:
+        return False
+    return hmac.compare_digest(given.encode(), expected.encode())
+
+
+def bearer(headers: list[tuple[bytes, bytes]]) -> str | None:
+    for name, value in headers:
+        if name == b"authorization":
+            text = value.decode("latin-1").strip()
+            scheme, _, credentials = text.partition(" ")
+            if scheme.lower() == "bearer" and credentials.strip():
+                return credentials.strip()
+            return None
+    return None
+
+
+class _Bucket:
+    __slots__ = ("tokens", "at")
+
+    def __init__(self, tokens: float, at: float) -> None:
+        self.tokens = tokens
+        self.at = at
+
+
+class RateLimiter:
+    """A token bucket per client key (in this process: N replicas allow N times the rate)."""
+
+    def __init__(self) -> None:
+        self._buckets: dict[str, _Bucket] = {}
+        self._lock = threading.Lock()
+
+    def wait(self, key: str, rate: float, burst: int) -> float:
+        """0 when the request may go now (and is counted), else seconds until it may."""
+        if rate <= 0:
+            return 0.0
+        now = time.monotonic()
+        with self._lock:
+            bucket = self._buckets.get(key)
+            if bucket is None:
+                if len(self._buckets) > 50_000:
+                    self._buckets.clear()
+                bucket = self._buckets[key] = _Bucket(float(burst), now)
+            bucket.tokens = min(float(burst), bucket.tokens + (now - bucket.at) * rate)
+            bucket.at = now
+            if bucket.tokens >= 1.0:
+                bucket.tokens -= 1.0
+                return 0.0
+            return (1.0 - bucket.tokens) / rate
+
+
+async def _send_error(
+    send: Send,
+    status: int,
+    code: str,
+    message: str,
+    *,
+    headers: list[tuple[bytes, bytes]] | None = None,
+    close: bool = False,
+) -> None:
+    body = json.dumps(error_body(code, message)).encode()
+    head = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        *(headers or []),
+    ]
+    if close:
+        head.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": head})
+    await send({"type": "http.response.body", "body": body})
+
+
+class Guard:
+    """Authentication from the headers, then the rate limit, then a bounded body read."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.limiter = RateLimiter()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        service = getattr(scope["app"].state, "service", None)
+        if service is None:  # not started (no lifespan): nothing to check against
+            await self.app(scope, receive, send)
+            return
+        settings = service.settings
+        method = scope["method"]
+        path = scope["path"]
+        headers = scope["headers"]
+        token = bearer(headers)
+
+        # 1. who is asking, from the headers alone
+        client_key: str | None = None
+        if method == "POST" and path.rstrip("/") == "/projects":
+            if not admin_token_ok(settings.admin_token, token):
+                await _send_error(
+                    send, 401, "unauthorized", "creating a project needs the admin token"
+                )
+                return
+            if settings.admin_token:
+                client_key = "admin"
+        elif (match := _PROJECT_PATH.match(path)) is not None:
+            project_id = unquote(match.group(1)) if "%" in match.group(1) else match.group(1)
+            if token is None:
+                await _send_error(
+                    send,
+                    401,
+                    "unauthorized",
+                    "missing bearer token (Authorization: Bearer <token>)",
+                )
+                return
+            owner = TOKENS.cached(service.store, token)
+            if owner is None:
+                try:
+                    owner = await anyio.to_thread.run_sync(
+                        TOKENS.get, service.store, token, settings.token_cache_seconds
+                    )
+                except Exception:
+                    await _send_error(send, 503, "unavailable", "the store is not reachable")
+                    return
+            if owner is None:
+                await _send_error(send, 401, "unauthorized", "invalid bearer token")
+                return
+            if owner != project_id:
+                await _send_error(
+                    send, 403, "forbidden", "this token does not give access to that project"
+                )
+                return
+            client_key = "token:" + repo.hash_token(token)
+
+        # 2. how often
+        if client_key is None:
+            client = scope.get("client")
+            client_key = "addr:" + (client[0] if client else "?")
+        wait = self.limiter.wait(
+            client_key, settings.rate_limit_per_second, settings.rate_limit_burst
+        )
+        if wait > 0:
+            retry = max(1, math.ceil(wait))
+            await _send_error(
+                send,
+                429,
+                "rate_limited",
+                f"more than {settings.rate_limit_per_second:g} requests per second "
+                f"(bursts of {settings.rate_limit_burst}); retry after {retry} s",
+                headers=[(b"retry-after", str(retry).encode())],
+            )
+            return
+
+        # 3. the body, bounded in size and time
+        if method not in _BODY_METHODS:
+            await self.app(scope, receive, send)
+            return
+        limit = settings.max_body_bytes
+        declared = _content_length(headers)
+        if declared is not None and declared > limit:
+            await _send_error(
+                send,
+                413,
+                "payload_too_large",
+                f"the body has {declared} bytes; the limit is {limit}",
+                close=True,
+            )
+            return
+        chunks: list[bytes] = []
+        size = 0
+        deadline = time.monotonic() + settings.body_timeout_seconds
+        while True:
+            remaining = deadline - time.monotonic()
+            message: Message | None = None
+            if remaining > 0:
+                with anyio.move_on_after(remaining):
+                    message = await receive()
+            if message is None:
+                await _send_error(
+                    send,
+                    408,
+                    "request_timeout",
+                    f"the body did not arrive within {settings.body_timeout_seconds:g} s",
+                    close=True,
+                )
+                return
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                await _send_error(
+                    send,
+                    413,
+                    "payload_too_large",
+                    f"the body has more than {limit} bytes (the limit)",
+                    close=True,
+                )
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+def _content_length(headers: list[tuple[bytes, bytes]]) -> int | None:
+    for name, value in headers:
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def describe(settings: Any) -> str:
+    """One line of the limits in force (for the start-up message)."""
+    rate = (
+        f"{settings.rate_limit_per_second:g}/s per token (burst {settings.rate_limit_burst})"
+        if settings.rate_limit_per_second > 0
+        else "no rate limit"
+    )
+    return (
+        f"body <= {settings.max_body_bytes} bytes within {settings.body_timeout_seconds:g} s; "
+        f"{rate}; revoked tokens stop within {settings.token_cache_seconds:g} s"
+    )
