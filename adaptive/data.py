@@ -19,6 +19,20 @@ timestamp       no       when the judgment was made (kept as text)
 A file that breaks the schema fails whole with :class:`DataError`, naming the
 file, the (1-based, header excluded) row, the column and what was expected; no
 partial frame is ever returned.
+
+**Chatbot Arena battle logs** (the public dumps' columns ``model_a, model_b,
+winner`` with ``winner`` in ``model_a | model_b | tie | tie (bothbad)``, and
+``question_id, judge, turn, conversation_a, conversation_b, language, anony,
+tstamp``) are read as well, from JSON arrays, JSONL or Parquet (or a frame):
+``item_id`` = ``question_id`` (else ``id``, else the row), ``system_a/b`` =
+``model_a/b``, ``annotator_id`` = ``judge``, ``shown_first`` = ``a`` (Arena
+shows model A on the left), ``timestamp`` = ``tstamp`` (ISO, UTC). Both kinds of
+tie become ``winner = tie``; ``tie (bothbad)`` is kept apart in the extra column
+``both_bad`` (``true`` for it, ``false`` for every other battle), so the models
+see a tie and the flag stays available for analysis. ``turn`` and the
+conversations are not kept.
+
+Everywhere a file is accepted, a polars or pandas DataFrame is accepted too.
 """
 
 from __future__ import annotations
@@ -30,7 +44,13 @@ from pathlib import Path
 import polars as pl
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("item_id", "system_a", "system_b", "annotator_id", "winner")
-OPTIONAL_COLUMNS: tuple[str, ...] = ("dimension", "judgment_id", "shown_first", "timestamp")
+OPTIONAL_COLUMNS: tuple[str, ...] = (
+    "dimension",
+    "judgment_id",
+    "shown_first",
+    "timestamp",
+    "both_bad",
+)
 WINNERS: tuple[str, ...] = ("a", "b", "tie")
 DEFAULT_DIMENSION = "overall"
 
@@ -91,6 +111,96 @@ def as_polars(frame: object) -> pl.DataFrame:
     raise TypeError(f"expected a polars or pandas DataFrame, got {type(frame).__name__}")
 
 
+#: Chatbot Arena's winner labels and what they become
+ARENA_WINNERS: dict[str, str] = {
+    "model_a": "a",
+    "model_b": "b",
+    "tie": "tie",
+    "tie (bothbad)": "tie",
+}
+ARENA_COLUMNS: tuple[str, ...] = ("model_a", "model_b", "winner")
+#: columns of an Arena log that are read (the rest, e.g. the conversations, are not)
+_ARENA_READ = ARENA_COLUMNS + ("question_id", "id", "judge", "tstamp")
+_KNOWN = REQUIRED_COLUMNS + OPTIONAL_COLUMNS + _ARENA_READ
+
+
+def is_arena(columns: Iterable[str]) -> bool:
+    """Whether a frame's columns are those of a Chatbot Arena battle log."""
+    columns = set(columns)
+    return set(ARENA_COLUMNS) <= columns and "system_a" not in columns
+
+
+def arena_to_judgments(frame: pl.DataFrame, *, source: str = "<arena>") -> pl.DataFrame:
+    """An Arena battle log in the common schema (text columns, not yet validated).
+
+    Example:
+        >>> arena_to_judgments(pl.DataFrame({"question_id": ["q1", "q2"],
+        ...     "model_a": ["x", "x"], "model_b": ["y", "y"], "judge": ["u1", "u2"],
+        ...     "winner": ["model_b", "tie (bothbad)"]})).select("winner", "both_bad").rows()
+        [('b', 'false'), ('tie', 'true')]
+    """
+    n = frame.height
+    text = {c: frame[c].cast(pl.Utf8) for c in frame.columns if c in _ARENA_READ and c != "tstamp"}
+    winner_raw = text["winner"].str.strip_chars().str.to_lowercase()
+    problems = [
+        RowProblem(
+            i + 1,
+            "winner",
+            str(v) if v is not None else "<empty>",
+            "one of 'model_a', 'model_b', 'tie', 'tie (bothbad)'",
+        )  # fmt: skip
+        for i, v in enumerate(winner_raw.to_list())
+        if v not in ARENA_WINNERS
+    ]
+    if problems:
+        raise DataError(source, problems)
+    if "question_id" in text:
+        item = text["question_id"]
+    elif "id" in text:
+        item = text["id"]
+    else:
+        item = pl.Series([f"battle-{i + 1}" for i in range(n)])
+    out = pl.DataFrame(
+        {
+            "item_id": item,
+            "system_a": text["model_a"],
+            "system_b": text["model_b"],
+            "annotator_id": text["judge"] if "judge" in text else pl.Series([""] * n),
+            "winner": winner_raw.replace_strict(ARENA_WINNERS),
+            "shown_first": pl.Series(["a"] * n),
+            "both_bad": (winner_raw == "tie (bothbad)").cast(pl.Utf8).str.to_lowercase(),
+        }
+    )
+    if "tstamp" in frame.columns and frame["tstamp"].dtype.is_numeric():
+        stamp = pl.from_epoch(
+            (frame["tstamp"].cast(pl.Float64) * 1e6).cast(pl.Int64), time_unit="us"
+        ).dt.strftime("%Y-%m-%dT%H:%M:%S%.fZ")
+        out = out.with_columns(stamp.alias("timestamp"))
+    elif "tstamp" in frame.columns:
+        out = out.with_columns(frame["tstamp"].cast(pl.Utf8).alias("timestamp"))
+    return out
+
+
+def _as_text(frame: pl.DataFrame, *, source: str) -> pl.DataFrame:
+    """Keep the columns the schema knows (Arena logs converted), every one as text."""
+    if is_arena(frame.columns):
+        return arena_to_judgments(frame, source=source)
+    keep = [c for c in frame.columns if c in REQUIRED_COLUMNS + OPTIONAL_COLUMNS]
+    if not keep:
+        keep = frame.columns  # the error names what is missing
+    return frame.select([pl.col(c).cast(pl.Utf8) for c in keep])
+
+
+def _read_json_array(path: Path) -> pl.DataFrame:
+    import json
+
+    records = json.loads(path.read_text())
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise DataError(str(path), message="a .json file must hold an array of objects")
+    columns = [c for c in dict.fromkeys(k for r in records for k in r) if c in _KNOWN]
+    return pl.DataFrame({c: [r.get(c) for r in records] for c in columns}, strict=False)
+
+
 def _read_raw(path: Path) -> pl.DataFrame:
     suffix = path.suffix.lower()
     if suffix in {".csv", ".tsv"}:
@@ -100,21 +210,26 @@ def _read_raw(path: Path) -> pl.DataFrame:
             infer_schema=False,  # every column as text: validation decides, not inference
         )
     if suffix in {".jsonl", ".ndjson"}:
-        frame = pl.read_ndjson(path, infer_schema_length=None)
-        return frame.with_columns(pl.all().cast(pl.Utf8))
+        return pl.read_ndjson(path, infer_schema_length=None)
+    if suffix == ".json":
+        return _read_json_array(path)
     if suffix in {".parquet", ".pq"}:
-        return pl.read_parquet(path).with_columns(pl.all().cast(pl.Utf8))
+        names = pl.read_parquet_schema(path)
+        wanted = [c for c in names if c in _KNOWN] or list(names)
+        return pl.read_parquet(path, columns=wanted)  # not the conversations
     raise DataError(
-        str(path), message=f"unknown file type {suffix!r}; expected .csv, .tsv, .jsonl or .parquet"
+        str(path),
+        message=f"unknown file type {suffix!r}; expected .csv, .tsv, .json, .jsonl or .parquet",
     )
 
 
-def read_judgments(path: str | Path) -> pl.DataFrame:
-    """Read and validate a judgments file.
+def read_judgments(source: str | Path | object) -> pl.DataFrame:
+    """Read and validate judgments from a file or a DataFrame.
 
     Args:
-        path: a ``.csv``, ``.tsv``, ``.jsonl``/``.ndjson`` or ``.parquet`` file in the
-            common schema.
+        source: a ``.csv``, ``.tsv``, ``.json`` (array), ``.jsonl``/``.ndjson`` or
+            ``.parquet`` file, or a polars / pandas DataFrame, in the common schema
+            or as a Chatbot Arena battle log.
 
     Returns:
         A frame with the required columns, ``dimension`` (filled with ``overall`` when
@@ -123,12 +238,25 @@ def read_judgments(path: str | Path) -> pl.DataFrame:
 
     Raises:
         DataError: the file is missing, unreadable, or any row is invalid.
+
+    Example:
+        >>> import pandas as pd
+        >>> read_judgments(pd.DataFrame({"model_a": ["x"], "model_b": ["y"],
+        ...     "winner": ["tie (bothbad)"], "judge": ["u1"]})).row(0)
+        ('battle-1', 'x', 'y', 'u1', 'tie', 'overall', 'a', 'true', 1)
     """
-    path = Path(path)
+    if not isinstance(source, str | Path):
+        name = f"<{type(source).__name__}>"
+        try:
+            frame = as_polars(source)
+        except TypeError as exc:
+            raise DataError(name, message=str(exc)) from exc
+        return validate_judgments(_as_text(frame, source=name), source=name)
+    path = Path(source)
     if not path.exists():
         raise DataError(str(path), message="file not found")
     try:
-        raw = _read_raw(path)
+        raw = _as_text(_read_raw(path), source=str(path))
     except DataError:
         raise
     except Exception as exc:  # polars raises several error types for malformed files
@@ -200,6 +328,14 @@ def validate_judgments(frame: pl.DataFrame, *, source: str = "<judgments>") -> p
             pl.col("shown_first").is_not_null() & ~pl.col("shown_first").is_in(["a", "b"]),
             "shown_first",
             "'a', 'b' or empty",
+        )
+    if "both_bad" in df.columns:
+        df = df.with_columns(pl.col("both_bad").str.to_lowercase())
+        collect(
+            pl.col("both_bad").is_not_null() & ~pl.col("both_bad").is_in(["true", "false", ""])
+            | ((pl.col("both_bad") == "true") & (pl.col("winner") != "tie")),
+            "both_bad",
+            "'true' (a tie where both responses were bad), 'false' or empty",
         )
     if "judgment_id" in df.columns:
         collect(
