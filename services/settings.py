@@ -63,6 +63,11 @@ class Settings(BaseSettings):
         description="how long a replica trusts a token it checked: a revoked token stops "
         "working on every replica within this time",
     )
+    leader_election: bool = Field(
+        default=True,
+        description="on PostgreSQL, one replica re-estimates each project (a session advisory "
+        "lock); another takes over within poll_seconds when it dies",
+    )
     supervise_seconds: float = Field(
         default=1.0, gt=0, description="how often a dead re-estimation worker is looked for"
     )

@@ -34,6 +34,7 @@ from adaptive.streaming import (
 from services.settings import Settings
 from services.store import Store
 from services.store import repository as repo
+from services.store.leader import Leadership
 
 Key = tuple[str, str]  # (project_id, dimension)
 
@@ -134,6 +135,7 @@ class ServiceState:
     _event_writer: threading.Thread | None = None
     restarts: int = 0
     last_restart_at: datetime | None = None
+    leader: Leadership | None = None  # which projects this process re-estimates (PostgreSQL)
 
     @classmethod
     def create(cls, settings: Settings) -> ServiceState:
@@ -168,7 +170,13 @@ class ServiceState:
                     seed=settings.seed,
                 ),
             )
+            if settings.leader_election and not store.is_sqlite:
+                state.leader = Leadership(store)
         return state
+
+    def leads(self, project_id: str) -> bool:
+        """Whether this process re-estimates the project (always, without leader election)."""
+        return self.leader is None or self.leader.leads(project_id)
 
     # -- lifecycle
 
@@ -284,6 +292,8 @@ class ServiceState:
             return
         with self.store.read() as conn:
             for project_id in repo.list_project_ids(conn=conn):
+                if not self.leads(project_id):  # another replica re-estimates it
+                    continue
                 counts = repo.judgment_counts_by_dimension(conn=conn, project_id=project_id)
                 for dimension, (_, last_seq) in counts.items():
                     meta = repo.latest_snapshot_meta(
@@ -309,6 +319,8 @@ class ServiceState:
             self.refresher.stop()
         if self._event_writer is not None:
             self._event_writer.join(10)
+        if self.leader is not None:
+            self.leader.release()
         self._prune_pool.shutdown(wait=False, cancel_futures=True)
         self.store.dispose()
 
@@ -326,6 +338,8 @@ class ServiceState:
             self.ensure_worker()
             self._worker.notify(project_id, dimensions, last_seq, accepted)
         elif self.refresher is not None:
+            if not self.leads(project_id):
+                return  # the leader's store poll picks the batch up
             for dimension in dimensions:
                 self.refresher.notify(
                     (project_id, dimension), last_seq=last_seq, accepted_at=accepted
