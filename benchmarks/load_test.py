@@ -17,6 +17,7 @@ import argparse
 import itertools
 import json
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -76,10 +77,12 @@ class Campaign:
 
 
 def start_server(
-    database_url: str, port: int, *, nuts: bool, worker: str = "thread"
+    database_url: str, port: int, *, nuts: bool, worker: str = "thread", admin_token: str = ""
 ) -> subprocess.Popen:
+    """``evalset serve`` with its production defaults: admin token, body, time and rate limits."""
     env = {
         **os.environ,
+        "EVALSET_ADMIN_TOKEN": admin_token,
         "EVALSET_DATABASE_URL": database_url,
         "EVALSET_PORT": str(port),
         "EVALSET_NUTS": "true" if nuts else "false",
@@ -129,7 +132,14 @@ def main(argv: list[str] | None = None) -> int:
         help="do not wait for a first snapshot (a server without re-estimation answers 409)",
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--admin-token",
+        default=os.environ.get("EVALSET_ADMIN_TOKEN", ""),
+        help="admin token of a --url server (a started server gets a random one)",
+    )
     args = parser.parse_args(argv)
+    if not args.url and not args.admin_token:
+        args.admin_token = secrets.token_urlsafe(24)
 
     tmp = tempfile.TemporaryDirectory()
     proc = None
@@ -138,13 +148,18 @@ def main(argv: list[str] | None = None) -> int:
     else:
         port = free_port()
         db = args.database_url or f"sqlite:///{Path(tmp.name) / 'load.db'}"
-        proc = start_server(db, port, nuts=args.nuts, worker=args.worker)
+        proc = start_server(
+            db, port, nuts=args.nuts, worker=args.worker, admin_token=args.admin_token
+        )
         base = f"http://127.0.0.1:{port}"
     campaign = Campaign(args.systems, args.prompts, args.seed)
     project = f"load-{int(time.time())}"
     try:
         with httpx.Client(base_url=base, timeout=60) as client:
-            token = client.post("/projects", json={"project_id": project}).json()["token"]
+            admin = {"Authorization": f"Bearer {args.admin_token}"} if args.admin_token else {}
+            token = client.post("/projects", json={"project_id": project}, headers=admin).json()[
+                "token"
+            ]
             headers = {"Authorization": f"Bearer {token}"}
             client.post(
                 f"/projects/{project}/systems",
@@ -233,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
             "post": percentiles(post_lat),
             "significance_get": percentiles(get_lat),
             "errors": len(errors),
+            "error_statuses": sorted(set(errors)),
             "first_snapshot_s": round(first_snapshot_s, 2),
             "snapshot_versions_seen_by_readers": len(versions),
             "stored_judgments": status["num_judgments"],
