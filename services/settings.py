@@ -57,6 +57,12 @@ class Settings(BaseSettings):
     rate_limit_burst: int = Field(
         default=200, ge=1, description="requests a client may send at once above that rate"
     )
+    create_project_per_minute: float | None = Field(
+        default=None,
+        ge=0,
+        description="project creations per minute per client address (bursts of 10); "
+        "default: 30 when `evalset serve` runs open (no admin token), else no limit",
+    )
     token_cache_seconds: float = Field(
         default=1.0,
         ge=0,

@@ -28,7 +28,7 @@ from services.cli import main as cli_main
 from services.settings import Settings
 from services.store import Store
 from services.store import repository as repo
-from tests.conftest import ThreadServer, fresh_pg_database
+from tests.conftest import ProcessServer, ThreadServer, fresh_pg_database
 from tests.test_streaming import SYSTEMS
 
 BODY_LIMIT = 1 << 20  # 1 MiB in these tests
@@ -299,6 +299,20 @@ def test_a_stalled_body_is_cut_off(server: ThreadServer, api: httpx.Client) -> N
         sock.close()
 
 
+def test_anonymous_project_creation_is_rate_limited(tmp_path: Path) -> None:
+    """Was: 200 anonymous creations in a row succeeded (open mode, no rate limit)."""
+    # what `evalset serve --open` configures (30 a minute per client address, bursts of 10)
+    settings = _settings(
+        f"sqlite:///{tmp_path / 'open.db'}", open=True, create_project_per_minute=30.0
+    )
+    with ThreadServer(settings) as srv, httpx.Client(base_url=srv.url) as client:
+        codes = [
+            client.post("/projects", json={"project_id": f"o{i}"}).status_code for i in range(200)
+        ]
+    assert codes[:10] == [201] * 10
+    assert codes.count(201) <= 12 and codes.count(429) >= 188, codes
+
+
 def test_rate_limit_answers_429_with_retry_after(tmp_path: Path) -> None:
     settings = _settings(
         f"sqlite:///{tmp_path / 'rate.db'}", rate_limit_per_second=2.0, rate_limit_burst=3
@@ -540,3 +554,21 @@ def test_refit_events_are_stored_and_readable(tmp_path: Path) -> None:
         other, other_headers = _project(client)
         r = client.get(f"/projects/{project_id}/events", headers=other_headers)
         assert r.status_code == 403
+
+
+def test_served_open_mode_says_so_and_limits_anonymous_creation(tmp_path: Path) -> None:
+    server = ProcessServer(f"sqlite:///{tmp_path / 'open.db'}", env={"EVALSET_STREAMING": "false"})
+    server.start()
+    try:
+        with httpx.Client(base_url=server.url) as client:
+            codes = [
+                client.post("/projects", json={"project_id": f"o{i}"}).status_code
+                for i in range(12)
+            ]
+        server.proc.terminate()  # type: ignore[union-attr]
+        server.proc.wait(30)  # type: ignore[union-attr]
+        err = server.proc.stderr.read().decode()  # type: ignore[union-attr]
+    finally:
+        server.stop()
+    assert codes[:10] == [201] * 10 and codes[-1] == 429, codes
+    assert "OPEN" in err and "anyone" in err, err

@@ -7,7 +7,8 @@
    the server read, buffer or parse a body (401 / 403);
 2. applies a token bucket per token (per client address for requests without a
    valid token): ``rate_limit_per_second`` with bursts of ``rate_limit_burst``,
-   answering 429 ``rate_limited`` with ``Retry-After`` beyond it;
+   and ``create_project_per_minute`` (bursts of 10) per client address for
+   ``POST /projects``, answering 429 ``rate_limited`` with ``Retry-After``;
 3. reads the body itself, refusing it with 413 ``payload_too_large`` as soon as
    ``Content-Length`` or the bytes received pass ``max_body_bytes`` (nothing more is
    read), and with 408 ``request_timeout`` when the whole body has not arrived
@@ -233,6 +234,15 @@ class Guard:
         wait = self.limiter.wait(
             client_key, settings.rate_limit_per_second, settings.rate_limit_burst
         )
+        per_minute = settings.create_project_per_minute
+        if not wait and per_minute and method == "POST" and path.rstrip("/") == "/projects":
+            # each creation stores a project and a token: a flood is cheap to send, not to keep
+            client = scope.get("client")
+            wait = self.limiter.wait(
+                "create:" + (client[0] if client else "?"),
+                per_minute / 60.0,
+                10,
+            )
         if wait > 0:
             retry = max(1, math.ceil(wait))
             await _send_error(

@@ -133,6 +133,9 @@ def run_serve(args: argparse.Namespace) -> int:
     settings = _settings(args, **overrides)
     from services.api.limits import describe
 
+    if not settings.admin_token and settings.create_project_per_minute is None:
+        # open to anyone: creations are anonymous, so they are limited per client address
+        settings = settings.model_copy(update={"create_project_per_minute": 30.0})
     if not settings.admin_token and not settings.open:
         raise CliError(
             "no admin token: set EVALSET_ADMIN_TOKEN (creating a project will need it), "
