@@ -1,0 +1,525 @@
+"""evalset for notebooks: the analyses of the command line as functions on a DataFrame.
+
+Every function takes judgments as a polars or pandas DataFrame (or a file path), in
+the common schema (``item_id, system_a, system_b, annotator_id, winner`` with
+``winner`` in ``a|b|tie``, optional ``dimension, judgment_id, shown_first,
+timestamp``) or as a Chatbot Arena battle log (``model_a, model_b, winner``), and
+returns a polars DataFrame (``.to_pandas()`` for pandas, needs pyarrow). Sign
+convention everywhere: a comparison "A vs B" has theta > 0 when **B is better**.
+
+>>> import evalset
+>>> df = evalset.example(num_systems=3, num_prompts=20, seed=1)
+>>> df.columns[:5]
+['item_id', 'system_a', 'system_b', 'annotator_id', 'winner']
+>>> evalset.decisions(df).select("system_a", "system_b", "decision").row(0)
+('s0', 's2', 'B better')
+
+========================= =============================================================
+function                  what
+========================= =============================================================
+:func:`read`              validate a frame or read a file (CSV, JSON, JSONL, Parquet)
+:func:`significance`      every comparison's theta, interval, P(B better), verdicts
+:func:`decisions`         anytime-valid decision per comparison from its own judgments
+:func:`items`             per prompt: discrimination alpha, thresholds, redundancy group
+:func:`leaderboard`       pooled Bradley-Terry abilities (sum-to-zero or vs a reference)
+:func:`annotators`        per annotator: position bias and agreement, flags
+:func:`recommend`         the next annotation batch (a task table)
+:func:`prune`             kept and dropped prompts per model tier
+:func:`replay`            judgments each allocation policy needs on a logged campaign
+:func:`fit`               the graded-response fit itself (for :func:`inference_data`)
+:func:`inference_data`    an ArviZ ``InferenceData`` with named coordinates
+``plot_*``                the pictures of :mod:`services.plots` (PNG or SVG)
+========================= =============================================================
+
+``method="fast"`` (MAP + Laplace, seconds) is the default here, ``"nuts"`` the full
+posterior (minutes); ``"laplace"`` is accepted as another name for ``"fast"``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from adaptive.data import read_judgments
+
+__all__ = [
+    "annotators",
+    "decisions",
+    "example",
+    "fit",
+    "inference_data",
+    "items",
+    "leaderboard",
+    "plot_annotators",
+    "plot_forest",
+    "plot_item_information",
+    "plot_matrices",
+    "plot_progress",
+    "prune",
+    "read",
+    "recommend",
+    "replay",
+    "significance",
+]
+
+METHOD_ALIASES = {"fast": "fast", "laplace": "fast", "nuts": "nuts"}
+
+
+def _method(method: str) -> str:
+    try:
+        return METHOD_ALIASES[method]
+    except KeyError:
+        raise ValueError(f"unknown method {method!r}; expected 'fast' or 'nuts'") from None
+
+
+def read(data: Any) -> pl.DataFrame:
+    """Validated judgments from a polars/pandas DataFrame or a file (see :mod:`adaptive.data`).
+
+    Example:
+        >>> import pandas as pd
+        >>> read(pd.DataFrame({"item_id": ["p1"], "system_a": ["x"], "system_b": ["y"],
+        ...     "annotator_id": ["w1"], "winner": ["B"]}))["winner"].to_list()
+        ['b']
+    """
+    if isinstance(data, pl.DataFrame) and "row" in data.columns and "dimension" in data.columns:
+        return data  # already validated
+    return read_judgments(data)
+
+
+def _dims(judgments: pl.DataFrame, dimension: str | None) -> list[str]:
+    if dimension is not None:
+        return [dimension]
+    return judgments["dimension"].unique(maintain_order=True).to_list()
+
+
+def example(num_systems: int = 4, num_prompts: int = 30, *, seed: int = 0) -> pl.DataFrame:
+    """A small simulated campaign (all pairs, 2 annotators per cell; later systems are better).
+
+    Example:
+        >>> example(num_systems=3, num_prompts=5).height
+        30
+    """
+    rng = np.random.default_rng(seed)
+    skill = np.linspace(0.0, 3.0, num_systems)
+    rows = []
+    for a in range(num_systems):
+        for b in range(a + 1, num_systems):
+            for p in range(num_prompts):
+                for w in range(2):
+                    d = skill[b] - skill[a] + rng.normal(0, 0.3)
+                    probs = np.array([np.exp(-d), 0.6, np.exp(d)])
+                    winner = rng.choice(["a", "tie", "b"], p=probs / probs.sum())
+                    first = "a" if rng.random() < 0.5 else "b"
+                    rows.append((f"p{p:03d}", f"s{a}", f"s{b}", f"w{(p + w) % 5}", winner, first))
+    frame = pl.DataFrame(
+        rows,
+        schema=["item_id", "system_a", "system_b", "annotator_id", "winner", "shown_first"],
+        orient="row",
+    )
+    return read_judgments(frame)
+
+
+# ---------------------------------------------------------------- graded response
+
+
+def fit(
+    data: Any,
+    *,
+    dimension: str | None = None,
+    method: str = "fast",
+    likelihood: str = "net",
+    parameterization: str = "comparison",
+    num_draws: int = 1000,
+    num_chains: int = 4,
+    num_warmup: int = 1000,
+    num_samples: int = 1000,
+    group_redundant: bool = True,
+    seed: int = 0,
+):
+    """The graded-response fit of one dimension (:class:`adaptive.pipeline.Analysis`).
+
+    Args:
+        data: judgments (frame or file).
+        dimension: which one (needed when the data has several).
+        method: ``fast`` (MAP + Laplace) or ``nuts``.
+        likelihood: ``net`` (the paper's net rating per cell) or ``judgment``.
+        parameterization: ``comparison`` (one theta per comparison) or ``system``
+            (theta = s_B - s_A; symmetric thresholds, so theta = 0 means no preference).
+        group_redundant: group prompts whose judgments correlate > 0.6.
+    """
+    from adaptive.fitting import FitConfig
+    from adaptive.pipeline import analyze
+
+    judgments = read(data)
+    config = FitConfig(
+        method=_method(method),
+        likelihood=likelihood,
+        parameterization=parameterization,
+        num_draws=num_draws,
+        num_chains=num_chains,
+        num_warmup=num_warmup,
+        num_samples=num_samples,
+        thresholds="symmetric" if parameterization == "system" else "free",
+        seed=seed,
+    )
+    return analyze(judgments, dimension=dimension, config=config, group_redundant=group_redundant)
+
+
+def significance(
+    data: Any,
+    *,
+    dimension: str | None = None,
+    method: str = "fast",
+    rule: str = "holm",
+    alpha: float = 0.05,
+    level: float = 0.95,
+    seed: int = 0,
+    **fit_options: Any,
+) -> pl.DataFrame:
+    """Every comparison: theta mean, sd, interval, P(B better), raw and adjusted verdicts.
+
+    Rows are sorted by dimension, then by ``mean`` (the largest preference for B first).
+    ``fit_options`` go to :func:`fit` (e.g. ``likelihood="judgment"``).
+
+    Example:
+        >>> sig = significance(example(num_systems=3, num_prompts=10), num_draws=200)
+        >>> sig.select("system_a", "system_b", "significant").row(0)
+        ('s0', 's2', True)
+    """
+    from adaptive.significance import compare
+
+    judgments = read(data)
+    rows = []
+    for dim in _dims(judgments, dimension):
+        result = fit(judgments, dimension=dim, method=method, seed=seed, **fit_options)
+        rows += compare(result.posterior, result.cells, rule=rule, alpha=alpha, level=level)
+    return pl.DataFrame(rows, infer_schema_length=None).sort(
+        ["dimension", "mean"], descending=[False, True]
+    )
+
+
+def items(
+    data: Any, *, dimension: str | None = None, method: str = "fast", seed: int = 0, **fit_options
+) -> pl.DataFrame:
+    """Per prompt (or redundancy group): discrimination alpha and thresholds b, most
+    discriminating first."""
+    from adaptive.pipeline import item_rows
+
+    judgments = read(data)
+    rows = []
+    for dim in _dims(judgments, dimension):
+        rows += item_rows(fit(judgments, dimension=dim, method=method, seed=seed, **fit_options))
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def inference_data(result: Any):
+    """An ArviZ ``InferenceData`` of a fit, with named dimensions and coordinates.
+
+    Args:
+        result: :func:`fit`'s result (graded response: ``comparison``, ``item``,
+            ``system``, ``threshold``) or an :class:`adaptive.bt.BTFit` (``system``).
+
+    Example:
+        >>> idata = inference_data(fit(example(num_systems=3, num_prompts=10), num_draws=200))
+        >>> idata.posterior["theta"].coords["comparison"].values[:2].tolist()
+        ['s0 vs s1', 's0 vs s2']
+    """
+    import arviz as az
+
+    if hasattr(result, "cells"):  # graded response
+        cells, post = result.cells, result.posterior
+        comparisons = [f"{a} vs {b}" for a, b in cells.comparison_names()]
+        coords = {
+            "comparison": comparisons,
+            "item": ["+".join(m) for m in cells.item_members],
+            "system": list(cells.systems),
+        }
+        dims = {"theta": ["comparison"], "alpha": ["item"], "log_alpha": ["item"],
+                "b": ["item", "threshold"], "skill": ["system"]}  # fmt: skip
+        draws = post.draws
+        coords["threshold"] = list(range(1, draws["b"].shape[-1] + 1))
+    else:  # Bradley-Terry
+        players = result.input.players
+        coords = {"system": [s if not i else f"{i}:{s}" for i, s in players]}
+        draws = result.posterior.draws
+        coords["group"] = list(range(draws["intercept"].shape[-1])) if "intercept" in draws else []
+        dims = {"ability": ["system"], "intercept": ["group"]}
+    dims = {k: v for k, v in dims.items() if k in draws}
+    return az.from_dict(
+        posterior={k: np.asarray(v) for k, v in draws.items()}, coords=coords, dims=dims
+    )
+
+
+# ---------------------------------------------------------------- decisions
+
+
+def decisions(
+    data: Any,
+    *,
+    dimension: str | None = None,
+    alpha: float = 0.05,
+    margin: float = 0.1,
+    unit: str = "prompt",
+    correction: str = "bonferroni",
+    num_tests: int | None = None,
+) -> pl.DataFrame:
+    """Per comparison: ``B better``, ``A better``, ``equivalent`` or ``undecided``, valid at
+    every look (:mod:`adaptive.decisions`), from its own judgments in row (arrival) order.
+
+    Columns: ``dimension, system_a, system_b, decision, net`` (Δ, the expected signed
+    judgment in [-1, 1]), ``cs_low, cs_high`` (its confidence sequence), ``closed_at``
+    (judgments used when it closed), ``needed`` (judgments likely still needed),
+    ``n_judgments, n_prompts, rule``. Sorted by dimension, then ``net``.
+    """
+    from adaptive.cells import build_cells
+    from adaptive.decisions import DecisionRule, decide
+
+    judgments = read(data)
+    rule = DecisionRule(alpha=alpha, margin=margin, unit=unit, correction=correction)
+    rows = []
+    for dim in _dims(judgments, dimension):
+        cells = build_cells(judgments, dimension=dim)
+        signed = cells.judgment_y.astype(np.int64) - 1
+        d = decide(
+            cells.judgment_comparison,
+            cells.judgment_prompt,
+            signed,
+            cells.num_comparisons,
+            rule,
+            num_tests=num_tests,
+        )
+        names = d.names()
+        for c, (a, b) in enumerate(cells.comparison_names()):
+            rows.append(
+                {
+                    "dimension": dim,
+                    "system_a": a,
+                    "system_b": b,
+                    "decision": names[c],
+                    "net": float(d.net[c]),
+                    "cs_low": float(d.cs_low[c]),
+                    "cs_high": float(d.cs_high[c]),
+                    "closed_at": int(d.closed_at[c]) if d.outcome[c] != 0 else None,
+                    "needed": float(d.needed[c]),
+                    "n_judgments": int(d.num_judgments[c]),
+                    "n_prompts": int(d.num_prompts[c]),
+                    "rule": d.rule,
+                }
+            )
+    return pl.DataFrame(rows, infer_schema_length=None).sort(
+        ["dimension", "net"], descending=[False, True]
+    )
+
+
+# ---------------------------------------------------------------- Bradley-Terry
+
+
+def _bt_fit(judgments: pl.DataFrame, dim: str, method: str, ties: str, seed: int, **kw):
+    from adaptive.bt import BTConfig, fit_dimension
+
+    bt_method = {"fast": "laplace", "nuts": "nuts"}[_method(method)]
+    return fit_dimension(judgments, dim, BTConfig(by="pooled", method=bt_method, ties=ties,
+                                                   seed=seed, **kw))  # fmt: skip
+
+
+def leaderboard(
+    data: Any,
+    *,
+    dimension: str | None = None,
+    method: str = "fast",
+    ties: str = "davidson",
+    reference: str | None = None,
+    level: float = 0.95,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """Pooled Bradley-Terry abilities with a position effect, best first.
+
+    Abilities are only defined up to a constant; they are reported **sum-to-zero**
+    (the average system is 0) or, with ``reference``, relative to that system (its
+    ability is 0 and every interval is of the difference from it). The ``scale``
+    column says which. Also ``rank_mean``, ``p_best`` and ``n_judgments``.
+
+    Example:
+        >>> board = leaderboard(example(num_systems=3, num_prompts=10))
+        >>> board["system"].to_list(), board["scale"][0]
+        (['s2', 's1', 's0'], 'sum-to-zero')
+    """
+    from adaptive.bt import hdi
+
+    judgments = read(data)
+    rows = []
+    for dim in _dims(judgments, dimension):
+        result = _bt_fit(judgments, dim, method, ties, seed)
+        names = [s for _, s in result.input.players]
+        draws = result.ability_draws()
+        if reference is None:
+            draws = draws - draws.mean(axis=1, keepdims=True)
+            scale = "sum-to-zero"
+        else:
+            if reference not in names:
+                raise ValueError(f"reference system {reference!r} not in {names}")
+            draws = draws - draws[:, [names.index(reference)]]
+            scale = f"relative to {reference}"
+        low, high = hdi(draws, level)
+        ranks = 1 + (draws[:, None, :] > draws[:, :, None]).sum(axis=2)
+        for i, name in enumerate(names):
+            rows.append(
+                {
+                    "dimension": dim,
+                    "system": name,
+                    "ability": float(draws[:, i].mean()),
+                    "sd": float(draws[:, i].std(ddof=1)),
+                    "ci_low": float(low[i]),
+                    "ci_high": float(high[i]),
+                    "rank_mean": float(ranks[:, i].mean()),
+                    "p_best": float((ranks[:, i] == 1).mean()),
+                    "n_judgments": int(result.input.judgments_per_player[i]),
+                    "scale": scale,
+                    "method": result.posterior.method,
+                }
+            )
+    return pl.DataFrame(rows).sort(["dimension", "ability"], descending=[False, True])
+
+
+def annotators(data: Any, *, dimension: str | None = None, **options: Any) -> pl.DataFrame:
+    """Per annotator: position bias (interval), agreement with the others, flags
+    (:func:`adaptive.annotators.screen_annotators`)."""
+    from adaptive.annotators import screen_annotators
+
+    judgments = read(data)
+    if dimension is not None:
+        judgments = judgments.filter(pl.col("dimension") == dimension)
+    rows, _ = screen_annotators(judgments, **options)
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+# ---------------------------------------------------------------- thin wrappers
+
+
+def _as_file(judgments: pl.DataFrame, folder: str) -> str:
+    path = Path(folder) / "judgments.parquet"
+    judgments.drop("row").write_parquet(path)
+    return str(path)
+
+
+def recommend(
+    data: Any, *, size: int = 20, seed: int = 0, extra_args: Sequence[str] = ()
+) -> pl.DataFrame:
+    """The next annotation batch for a judgments file or frame (``evalset recommend --data``).
+
+    A thin wrapper: with a file, the prompt and response texts are read from
+    ``items.csv`` / ``responses.csv`` beside it; ``extra_args`` are more command-line
+    flags (e.g. ``["--targets", "A:B"]``).
+    """
+    from services.cli import build_parser
+    from services.cli.recommend import recommend_from_file
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = data if isinstance(data, str | Path) else _as_file(read(data), folder)
+        argv = ["recommend", "--data", str(path), "--size", str(size), "--seed", str(seed)]
+        args = build_parser().parse_args([*argv, "--quiet", *extra_args])
+        return pl.DataFrame(recommend_from_file(args), infer_schema_length=None)
+
+
+def prune(
+    data: Any,
+    *,
+    keep: int | None = None,
+    target_se_ratio: float | None = None,
+    tiers: int = 2,
+    dimension: str | None = None,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """Kept and dropped prompts per model tier with reasons and expected SE (``evalset prune``)."""
+    from adaptive.cells import build_cells
+    from adaptive.loco import loco_data
+    from adaptive.pruning import PruneConfig, plan_rows
+    from adaptive.pruning import prune as prune_plans
+
+    if (keep is None) == (target_se_ratio is None):
+        raise ValueError("give exactly one of keep or target_se_ratio")
+    judgments = read(data)
+    config = PruneConfig(keep=keep, target_se_ratio=target_se_ratio, num_tiers=tiers, seed=seed)
+    rows = []
+    for dim in _dims(judgments, dimension):
+        cells = build_cells(judgments, dimension=dim)
+        plans, _, _ = prune_plans(loco_data(cells), config)
+        rows += plan_rows(
+            plans,
+            dimension=dim,
+            prompts=cells.prompts,
+            comparison_names=cells.comparison_names(),
+            num_tiers=tiers,
+        )
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def replay(
+    data: Any,
+    *,
+    policies: Sequence[str] = ("adaptive", "uniform"),
+    seeds: int = 3,
+    batch_size: int = 100,
+    dimension: str | None = None,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """Judgments each policy spends until every comparison is decided, on the logged
+    campaign itself (:func:`adaptive.replay.replay`; a thin wrapper)."""
+    from adaptive.cells import build_cells
+    from adaptive.replay import ReplayConfig, log_from_cells, summarize
+    from adaptive.replay import replay as replay_log
+
+    judgments = read(data)
+    config = ReplayConfig(batch_size=batch_size)
+    rows = []
+    for dim in _dims(judgments, dimension):
+        log = log_from_cells(build_cells(judgments, dimension=dim))
+        for policy in policies:
+            traces = [replay_log(s, log, policy, config) for s in range(seed, seed + seeds)]
+            summary = summarize(traces, log, config.rule)
+            rows.append({"dimension": dim, **{k: v for k, v in summary.items() if k != "curve"}})
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+# ---------------------------------------------------------------- pictures
+
+
+def plot_forest(data: Any, path: str | Path, **options: Any) -> Path:
+    """Leaderboard forest plot (intervals, coloured by the decision against the leader)."""
+    from services.plots import plot_leaderboard
+
+    judgments = read(data)
+    return plot_leaderboard(leaderboard(judgments), decisions(judgments), path, **options)
+
+
+def plot_annotators(data: Any, path: str | Path, **options: Any) -> Path:
+    """Each annotator's position bias (interval) and agreement with the others."""
+    from services.plots import plot_annotators as draw
+
+    return draw(annotators(data), path, **options)
+
+
+def plot_item_information(data: Any, path: str | Path, **options: Any) -> Path:
+    """Item information curves I_j(theta) of the most and least discriminating prompts."""
+    from services.plots import plot_item_information as draw
+
+    return draw(fit(data, dimension=options.pop("dimension", None)), path, **options)
+
+
+def plot_matrices(data: Any, path: str | Path, **options: Any) -> Path:
+    """Win-rate and judgment-count matrices of the systems."""
+    from services.plots import plot_matrices as draw
+
+    return draw(read(data), path, **options)
+
+
+def plot_progress(data: Any, path: str | Path, **options: Any) -> Path:
+    """Campaign progress: closed / open comparisons, judgments per comparison, judgments left."""
+    from services.plots import plot_progress as draw
+
+    return draw(decisions(data, dimension=options.pop("dimension", None)), path, **options)
