@@ -386,15 +386,26 @@ def leaderboard(
     return pl.DataFrame(rows).sort(["dimension", "ability"], descending=[False, True])
 
 
-def annotators(data: Any, *, dimension: str | None = None, **options: Any) -> pl.DataFrame:
+def annotators(
+    data: Any,
+    *,
+    dimension: str | None = None,
+    method: str = "fast",
+    assume_a_first: bool = False,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> pl.DataFrame:
     """Per annotator: position bias (interval), agreement with the others, flags
-    (:func:`adaptive.annotators.screen_annotators`)."""
-    from adaptive.annotators import screen_annotators
+    (:func:`adaptive.annotators.screen_annotators`). Without a ``shown_first`` column
+    the position screen needs ``assume_a_first=True`` (response a shown first)."""
+    from adaptive.annotators import ScreenConfig, screen_annotators
 
     judgments = read(data)
     if dimension is not None:
         judgments = judgments.filter(pl.col("dimension") == dimension)
-    rows, _ = screen_annotators(judgments, **options)
+    bt_method = {"fast": "laplace", "nuts": "nuts"}[_method(method)]
+    config = ScreenConfig(method=bt_method, assume_a_first=assume_a_first, alpha=alpha, seed=seed)
+    rows, _ = screen_annotators(judgments, config)
     return pl.DataFrame(rows, infer_schema_length=None)
 
 

@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "services.cli.server",
     "services.cli.recommend",
     "services.cli.crowd",
+    "services.cli.plot",
 )
 
 

@@ -58,15 +58,61 @@ def _add_fit_args(p: argparse.ArgumentParser, *, default_method: str = "nuts") -
     )
     p.add_argument(
         "--method",
-        choices=["nuts", "laplace", "mle"],
+        choices=["nuts", "fast", "laplace", "mle"],
         default=default_method,
-        help="nuts: full posterior; laplace: fast MAP + Gaussian (streaming); "
-        "mle: flat priors, first system pinned to 0 (reference check)",
+        help="nuts: full posterior; fast: MAP + Gaussian (Laplace; 'laplace' is the old name, "
+        "still accepted); mle: flat priors, --reference (default: the first system) pinned "
+        "to 0 (default: %(default)s)",
     )
-    p.add_argument("--chains", type=int, default=4)
-    p.add_argument("--warmup", type=int, default=1000)
-    p.add_argument("--draws", type=int, default=1000, help="NUTS draws per chain")
+    p.add_argument("--chains", type=int, default=4, help="NUTS chains (default: %(default)s)")
+    p.add_argument(
+        "--warmup", type=int, default=1000, help="NUTS warm-up per chain (default: %(default)s)"
+    )
+    p.add_argument(
+        "--draws", type=int, default=1000, help="NUTS draws per chain (default: %(default)s)"
+    )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+def _bt_method(method: str) -> str:
+    """The fitting method's internal name: ``fast`` is the Laplace path."""
+    return "laplace" if method == "fast" else method
+
+
+def anchored_rows(fit, reference: str | None) -> list[dict]:
+    """Pooled abilities sum-to-zero, or relative to ``reference``; the ``scale`` column says
+    which. Abilities are identified only up to a constant: unanchored, every interval
+    carries that constant's uncertainty while the differences are tight."""
+
+    from adaptive import bt
+
+    rows = bt.ability_rows(fit)
+    names = [r["system"] for r in rows]
+    if reference is not None and reference not in names:
+        raise ValueError(f"reference system {reference!r} not in {names}")
+    if fit.posterior is None:  # mle: the pinned system is the reference already
+        pinned = next(r["system"] for r in rows if r.get("reference"))
+        for r in rows:
+            r["scale"] = f"relative to {pinned}"
+        return sorted(rows, key=lambda r: -r["mean"])
+    draws = fit.ability_draws()
+    if reference is None:
+        draws = draws - draws.mean(axis=1, keepdims=True)
+        scale = "sum-to-zero"
+    else:
+        draws = draws - draws[:, [names.index(reference)]]
+        scale = f"relative to {reference}"
+    low, high = bt.hdi(draws, fit.config.prob)
+    for i, r in enumerate(rows):
+        r.update(
+            mean=float(draws[:, i].mean()),
+            sd=float(draws[:, i].std(ddof=1)),
+            ci_low=float(low[i]),
+            ci_high=float(high[i]),
+            p_positive=float((draws[:, i] > 0).mean()),
+            scale=scale,
+        )
+    return sorted(rows, key=lambda r: (r["dimension"], -r["mean"]))
 
 
 def _read(args: argparse.Namespace):
@@ -141,15 +187,18 @@ def run_bt(args: argparse.Namespace) -> int:
         judgments = judgments.filter(keep)
         if not args.quiet:
             log(f"excluding {len(excluded)} annotator(s); {judgments.height} judgments remain")
+    if args.plot and args.by != "pooled":
+        raise ValueError("--plot draws the leaderboard: use it with --by pooled")
     config = bt.BTConfig(
         by=args.by,
         ties=args.ties,
-        method=args.method,
+        method=_bt_method(args.method),
         position=not args.no_position,
         num_chains=args.chains,
         num_warmup=args.warmup,
         num_samples=args.draws,
         seed=args.seed,
+        reference=args.reference if args.method == "mle" else None,
     )
     fits = []
     for dim in dimensions_of(judgments):
@@ -171,9 +220,16 @@ def run_bt(args: argparse.Namespace) -> int:
     report = args.report
     columns = None
     if report == "abilities":
-        rows = [r for f in fits for r in bt.ability_rows(f)]
+        if args.by == "pooled":
+            rows = [r for f in fits for r in anchored_rows(f, args.reference)]
+            if not args.quiet and rows:
+                log(f"abilities: {rows[0]['scale']} (--reference SYSTEM to anchor on a system)")
+        else:
+            rows = [r for f in fits for r in bt.ability_rows(f)]
         if args.format == "table":
             columns = [c for c in ABILITY_COLUMNS if not (c == "item_id" and args.by == "pooled")]
+            if args.by == "pooled":
+                columns.append("scale")
             if args.method == "mle":
                 columns = [c for c in columns if not c.startswith("rank")]
     elif report == "summary":
@@ -186,6 +242,14 @@ def run_bt(args: argparse.Namespace) -> int:
         rows = bt.diagnostics_rows(fits)
     if args.format == "table" and report == "abilities" and args.by == "item":
         rows = sorted(rows, key=lambda r: (r["dimension"], r["item_id"], r["rank_mean"]))
+    if args.plot:
+        import evalset
+        from services.plots import plot_leaderboard
+
+        pooled = [r for f in fits for r in anchored_rows(f, args.reference)]
+        plot_leaderboard(pooled, evalset.decisions(judgments), args.plot)
+        if not args.quiet:
+            log(f"wrote {args.plot}")
     emit(rows, args.format, columns=columns)
     return 0
 
@@ -196,7 +260,7 @@ def run_annotators(args: argparse.Namespace) -> int:
     judgments = _read(args)
     config = ScreenConfig(
         ties=args.ties,
-        method=args.method,
+        method=_bt_method(args.method),
         num_chains=args.chains,
         num_warmup=args.warmup,
         num_samples=args.draws,
@@ -209,6 +273,12 @@ def run_annotators(args: argparse.Namespace) -> int:
         for key, value in info.items():
             log(f"{key}: {value}")
         log(f"flagged {sum(r['flagged'] for r in rows)} of {len(rows)} annotators")
+    if args.plot:
+        from services.plots import plot_annotators
+
+        plot_annotators(rows, args.plot)
+        if not args.quiet:
+            log(f"wrote {args.plot}")
     emit(rows, args.format, columns=ANNOTATOR_COLUMNS if args.format == "table" else None)
     return 0
 
@@ -257,7 +327,7 @@ def _rank_tutors(args: argparse.Namespace, ratings) -> int:
     config = bt.BTConfig(
         by="pooled",
         ties="davidson",
-        method=args.method,
+        method=_bt_method(args.method),
         position=False,
         num_chains=args.chains,
         num_warmup=args.warmup,
@@ -316,6 +386,15 @@ def register(sub) -> None:
         action="store_true",
         help="for --exclude-flagged without shown_first: treat response a as shown first",
     )
+    p.add_argument(
+        "--reference",
+        metavar="SYSTEM",
+        help="--by pooled: report abilities relative to this system (default: sum-to-zero, "
+        "the average system at 0); with --method mle the system pinned to 0",
+    )
+    p.add_argument(
+        "--plot", metavar="FILE", help="--by pooled: leaderboard forest plot (.png or .svg)"
+    )
     p.set_defaults(func=run_bt)
 
     p = sub.add_parser(
@@ -329,6 +408,9 @@ def register(sub) -> None:
         "--assume-a-first",
         action="store_true",
         help="without a shown_first column, treat response a as the one shown first",
+    )
+    p.add_argument(
+        "--plot", metavar="FILE", help="position bias and agreement figure (.png or .svg)"
     )
     p.set_defaults(func=run_annotators)
 
@@ -360,7 +442,12 @@ def register(sub) -> None:
     p.add_argument(
         "--rank", action="store_true", help="rank tutors per dimension with Bradley-Terry"
     )
-    p.add_argument("--method", choices=["nuts", "laplace", "mle"], default="nuts")
+    p.add_argument(
+        "--method",
+        choices=["nuts", "fast", "laplace", "mle"],
+        default="nuts",
+        help="nuts, fast (MAP + Laplace; 'laplace' is the old name), mle (default: %(default)s)",
+    )
     p.add_argument("--chains", type=int, default=4)
     p.add_argument("--warmup", type=int, default=500)
     p.add_argument("--draws", type=int, default=1000)
