@@ -140,7 +140,8 @@ class Decisions(NamedTuple):
         outcome: UNDECIDED, B_BETTER, A_BETTER or EQUIVALENT (final once closed).
         closed_at: judgments of the comparison (all of them, the cost) when it
             closed; 0 while undecided.
-        net: Δ estimate: mean signed judgment of the observations used.
+        net: Δ estimate from all the comparison's judgments: the mean over its
+            prompts of each cell's mean signed judgment (:func:`net_preference`).
         cs_low, cs_high: anytime-valid confidence sequence for Δ (level alpha_each / 2 miss).
         e_b, e_a: current e-values against "B not better" / "A not better".
         num_obs: observations the decision used (one per prompt with unit=prompt).
@@ -195,14 +196,28 @@ def log_sign_evalue(k: np.ndarray, m: np.ndarray, a: float) -> np.ndarray:
     m = np.asarray(m, dtype=np.float64)
     a1, b1 = k + a, m - k + a
     # P(Beta(a1, b1) > 1/2) = I_{1/2}(b1, a1)
-    tail = special.betainc(b1, a1, 0.5)
+    # far on the null side the tail underflows to 0: E = 0, log E = -inf, never a rejection
     with np.errstate(divide="ignore"):
-        log_tail = np.log(tail)
-    # deep in the tail betainc underflows to 0; its log from the Beta logsf is then accurate
-    deep = tail < 1e-300
-    if np.any(deep):
-        log_tail = np.where(deep, stats.beta.logsf(0.5, a1, b1), log_tail)
+        log_tail = np.log(special.betainc(b1, a1, 0.5))
     return (m + 1.0) * np.log(2.0) + special.betaln(a1, b1) - special.betaln(a, a) + log_tail
+
+
+def _eb_lower(x: np.ndarray, alpha: float, trunc: float) -> np.ndarray:
+    """One-sided predictable plug-in empirical-Bernstein lower bounds of the mean of x in [0, 1]."""
+    t = np.arange(1, x.shape[0] + 1, dtype=np.float64)
+    log_term = np.log(1.0 / alpha)
+    # the bets: a regularised mean and variance (one pseudo-observation at 1/2, 1/4)
+    mu_reg = (0.5 + np.cumsum(x)) / (t + 1.0)
+    sigma2 = (0.25 + np.cumsum((x - mu_reg) ** 2)) / (t + 1.0)
+    sigma2_prev = np.concatenate([[0.25], sigma2[:-1]])
+    lam = np.minimum(np.sqrt(2.0 * log_term / (t * np.log1p(t) * sigma2_prev)), trunc)
+    # the variance increments: squared deviation from the previous plain mean (0 at the start)
+    mean_prev = np.concatenate([[0.0], (np.cumsum(x) / t)[:-1]])
+    v = (x - mean_prev) ** 2
+    psi = -np.log1p(-lam) - lam
+    sum_lam = np.cumsum(lam)
+    low = np.cumsum(lam * x) / sum_lam - (log_term + np.cumsum(v * psi)) / sum_lam
+    return np.maximum.accumulate(np.maximum(low, 0.0))
 
 
 def eb_confidence_sequence(
@@ -210,36 +225,26 @@ def eb_confidence_sequence(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Predictable plug-in empirical-Bernstein confidence sequence for the mean of x in [0, 1].
 
-    Waudby-Smith & Ramdas (2023), Theorem 2, with the running intersection:
-    P(the mean ever leaves [low_t, high_t]) <= alpha.
+    Waudby-Smith & Ramdas (2023), Theorem 2, as confseq's
+    ``predmix_empbern_twosided_cs`` computes it (a lower sequence at alpha / 2 on
+    x and on 1 - x), with the running intersection: P(the mean ever leaves
+    [low_t, high_t]) <= alpha. ``tests/test_decisions.py`` checks it against
+    confseq 0.0.11.
 
     Args:
         x: (n,) observations in [0, 1], in arrival order.
         alpha: miscoverage (two-sided).
-        trunc: upper bound c of the bets lambda_t (1/2 or 3/4 in the paper).
+        trunc: upper bound of the bets lambda_t (1/2 in the paper's experiments).
 
     Returns:
         (low, high), each (n,), the CS after 1..n observations.
     """
     x = np.asarray(x, dtype=np.float64)
-    n = x.shape[0]
-    if n == 0:
+    if x.shape[0] == 0:
         return np.zeros(0), np.zeros(0)
-    t = np.arange(1, n + 1, dtype=np.float64)
-    mu_hat = (0.5 + np.cumsum(x)) / (t + 1.0)  # mu_hat_t, t = 1..n
-    sigma2_hat = (0.25 + np.cumsum((x - mu_hat) ** 2)) / (t + 1.0)
-    sigma2_prev = np.concatenate([[0.25], sigma2_hat[:-1]])  # sigma2_hat_{t-1}
-    mu_prev = np.concatenate([[0.5], mu_hat[:-1]])
-    log_term = np.log(2.0 / alpha)
-    lam = np.minimum(np.sqrt(2.0 * log_term / (sigma2_prev * t * np.log1p(t))), trunc)
-    v = 4.0 * (x - mu_prev) ** 2
-    psi = (-np.log1p(-lam) - lam) / 4.0
-    sum_lam = np.cumsum(lam)
-    center = np.cumsum(lam * x) / sum_lam
-    margin = (log_term + np.cumsum(v * psi)) / sum_lam
-    low = np.maximum.accumulate(np.clip(center - margin, 0.0, 1.0))
-    high = np.minimum.accumulate(np.clip(center + margin, 0.0, 1.0))
-    return low, high
+    low = _eb_lower(x, alpha / 2.0, trunc)
+    high = 1.0 - _eb_lower(1.0 - x, alpha / 2.0, trunc)
+    return low, np.minimum(high, 1.0)
 
 
 # ------------------------------------------------------------------ decisions
@@ -384,7 +389,6 @@ def decide(
         ]
         # earliest closing wins; a sign wins a tie with equivalence (it says more)
         when, what = min(firsts, key=lambda f: (f[0], f[1] == EQUIVALENT))
-        out["net"][c] = float(s.mean())
         out["cs_low"][c], out["cs_high"][c] = float(low[-1]), float(high[-1])
         out["e_b"][c], out["e_a"][c] = float(np.exp(log_eb[-1])), float(np.exp(log_ea[-1]))
         if when < n:
@@ -394,8 +398,9 @@ def decide(
         else:
             out["needed"][c] = min(
                 _needed_sign(float(b[-1]), float(m[-1]), float(n), rule.mixture, side),
-                _needed_equivalence(out["net"][c], low[-1], high[-1], float(n), rule.margin),
+                _needed_equivalence(float(s.mean()), low[-1], high[-1], float(n), rule.margin),
             )
+    out["net"] = net_preference(comparison, prompt, signed, C).mean
     return Decisions(**out, alpha_each=each, rule=rule.describe(num_tests))
 
 
@@ -453,3 +458,45 @@ def net_preference(
     low = np.clip(mean - q * se, -1.0, 1.0)
     high = np.clip(mean + q * se, -1.0, 1.0)
     return NetPreference(mean, se, low, high, n.astype(np.int64))
+
+
+def decide_cells(
+    cells, rule: DecisionRule | None = None, *, num_tests: int | None = None
+) -> Decisions:
+    """:func:`decide` on one dimension's :class:`adaptive.cells.CellData` (row order = arrival order)."""
+    return decide(
+        cells.judgment_comparison,
+        cells.judgment_prompt,
+        cells.judgment_y.astype(np.float64) - 1.0,
+        cells.num_comparisons,
+        rule,
+        num_tests=num_tests,
+    )
+
+
+def decision_rows(decisions: Decisions, names: list[tuple[str, str, str]]) -> list[dict]:
+    """One flat dict per comparison (``names``: (dimension, system_a, system_b)), for outputs."""
+    rows = []
+    for c, (dim, a, b) in enumerate(names):
+        needed = float(decisions.needed[c])
+        rows.append(
+            {
+                "dimension": dim,
+                "system_a": a,
+                "system_b": b,
+                "decision": OUTCOME_NAMES[int(decisions.outcome[c])],
+                "net_preference": float(decisions.net[c]),
+                "cs_low": float(decisions.cs_low[c]),
+                "cs_high": float(decisions.cs_high[c]),
+                "n_judgments": int(decisions.num_judgments[c]),
+                "n_used": int(decisions.num_obs[c]),
+                "n_prompts": int(decisions.num_prompts[c]),
+                "closed_at": int(decisions.closed_at[c]) or None,
+                "needed": None if not np.isfinite(needed) else int(round(needed)),
+                "e_b_better": float(decisions.e_b[c]),
+                "e_a_better": float(decisions.e_a[c]),
+                "alpha_each": float(decisions.alpha_each),
+                "rule": decisions.rule,
+            }
+        )
+    return rows

@@ -1,49 +1,45 @@
 """Which cells (prompt, system pair, dimension) to send to annotators next.
 
-The recommender is a pure function of a prepared posterior snapshot, the state
-of the cells (what may still be asked, which response was shown first how
-often) and a request::
+The recommender is a pure function of a prepared snapshot, the state of the
+cells (what may still be asked, which can be annotated at all, which response
+was shown first how often) and a request::
 
     batch, info = recommend(rng_key, snapshot, cells, request)
 
 Everything is integer-indexed: comparison ``c`` (one per dimension and
 system pair, across all dimensions), prompt ``p``; names live at the edge.
 
-How a batch is chosen (each step a small function, ``recommend`` chains them):
+The recommender spends only where a decision is still open
+(:mod:`adaptive.decisions`: B better, A better, equivalent or undecided, from
+each comparison's own judgments, valid at every look). With a per-comparison
+stopping rule, the judgments needed to close *every* comparison are the sum of
+each comparison's own stopping time whatever the order, so the saving comes
+from never sampling a closed comparison; the order decides how *early*
+decisions arrive. How a batch is chosen (each step a small function):
 
-1. :func:`target_mask`: the comparisons that matter. By default every
-   comparison not yet *decided*; the caller may name target comparisons
-   instead (see :func:`adjacent_comparisons` and :func:`tier_comparisons`).
+1. :func:`target_mask`: every comparison not yet closed, or the comparisons
+   the caller names (:func:`adjacent_comparisons`, :func:`tier_comparisons`);
+   a closed comparison gets nothing unless it is named.
 2. :func:`candidate_mask`: cells that may be handed out: judgments still
-   available, not already judged by this annotator, of an undecided or
-   targeted comparison (a decided, untargeted comparison gets nothing), and
-   for a system with little data only its pairings with systems of similar
-   estimated strength (or, with no data at all, a spread of strengths).
-3. :func:`greedy_information`: greedy choice with fantasised updates. The
-   expected reduction of the summed posterior variance of the targets by one
-   judgment of cell (c, p) with Fisher information I is, for a Gaussian
-   posterior with covariance K of the abilities,
-   ``sum_t K[t, c]^2 I / (1 + I K[c, c])``; after a pick K gets the rank-one
-   update ``K - I K[:, c] K[c, :] / (1 + I K[c, c])`` so the next pick
-   accounts for what the batch will already add, and a cell is picked at
-   most ``max_per_cell`` times in one batch. With the per-comparison
-   parameterisation K is diagonal and this is var^2 I / (1 + var I). Each
-   target's variance is weighted by :func:`decision_weights` (by default).
-4. :func:`explore`: a small share of the batch goes to prompts whose item
-   parameters are still the most uncertain (calibration).
-5. :func:`assign_order`: which response is shown first, chosen to keep the
-   two orders balanced per cell (ties broken at random).
+   available, annotatable (both systems have a response to the prompt and the
+   two responses differ), not judged by this annotator, and for a system with
+   little data only its pairings with systems of similar estimated strength.
+3. :func:`allocate`: LUCB-style order: a burn-in of ``burn_in`` observations
+   for every open comparison, then the comparison closest to a decision (the
+   fewest judgments likely still needed) first, each up to its need; a fresh
+   prompt per judgment, a judged cell only when the prompts run out.
+4. :func:`assign_order`: which response is shown first, balanced per cell.
 
-**Decided (for allocation).** Stopping at the first 95% interval that
-excludes 0 would freeze chance significances, so allocation uses a margin:
-a comparison is decided when its posterior probability that B is better is
-beyond 0.995 or below 0.005, i.e. ``|mean| / sd > 2.576`` under the Gaussian
-(Laplace) approximation (``decide_z``). The verdict reported to users stays
-the standard 95% interval (:mod:`adaptive.significance`).
+Prompts inside a comparison are chosen at random, not by Fisher information:
+the decision's estimand is the average over the comparison's prompts, and an
+information-weighted choice would change it unless importance-weighted, for a
+gain bounded by the between-prompt share of the variance (0.16 on ChatEval
+NCM, 0.24-0.27 on the AI Teacher Test). The snapshot keeps the expected
+information of every cell for reports and for :mod:`adaptive.selection`.
 
 References:
-    Sedoc & Ungar (2020), graded response model and Fisher information;
-    Samejima (1969); DESIGN.md "Next batch".
+    Kalyanakrishnan et al. (2012), LUCB; Sedoc & Ungar (2020), graded
+    response model and Fisher information; DESIGN.md "Next batch".
 """
 
 from __future__ import annotations
@@ -55,14 +51,25 @@ from typing import NamedTuple
 import numpy as np
 
 from adaptive.cells import CellData
+from adaptive.decisions import DecisionRule, Decisions, decide
 from stan_free_models.posterior import Posterior
 
-#: |mean| / sd beyond which a comparison is decided for allocation: P(B better) > 0.995 or < 0.005
-DECIDE_Z = 2.5758293035489004
-#: information of a cell's next judgment / (1 + this * judgments it has); see Request
-DEFAULT_REVISIT_DISCOUNT = 1.0
+#: observations every open comparison gets before it is ordered by its need
+DEFAULT_BURN_IN = 20
+#: share of a comparison's estimated remaining need it gets in one batch
+DEFAULT_NEED_SHARE = 0.5
 #: shown_first codes
 SHOW_A, SHOW_B = 0, 1
+#: why a cell was chosen (Batch.reason indexes this)
+BURN_IN, CLOSEST, OUT_OF_SIGHT, TARGETED, REPEAT = range(5)
+REASONS = (
+    "burn-in: every open comparison first gets a few judgments",
+    "closest to a decision",
+    "open, no decision in sight yet; spent after the closer ones",
+    "named as a target",
+    "prompts ran out: a judged cell again",
+)
+REASON_CODES = ("burn_in", "closest_to_decision", "open", "targeted", "repeat")
 
 
 # --------------------------------------------------------------------------- state
@@ -81,14 +88,10 @@ class Snapshot(NamedTuple):
         strength: (D, S) estimated system strength per dimension (NaN: no data).
         system_judgments: (D, S) judgments per system and dimension.
         num_judgments: judgments the posterior saw.
-        evidence_z: (C,) model-free check of each comparison: the mean signed
-            judgment over prompts divided by its standard error, prompts as the
-            units (:func:`prompt_level_z`); NaN when unknown.
-        evidence_prompts: (C,) prompts behind ``evidence_z``.
-        info_order: (C, P) prompts of each comparison by decreasing information
-            (after the default revisit discount), computed once per snapshot so
-            that a request only filters it; ``info_effective`` the discounted values.
-        judged: (C, P) judgments each cell already has (for the revisit discount).
+        decisions: the decision of every comparison from its own judgments
+            (:func:`adaptive.decisions.decide`, all comparisons of all dimensions
+            one family).
+        judged: (C, P) judgments each cell already has.
     """
 
     version: int
@@ -102,11 +105,8 @@ class Snapshot(NamedTuple):
     strength: np.ndarray
     system_judgments: np.ndarray
     num_judgments: int = 0
-    evidence_z: np.ndarray | None = None
-    evidence_prompts: np.ndarray | None = None
+    decisions: Decisions | None = None
     judged: np.ndarray | None = None
-    info_order: np.ndarray | None = None
-    info_effective: np.ndarray | None = None
 
     @property
     def num_comparisons(self) -> int:
@@ -131,11 +131,15 @@ class CellState(NamedTuple):
             for every cell to be judged).
         shown_a, shown_b: how often response a (resp. b) was shown first,
             counting judgments received and cells under an active lease.
+        annotatable: (C, P) False where the cell cannot be annotated (a system
+            has no response to the prompt, or both responses are identical);
+            None = every cell can be.
     """
 
     available: np.ndarray
     shown_a: np.ndarray
     shown_b: np.ndarray
+    annotatable: np.ndarray | None = None
 
     @classmethod
     def open(cls, num_comparisons: int, num_prompts: int, per_cell: int = 1_000_000) -> CellState:
@@ -151,20 +155,15 @@ class Request:
 
     Attributes:
         size: number of judgments (tasks) in the batch.
-        targets: comparison indices that matter; None = every undecided one.
+        targets: comparison indices to spend on, closed or not; None = every open one.
         exclude: (C, P) cells not to hand out (e.g. the annotator already judged them).
         dimensions: restrict to these dimension indices (None = all).
-        explore_share: share of the batch spent on prompts with uncertain parameters.
-        decide_z: allocation margin, see the module docstring.
+        burn_in: observations every open comparison gets before it is ordered by its need.
+        allow_repeats: serve a judged cell again when a comparison's fresh
+            prompts run out. Off by default: with the prompt as the decision's
+            unit a repeat informs the model, not the decision; turn it on with
+            the judgment as the unit.
         max_per_cell: how often one cell may appear in one batch.
-        revisit_discount: the information of a cell's next judgment is divided by
-            ``1 + revisit_discount * judgments it already has``: judgments of one
-            cell share the two responses and are not independent given the
-            abilities (the model has no comparison-by-prompt term), so fresh
-            prompts are worth more than another look at the same pair.
-        weighting: ``"decision"`` weights each target's variance by how close
-            its |mean| / sd is to the significance boundary
-            (:func:`decision_weights`); ``"variance"`` weights all targets equally.
         new_system_judgments: a system with fewer judgments (in a dimension) is
             only paired with ``new_system_opponents`` systems of similar strength.
         new_system_opponents: how many opponents a new system gets.
@@ -174,11 +173,9 @@ class Request:
     targets: tuple[int, ...] | None = None
     exclude: np.ndarray | None = None
     dimensions: tuple[int, ...] | None = None
-    explore_share: float = 0.1
-    decide_z: float = DECIDE_Z
+    burn_in: int = DEFAULT_BURN_IN
+    allow_repeats: bool = False
     max_per_cell: int = 1
-    revisit_discount: float = 1.0  # DEFAULT_REVISIT_DISCOUNT
-    weighting: str = "decision"
     new_system_judgments: int = 20
     new_system_opponents: int = 3
 
@@ -189,8 +186,8 @@ class Batch(NamedTuple):
     comparison: np.ndarray
     prompt: np.ndarray
     shown_first: np.ndarray  # SHOW_A or SHOW_B
-    expected_gain: np.ndarray  # expected reduction of summed target variance at pick time
-    explore: np.ndarray  # True when picked for calibration
+    reason: np.ndarray  # index into REASONS / REASON_CODES
+    need: np.ndarray  # judgments the comparison likely still needs, before this batch (inf: unknown)
 
     def __len__(self) -> int:
         return int(self.comparison.shape[0])
@@ -203,8 +200,7 @@ class RecommendInfo(NamedTuple):
     targets: np.ndarray  # (C,) bool
     decided: np.ndarray  # (C,) bool
     num_candidates: int
-    target_variance_before: float
-    target_variance_after: float  # fantasised, after the whole batch
+    unannotatable: int  # cells that cannot be annotated (missing or identical responses)
 
 
 # ------------------------------------------------------------------ information
@@ -306,18 +302,20 @@ def snapshot_from_draws(
     version: int = 0,
     num_info_draws: int = 8,
     seed: int = 0,
+    rule: DecisionRule | None = None,
 ) -> Snapshot:
     """Prepare a :class:`Snapshot` (all dimensions stacked) from posterior draws.
 
     The expected Fisher information of a cell is averaged over ``num_info_draws``
     joint draws of (theta, alpha, b); a prompt a dimension has never seen gets
     prior-drawn item parameters (log alpha ~ N(0, 1), b ~ sorted N(0, 2)), so it
-    looks uncertain, which calibration favours.
+    looks uncertain. Decisions use every comparison's judgments in the order
+    given (arrival order) under ``rule``, all dimensions' comparisons one family.
     """
     rng = np.random.default_rng(seed)
     num_p, num_s = num_prompts, num_systems
     means, covs, infos, sds, pa, pb, dims = [], [], [], [], [], [], []
-    evidence, n_prompts, judged = [], [], []
+    judged, dec_comp, dec_prompt, dec_signed = [], [], [], []
     strength = np.full((len(dimensions), num_s), np.nan)
     sys_judg = np.zeros((len(dimensions), num_s), np.int64)
     total = 0
@@ -368,9 +366,9 @@ def snapshot_from_draws(
         sys_judg[d] = np.bincount(pa[-1][j_comp], minlength=num_s)
         sys_judg[d] += np.bincount(pb[-1][j_comp], minlength=num_s)
         total += len(j_comp)
-        evidence.append(prompt_level_z(j_comp, j_prompt, dd.judgment_signed, num_c))
-        pairs_seen = np.unique(j_comp * num_p + j_prompt) // num_p
-        n_prompts.append(np.bincount(pairs_seen, minlength=num_c))
+        dec_comp.append(j_comp + sum(len(m) for m in means[:-1]))
+        dec_prompt.append(j_prompt)
+        dec_signed.append(np.asarray(dd.judgment_signed, np.float64))
         counts = np.zeros((num_c, num_p), np.int64)
         np.add.at(counts, (j_comp, j_prompt), 1)
         judged.append(counts)
@@ -382,7 +380,13 @@ def snapshot_from_draws(
         start += len(k)
     info = np.concatenate(infos, axis=0)
     judged_all = np.concatenate(judged, axis=0)
-    discounted = info / (1.0 + DEFAULT_REVISIT_DISCOUNT * judged_all)
+    decisions = decide(
+        np.concatenate(dec_comp),
+        np.concatenate(dec_prompt),
+        np.concatenate(dec_signed),
+        num_c,
+        rule,
+    )
     return Snapshot(
         version=int(version),
         theta_mean=np.concatenate(means),
@@ -395,11 +399,8 @@ def snapshot_from_draws(
         strength=strength,
         system_judgments=sys_judg,
         num_judgments=total,
-        evidence_z=np.concatenate(evidence),
-        evidence_prompts=np.concatenate(n_prompts),
+        decisions=decisions,
         judged=judged_all,
-        info_order=np.argsort(-discounted, axis=1, kind="stable").astype(np.int32),
-        info_effective=discounted,
     )
 
 
@@ -413,6 +414,7 @@ def snapshot_from_posteriors(
     num_info_draws: int = 8,
     seed: int = 0,
     observed: Sequence[np.ndarray] | None = None,
+    rule: DecisionRule | None = None,
 ) -> tuple[Snapshot, dict]:
     """Prepare a :class:`Snapshot` from one fitted posterior per dimension.
 
@@ -477,6 +479,7 @@ def snapshot_from_posteriors(
         version=version,
         num_info_draws=num_info_draws,
         seed=seed,
+        rule=rule,
     )
     maps = {
         "dimensions": [c.dimension for c in cells],
@@ -494,83 +497,18 @@ def _union(groups) -> list[str]:
 # ------------------------------------------------------------------- the steps
 
 
-def decided_mask(snapshot: Snapshot, decide_z: float = DECIDE_Z) -> np.ndarray:
-    """(C,) True where the comparison is decided for allocation.
-
-    Decided when the posterior |mean| / sd exceeds ``decide_z`` (P(B better)
-    beyond 0.995 / 0.005) *and*, when the snapshot carries it, the prompt-level
-    evidence |z| does too. The second check guards against the overconfidence
-    of MAP + Laplace fits on sparse data (item discriminations fitted on few
-    judgments inflate |mean| / sd; measured on chateval_ncm, see docs/replay.md),
-    which would otherwise freeze comparisons that more data would not confirm.
-    """
-    decided = np.abs(snapshot.z()) > decide_z
-    if snapshot.evidence_z is not None:
-        bound = anytime_boundary(snapshot.evidence_prompts)
-        decided &= np.abs(np.nan_to_num(snapshot.evidence_z, nan=0.0)) > bound
-    return decided
-
-
-def anytime_boundary(
-    num_prompts: np.ndarray, alpha: float = 0.05, ratio: float = 1.0
-) -> np.ndarray:
-    """|z| a running mean of ``num_prompts`` units must exceed, valid at every look.
-
-    The normal-mixture boundary (Robbins 1970; Howard et al. 2021): with the
-    effect mixed over N(0, ratio * sigma^2), P(ever crossing | no effect) <= alpha
-    for z^2 >= (1 + 1 / (n ratio)) (2 log(1 / alpha) + log(1 + n ratio)).
-    About 3.2 at 50 prompts, 3.4 at 200 (a fixed 95% test would use 1.96).
-    """
-    n = np.maximum(np.asarray(num_prompts, dtype=np.float64), 1.0)
-    return np.sqrt((1.0 + 1.0 / (n * ratio)) * (2.0 * np.log(1.0 / alpha) + np.log1p(n * ratio)))
-
-
-def prompt_level_z(
-    comparison: np.ndarray, prompt: np.ndarray, signed: np.ndarray, num_comparisons: int
-) -> np.ndarray:
-    """(C,) mean over prompts of the mean signed judgment (+1 B, -1 A, 0 tie) / its standard error.
-
-    Prompts are the units of replication, so several judgments of one cell
-    (which share the two responses) count once. NaN with fewer than 5 prompts.
-    """
-    out = np.full(num_comparisons, np.nan)
-    if len(comparison) == 0:
-        return out
-    key = comparison.astype(np.int64) * (int(prompt.max()) + 1) + prompt
-    uniq, inv = np.unique(key, return_inverse=True)
-    cell_mean = np.bincount(inv, weights=signed) / np.bincount(inv)
-    comp = uniq // (int(prompt.max()) + 1)
-    n = np.bincount(comp, minlength=num_comparisons).astype(float)
-    s1 = np.bincount(comp, weights=cell_mean, minlength=num_comparisons)
-    s2 = np.bincount(comp, weights=cell_mean**2, minlength=num_comparisons)
-    ok = n >= 5
-    mean = np.where(ok, s1 / np.maximum(n, 1), 0.0)
-    var = np.where(ok, (s2 - n * mean**2) / np.maximum(n - 1, 1), 1.0)
-    # a floor on the spread: a perfectly consistent handful of prompts is not certainty
-    se = np.sqrt(np.maximum(var, 0.05) / np.maximum(n, 1))
-    out[ok] = mean[ok] / se[ok]
-    return out
-
-
-def decision_weights(snapshot: Snapshot, boundary: float = 1.96) -> np.ndarray:
-    """(C,) exp(-(|z| - boundary)^2 / 2): a comparison's variance matters most near the boundary.
-
-    The outcome users care about is the verdict. A comparison whose |z| sits
-    near 1.96 changes verdict with little more data; one near 0 needs far more
-    data to move, and one far beyond the boundary will not change. Measured on
-    ai_teacher_test (understanding, 8 seeds): 95% agreement after 313 ± 93
-    judgments with these weights, 525 ± 355 with equal weights.
-    """
-    return np.exp(-0.5 * (np.abs(snapshot.z()) - boundary) ** 2)
+def decided_mask(snapshot: Snapshot) -> np.ndarray:
+    """(C,) True where the comparison's decision is closed (:mod:`adaptive.decisions`)."""
+    return snapshot.decisions.closed
 
 
 def target_mask(snapshot: Snapshot, request: Request) -> np.ndarray:
-    """(C,) the comparisons whose uncertainty counts: named targets, else the undecided."""
+    """(C,) the comparisons to spend on: named targets, else every open one."""
     if request.targets is not None:
         mask = np.zeros(snapshot.num_comparisons, bool)
         mask[np.asarray(request.targets, np.int64)] = True
     else:
-        mask = ~decided_mask(snapshot, request.decide_z)
+        mask = ~decided_mask(snapshot)
     if request.dimensions is not None:
         mask &= np.isin(snapshot.dimension, np.asarray(request.dimensions))
     return mask
@@ -650,184 +588,115 @@ def new_system_mask(snapshot: Snapshot, request: Request) -> np.ndarray:
 def candidate_mask(
     snapshot: Snapshot, cells: CellState, request: Request, targets: np.ndarray
 ) -> np.ndarray:
-    """(C, P) cells that may be handed out for this request."""
-    decided = decided_mask(snapshot, request.decide_z)
-    comparison_ok = (~decided | targets) & new_system_mask(snapshot, request)
-    if request.dimensions is not None:
-        comparison_ok &= np.isin(snapshot.dimension, np.asarray(request.dimensions))
-    if request.targets is not None:
-        # named targets: only cells that inform them (their own, or correlated comparisons)
-        linked = np.abs(snapshot.theta_cov[targets]).max(axis=0) > 0 if targets.any() else targets
-        comparison_ok &= linked
+    """(C, P) cells that may be handed out: available, annotatable, of a target comparison."""
+    comparison_ok = targets & new_system_mask(snapshot, request)
     mask = (cells.available > 0) & comparison_ok[:, None]
+    if cells.annotatable is not None:
+        mask &= cells.annotatable
     if request.exclude is not None:
         mask &= ~request.exclude
     return mask
 
 
-def greedy_information(
-    snapshot: Snapshot,
+def allocate(
+    rng: np.random.Generator,
+    decisions: Decisions,
     candidates: np.ndarray,
-    targets: np.ndarray,
+    judged: np.ndarray,
     size: int,
     *,
+    targeted: np.ndarray | None = None,
+    burn_in: int = DEFAULT_BURN_IN,
+    allow_repeats: bool = True,
     max_per_cell: int = 1,
     available: np.ndarray | None = None,
-    rng: np.random.Generator | None = None,
-    revisit_discount: float = 0.0,
-    weights: np.ndarray | None = None,
+    need_share: float = DEFAULT_NEED_SHARE,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Greedy batch with fantasised rank-one updates of the ability covariance.
+    """Split a batch over the open comparisons, closest to a decision first (LUCB-style).
 
-    Args:
-        snapshot: posterior summary.
-        candidates: (C, P) allowed cells.
-        targets: (C,) comparisons whose variance counts.
-        size: picks to make.
-        max_per_cell: picks of one cell per batch (also capped by ``available``).
-        rng: breaks ties between equally informative cells (None: by index).
-        revisit_discount: see :class:`Request`.
-        weights: (C,) weight of each target's variance (default 1; see
-            :func:`decision_weights`).
+    Each comparison has a remaining need for this batch: ``burn_in`` minus its
+    observations while it has fewer (so every open comparison gets an
+    estimate), else the judgments its decision likely still needs
+    (``decisions.needed``). One judgment at a time goes to the comparison with
+    the smallest remaining need (burn-in first); a comparison whose need is met
+    for this batch gets more only when every other need is met, and those with
+    no closure in sight (``needed`` infinite) come last, least observed first.
+    Within a comparison, a fresh prompt (a cell nobody judged yet, in random
+    order) per judgment; judged cells only when fresh ones run out and
+    ``allow_repeats``.
 
     Returns:
-        comparison, prompt, expected gain per pick, and the fantasised variances (C,).
+        (comparison, prompt, reason, need) of the picks, in order of choice;
+        ``reason`` codes index :data:`REASONS`, ``need`` is the comparison's
+        estimated remaining judgments before this batch (inf: not in sight).
     """
-    cov0 = snapshot.theta_cov
-    eff = effective_information(snapshot, revisit_discount)
-    num_c, num_p = eff.shape
-    w = targets.astype(np.float64) if weights is None else np.where(targets, weights, 0.0)
-    var = np.diag(cov0).copy()
-    reach = w @ cov0**2 if targets.any() else np.zeros(num_c)
-    # only comparisons that can inform a target and have a candidate take part
-    active = np.flatnonzero((reach > 0) & candidates.any(axis=1))
-    empty = np.zeros(0, np.int64)
-    if size <= 0 or len(active) == 0:
-        return empty, empty, np.zeros(0), var
-    # the gain is increasing in I, so each comparison only needs its `size` most
-    # informative cells, sorted once; a pointer walks down each row
-    width = min(size, num_p)
-    top = _top_cells(snapshot, eff, candidates, active, width, revisit_discount)
-    raw = np.where(candidates[active[:, None], top], eff[active[:, None], top], 0.0)
-    # tiny seeded noise breaks ties between equally informative cells
-    noisy = raw * (1.0 + 1e-6 * rng.random(raw.shape)) if rng is not None else raw
-    order = np.argsort(-noisy, axis=1, kind="stable")
-    top = np.take_along_axis(top, order, axis=1)
-    top_info = np.take_along_axis(raw, order, axis=1)
-
-    def cap_of(c: int, p: int) -> int:
-        return int(available[c, p]) if available is not None else max_per_cell
-
-    num_a = len(active)
-    rows = np.arange(num_a)
-    pointer = np.zeros(num_a, np.int64)
-    used = np.zeros(num_a, np.int64)  # picks of the current top cell of each row
-    # low-rank record of the fantasised updates: K = K0 - U diag(k) U^T
-    u_cols = np.zeros((num_c, size))
-    k_vals = np.zeros(size)
-    picks_c, picks_p, gains = [], [], []
-    for n in range(size):
-        cur = np.where(pointer < width, top_info[rows, np.minimum(pointer, width - 1)], 0.0)
-        var_a = var[active]
-        gain = reach[active] * cur / (1.0 + cur * var_a)
-        r = int(np.argmax(gain))
-        if gain[r] <= 0.0:
+    num_c, num_p = candidates.shape
+    # without repeats a cell appears at most once, however many judgments it may take
+    cap = np.full((num_c, num_p), max_per_cell if allow_repeats else 1, np.int64)
+    if available is not None:
+        cap = np.minimum(cap, available)
+    left = np.where(candidates, cap, 0)
+    fresh = candidates & (judged == 0)
+    # per comparison, its candidate prompts in the order they will be used
+    order = []
+    for c in range(num_c):
+        f = np.flatnonzero(fresh[c])
+        r = np.flatnonzero(candidates[c] & ~fresh[c]) if allow_repeats else np.zeros(0, np.int64)
+        # repeats: least judged first
+        r = r[np.lexsort((rng.random(len(r)), judged[c, r]))]
+        order.append(np.concatenate([rng.permutation(f), r]).astype(np.int64))
+    pos = np.zeros(num_c, np.int64)
+    obs = decisions.num_obs.astype(np.float64)
+    needed = decisions.needed.astype(np.float64)
+    in_burn = obs < burn_in
+    # the need is an estimate: give a comparison part of it per batch, so that a batch
+    # does not overshoot a decision that closes sooner than estimated
+    need = np.where(in_burn, burn_in - obs, np.ceil(needed * need_share))
+    stage = np.where(in_burn, 0, np.where(np.isfinite(needed), 1, 2)).astype(np.int64)
+    given = np.zeros(num_c, np.float64)
+    targeted = np.zeros(num_c, bool) if targeted is None else targeted
+    comps, prompts, reasons, needs = [], [], [], []
+    tie_break = rng.random(num_c)
+    picked: set[tuple[int, int]] = set()
+    while len(comps) < size:
+        # drop comparisons with nothing left to serve
+        has = np.array([pos[c] < len(order[c]) for c in range(num_c)])
+        if not has.any():
             break
-        c, p = int(active[r]), int(top[r, pointer[r]])
-        value = float(top_info[r, pointer[r]])
-        picks_c.append(c)
-        picks_p.append(p)
-        gains.append(float(reach[c] * value / (1.0 + value * var[c])))
-        # fantasised update K <- K - kk u u^T, u = K[:, c], kk = I / (1 + I K[c, c]);
-        # var and reach (sum_t w_t K[t, j]^2) follow in O(C^2) without forming K
-        u = cov0[:, c] - u_cols[:, :n] @ (k_vals[:n] * u_cols[c, :n])
-        kk = value / (1.0 + value * u[c])
-        wu = w * u
-        g = wu @ cov0 - ((wu @ u_cols[:, :n]) * k_vals[:n]) @ u_cols[:, :n].T
-        reach = np.maximum(reach - 2.0 * kk * u * g + kk**2 * u**2 * (wu @ u), 0.0)
-        var = var - kk * u**2
-        u_cols[:, n] = u
-        k_vals[n] = kk
-        used[r] += 1
-        if used[r] >= min(max_per_cell, cap_of(c, p)):
-            pointer[r] += 1
-            used[r] = 0
+        remaining = need - given
+        met = (stage < 2) & (remaining <= 0)
+        # key: burn-in, then finite needs, then more of the closest (needs met for this
+        # batch), then those with no decision in sight
+        tier = np.where(met, 2, np.where(stage == 2, 3, stage))
+        within = np.where(stage == 2, obs + given, np.where(met, given, remaining))
+        key = np.lexsort((tie_break, within, tier, ~has))
+        c = int(key[0])
+        p = int(order[c][pos[c]])
+        left[c, p] -= 1
+        if left[c, p] <= 0:
+            pos[c] += 1
+        repeat = judged[c, p] > 0 or (c, p) in picked
+        picked.add((c, p))
+        if targeted[c]:
+            reason = TARGETED
+        elif repeat:
+            reason = REPEAT
+        else:
+            reason = (BURN_IN, CLOSEST, CLOSEST, OUT_OF_SIGHT)[int(tier[c])]
+        comps.append(c)
+        prompts.append(p)
+        reasons.append(reason)
+        needs.append(float(needed[c]))
+        given[c] += 1.0
+        if stage[c] == 0 and given[c] >= need[c]:
+            # burn-in filled for this batch: its need is unknown until the data arrive
+            stage[c] = 3
     return (
-        np.asarray(picks_c, np.int64),
-        np.asarray(picks_p, np.int64),
-        np.asarray(gains, np.float64),
-        var,
+        np.asarray(comps, np.int64),
+        np.asarray(prompts, np.int64),
+        np.asarray(reasons, np.int64),
+        np.asarray(needs, np.float64),
     )
-
-
-def effective_information(snapshot: Snapshot, revisit_discount: float) -> np.ndarray:
-    """(C, P) information of each cell's next judgment after the revisit discount."""
-    if revisit_discount == DEFAULT_REVISIT_DISCOUNT and snapshot.info_effective is not None:
-        return snapshot.info_effective
-    if snapshot.judged is None or revisit_discount <= 0:
-        return snapshot.info
-    return snapshot.info / (1.0 + revisit_discount * snapshot.judged)
-
-
-def _top_cells(
-    snapshot: Snapshot,
-    info: np.ndarray,
-    candidates: np.ndarray,
-    active: np.ndarray,
-    width: int,
-    revisit_discount: float,
-) -> np.ndarray:
-    """(A, width) the most informative candidate prompts of each active comparison.
-
-    Uses the snapshot's precomputed order when the request keeps the default
-    discount: the first candidates in that order (rows with too few candidates
-    in a short window fall back to a full partial sort).
-    """
-    num_p = info.shape[1]
-    if snapshot.info_order is None or revisit_discount != DEFAULT_REVISIT_DISCOUNT:
-        sub = np.where(candidates[active], info[active], -1.0)
-        if width >= num_p:
-            return np.broadcast_to(np.arange(num_p), sub.shape).copy()
-        return np.argpartition(-sub, width - 1, axis=1)[:, :width]
-    window = min(num_p, 2 * width + 32)
-    hint = snapshot.info_order[active, :window].astype(np.int64)
-    ok = candidates[active[:, None], hint]
-    first = np.argsort(~ok, axis=1, kind="stable")[:, :width]  # candidates first, in order
-    top = np.take_along_axis(hint, first, axis=1)
-    short = np.flatnonzero(ok.sum(axis=1) < width)
-    if len(short) and window < num_p:
-        sub = np.where(candidates[active[short]], info[active[short]], -1.0)
-        top[short] = np.argpartition(-sub, width - 1, axis=1)[:, :width]
-    return top
-
-
-def explore(
-    rng: np.random.Generator,
-    snapshot: Snapshot,
-    candidates: np.ndarray,
-    num: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Calibration picks: cells of the prompts whose parameters are most uncertain.
-
-    Takes the ``num`` candidate prompts with the largest ``item_sd`` (ties at
-    random) and for each a random candidate comparison.
-    """
-    if num <= 0 or not candidates.any():
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    # item_sd is the same for every comparison of a dimension: one row per dimension
-    sd = np.full(candidates.shape[1], -np.inf)
-    for d in np.unique(snapshot.dimension):
-        rows = np.flatnonzero(snapshot.dimension == d)
-        in_dim = candidates[rows].any(axis=0)
-        sd = np.where(in_dim, np.maximum(sd, snapshot.item_sd[rows[0]]), sd)
-    prompts = np.flatnonzero(np.isfinite(sd) | (sd == np.inf))
-    noise = rng.random(len(prompts))
-    ranked = prompts[np.lexsort((noise, -sd[prompts]))][:num]
-    comps = []
-    for p in ranked:
-        options = np.flatnonzero(candidates[:, p])
-        comps.append(int(options[rng.integers(len(options))]))
-    return np.asarray(comps, np.int64), ranked.astype(np.int64)
 
 
 def assign_order(
@@ -858,14 +727,14 @@ def assign_order(
 def recommend(
     rng_key, snapshot: Snapshot, cells: CellState, request: Request
 ) -> tuple[Batch, RecommendInfo]:
-    """The next batch: information-greedy picks plus a calibration share.
+    """The next batch: open comparisons only, closest to a decision first, fresh prompts.
 
     Deterministic: the same snapshot, cell state, request and key give the
     same batch. Derive the key as ``jax.random.fold_in(base_key, snapshot.version)``.
 
     Args:
         rng_key: a JAX PRNG key (or an int seed).
-        snapshot: from :func:`snapshot_from_posteriors`.
+        snapshot: from :func:`snapshot_from_posteriors` or :func:`snapshot_from_draws`.
         cells: the cell state.
         request: the request.
 
@@ -875,36 +744,29 @@ def recommend(
     rng = _numpy_rng(rng_key)
     targets = target_mask(snapshot, request)
     candidates = candidate_mask(snapshot, cells, request, targets)
-    size = int(request.size)
-    num_explore = int(np.floor(request.explore_share * size + 1e-9)) if size > 1 else 0
-    comp, prompt, gain, var_after = greedy_information(
-        snapshot,
+    judged = snapshot.judged if snapshot.judged is not None else np.zeros_like(cells.available)
+    targeted = np.zeros(snapshot.num_comparisons, bool)
+    if request.targets is not None:
+        targeted[np.asarray(request.targets, np.int64)] = True
+    comp, prompt, reason, need = allocate(
+        rng,
+        snapshot.decisions,
         candidates,
-        targets,
-        size - num_explore,
+        judged,
+        int(request.size),
+        targeted=targeted,
+        burn_in=request.burn_in,
+        allow_repeats=request.allow_repeats,
         max_per_cell=request.max_per_cell,
         available=cells.available,
-        rng=rng,
-        revisit_discount=request.revisit_discount,
-        weights=decision_weights(snapshot) if request.weighting == "decision" else None,
     )
-    # calibration from the cells the greedy part did not take
-    left = candidates.copy()
-    left[comp, prompt] = False
-    e_comp, e_prompt = explore(rng, snapshot, left, size - len(comp))
-    all_comp = np.concatenate([comp, e_comp])
-    all_prompt = np.concatenate([prompt, e_prompt])
-    gains = np.concatenate([gain, np.zeros(len(e_comp))])
-    explore_flag = np.concatenate([np.zeros(len(comp), bool), np.ones(len(e_comp), bool)])
-    order = assign_order(rng, cells, all_comp, all_prompt)
-    batch = Batch(all_comp, all_prompt, order, gains, explore_flag)
-    var_before = float(np.diag(snapshot.theta_cov)[targets].sum())
+    order = assign_order(rng, cells, comp, prompt)
+    batch = Batch(comp, prompt, order, reason, need)
     info = RecommendInfo(
         snapshot_version=snapshot.version,
         targets=targets,
-        decided=decided_mask(snapshot, request.decide_z),
-        num_candidates=int(candidates.sum()),
-        target_variance_before=var_before,
-        target_variance_after=float(var_after[targets].sum()),
+        decided=decided_mask(snapshot),
+        num_candidates=int((candidates & ((judged == 0) | request.allow_repeats)).sum()),
+        unannotatable=int((~cells.annotatable).sum()) if cells.annotatable is not None else 0,
     )
     return batch, info

@@ -1,61 +1,66 @@
-"""Judge an annotation policy by effort and outcome, replayed on a fully logged campaign.
+"""Judge an annotation policy by the judgments it spends until the decisions close.
 
-Leopard/White (Gonzalez-Brenes & Huang): an adaptive policy is judged by the
-effort it spends and the outcome it reaches, measured counterfactually on
-logged data. Here:
+Leopard/White: an adaptive policy is judged by the *effort* it spends and the
+*outcome* it reaches, replayed counterfactually on logged data. Here:
 
-* the *log* is every judgment of one dimension of a campaign;
+* the *log* is every judgment of one dimension of a campaign (or a
+  semi-synthetic campaign with known truth, :func:`semi_synthetic`);
 * a *policy* asks for cells (comparison, prompt); it may only ask for
   judgments that exist in the log: a request draws, without replacement, one
-  logged judgment of that cell (in an order fixed by the seed), and an
-  exhausted cell cannot be chosen;
-* after every batch the model is re-estimated (MAP + Laplace, one compiled
-  function for the whole replay: the fit always sees every logged judgment,
-  the unused ones with weight 0; cold-started by default, see
-  :class:`ReplayConfig` ``warm_start``);
-* *effort* = judgments used; *outcome* = share of comparisons whose verdict
-  (sign and significance by the standard 95% interval) matches the verdict
-  of the same model and method on the full log.
+  logged judgment of that cell (in an order fixed by the seed);
+* every policy runs with the **same decision and stopping rule**
+  (:func:`adaptive.decisions.decide`, checked after every batch): the replay
+  stops when every comparison is closed or can no longer move (with the prompt
+  as the unit, when its prompts are used up; with the judgment, when its
+  judgments are);
+* *effort* = judgments used until then; *outcome* = comparisons closed,
+  **reversals** (a decision whose sign contradicts the full log's own
+  prompt-level sign; must be 0), agreement on the comparisons the full log
+  decides clearly, and with known truth the wrong-sign and wrong-equivalence
+  rates.
 
-Policies (all ``policy(rng, snapshot, available, size, step) -> (comparison, prompt)``):
+Policies (``policy(rng, view, size) -> (comparison, prompt)``, view: :class:`View`):
 
-* ``adaptive``: :func:`adaptive.recommend.recommend` (undecided comparisons,
-  information-greedy with fantasised updates, 10% calibration);
-* ``uniform``: cells at random;
-* ``round_robin``: cycles through the comparisons, a random cell of each;
-* ``arena``: Chatbot Arena's active sampling (Chiang et al. 2024, eq. 9):
-  comparison c with probability proportional to the expected reduction of
-  its interval width, sqrt(S_c / n_c) - sqrt(S_c / (n_c + 1)) with
-  S_c = n_c var_c, then a random cell of it.
+* ``adaptive``: :func:`adaptive.recommend.allocate`: open comparisons only,
+  closest to a decision first after a burn-in, a fresh prompt per judgment;
+* ``uniform``: cells at random over every comparison, closed or not (what a
+  fixed design does), fresh prompts first;
+* ``round_robin``: the open comparisons in turn, a fresh prompt of each;
+* ``arena``: Chatbot Arena's active sampling (Chiang et al. 2024, eq. 9),
+  comparison c with probability proportional to the expected reduction of its
+  interval width, sqrt(S_c / n_c) - sqrt(S_c / (n_c + 1)) with S_c = n_c var_c,
+  over every comparison (it does not know about decisions), then a random
+  fresh cell of it.
+
+Uniform and arena keep spending on closed comparisons; that, not the order, is
+what the adaptive policy saves. The order decides how early decisions arrive:
+the anytime curve (judgments until k comparisons are closed) shows it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
-import jax
 import numpy as np
+from scipy import optimize, special
 
 from adaptive.cells import CellData
-from adaptive.fitting import model_data
-from adaptive.recommend import (
-    DECIDE_Z,
-    CellState,
-    Request,
-    Snapshot,
-    decided_mask,
-    recommend,
-    snapshot_from_posteriors,
+from adaptive.decisions import (
+    A_BETTER,
+    B_BETTER,
+    EQUIVALENT,
+    DecisionRule,
+    Decisions,
+    decide,
+    net_preference,
 )
-from adaptive.significance import summarize_draws
-from stan_free_models.inference import fit_laplace
-from stan_free_models.posterior import Posterior
+from adaptive.recommend import DEFAULT_BURN_IN, allocate
 
 POLICIES = ("adaptive", "uniform", "round_robin", "arena")
-
-PolicyFn = Callable[[np.random.Generator, Snapshot, np.ndarray, int, int], tuple]
+#: a full-log comparison is decided clearly when its prompt-level |z| is at least this (two-sided 0.001)
+CLEAR_Z = 3.2905267314919255
 
 
 @dataclass(frozen=True)
@@ -63,330 +68,483 @@ class ReplayConfig:
     """How to replay.
 
     Attributes:
-        batch_size: judgments per batch (the model is re-fitted after each).
-        budget: stop after this many judgments (default: the whole log).
-        parameterization: ``comparison`` (paper) or ``system``.
-        thresholds: ``free`` (paper) or ``symmetric`` (b_c = -b_(K-c), so that
-            theta = 0 means "no preference" in every comparison).
-        num_draws: Laplace draws per fit (verdicts use their 95% interval).
-        fit_seed: key of the Laplace draws (the same for every fit, so that
-            the verdict at full data equals the reference verdict).
-        explore_share, decide_z: of the adaptive policy.
-        max_iter: L-BFGS iterations per fit.
-        warm_start: start each fit from the previous mode. Off by default: on
-            ai_teacher_test the MAP is not unique, and a fit of the full log
-            warm-started from a 30% fit converged (gradient norm < 1e-3) to
-            thetas (4.18, 2.90, 0.85) where the cold fit gives (-0.06, 3.26,
-            4.80), so warm-started replays could disagree with the reference
-            even on the whole log. Cold starts from the default point make each
-            verdict a function of the data only, as the reference's is.
+        batch_size: judgments per batch (decisions are updated after each).
+        budget: stop after this many judgments (default: no limit but the log).
+        rule: the decision rule every policy shares.
+        burn_in: of the adaptive policy.
     """
 
-    batch_size: int = 200
+    batch_size: int = 100
     budget: int | None = None
-    parameterization: str = "comparison"
-    thresholds: str = "free"
-    num_draws: int = 1000
-    fit_seed: int = 0
-    explore_share: float = 0.1
-    decide_z: float = DECIDE_Z
-    max_iter: int = 500
-    warm_start: bool = False
+    rule: DecisionRule = field(default_factory=DecisionRule)
+    burn_in: int = DEFAULT_BURN_IN
 
     def __post_init__(self) -> None:
-        if self.thresholds not in ("free", "symmetric"):
-            raise ValueError(f"thresholds must be 'free' or 'symmetric', not {self.thresholds!r}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, not {self.batch_size}")
+
+
+class Log(NamedTuple):
+    """One dimension's judgments as index arrays (row order = arrival order).
+
+    ``true_net`` is the known Δ of each comparison in a simulated log, else None.
+    """
+
+    comparison: np.ndarray
+    prompt: np.ndarray
+    signed: np.ndarray
+    num_comparisons: int
+    num_prompts: int
+    true_net: np.ndarray | None = None
+
+    @property
+    def num_judgments(self) -> int:
+        return int(self.comparison.shape[0])
+
+
+def log_from_cells(cells: CellData) -> Log:
+    """The :class:`Log` of one dimension's cells."""
+    return Log(
+        cells.judgment_comparison.astype(np.int64),
+        cells.judgment_prompt.astype(np.int64),
+        cells.judgment_y.astype(np.float64) - 1.0,
+        cells.num_comparisons,
+        len(cells.prompts),
+    )
+
+
+class View(NamedTuple):
+    """What a policy sees after a batch."""
+
+    decisions: Decisions
+    useful: np.ndarray  # (C, P) cells whose next judgment can move a decision
+    left: np.ndarray  # (C, P) judgments left in the log
+    judged: np.ndarray  # (C, P) judgments drawn so far
+    stats: np.ndarray  # (C, 3): observations, sum, sum of squares of the signed judgments
+    step: int
 
 
 class ReplayTrace(NamedTuple):
-    """One policy, one seed: the state after every batch."""
+    """One policy, one seed."""
 
     policy: str
     seed: int
-    judgments: np.ndarray  # (T,) judgments used so far
-    agreement: np.ndarray  # (T,) share of comparisons whose verdict matches the reference
-    num_decided: np.ndarray  # (T,) comparisons decided by the recommender's rule
-
-
-# ------------------------------------------------------------------- fitting
-
-
-def verdicts(posterior: Posterior) -> np.ndarray:
-    """(C,) -1 (A significantly better), 0 (not significant), +1 (B significantly better)."""
-    stats = summarize_draws(posterior.flat("theta"))
-    return np.where(stats["significant"], np.sign(stats["mean"]), 0).astype(np.int64)
-
-
-class Fitter:
-    """Re-fits one dimension's log on a subset of its judgments (one compiled shape)."""
-
-    def __init__(self, cells: CellData, config: ReplayConfig):
-        self.cells = cells
-        self.config = config
-        self.data = model_data(
-            cells, likelihood="judgment", parameterization=config.parameterization
-        )
-        self.key = jax.random.PRNGKey(config.fit_seed)
-
-    def fit(self, used: np.ndarray, init: dict | None = None) -> Posterior:
-        weight = (self.data.weight * used).astype(np.float32)
-        data = replace(self.data, weight=weight)
-        kwargs = dict(
-            rng_key=self.key,
-            num_draws=self.config.num_draws,
-            symmetric_thresholds=self.config.thresholds == "symmetric",
-        )
-        init = init if self.config.warm_start else None
-        posterior = fit_laplace(data, init=init, max_iter=self.config.max_iter, **kwargs)
-        if init is not None and not _finite(posterior):
-            # a warm start can land where an item's Hessian block is not positive
-            # definite (non-finite draws); a cold start from the default init recovers
-            posterior = fit_laplace(data, init=None, max_iter=self.config.max_iter, **kwargs)
-        if not _finite(posterior):
-            raise RuntimeError("the Laplace fit gave non-finite draws")
-        return posterior
-
-
-def _finite(posterior: Posterior) -> bool:
-    return bool(np.isfinite(posterior.draws["theta"]).all())
-
-
-def reference_verdicts(cells: CellData, config: ReplayConfig) -> np.ndarray:
-    """Verdicts of the same model and method on the full log."""
-    return verdicts(Fitter(cells, config).fit(np.ones(cells.num_judgments, bool)))
+    judgments: np.ndarray  # (T,) judgments used after each batch
+    num_closed: np.ndarray  # (T,) comparisons closed after each batch
+    used: int  # judgments used when the replay stopped
+    outcome: np.ndarray  # (C,) final decisions
+    closed_total: np.ndarray  # (C,) campaign judgments when each closed (inf: never)
+    spent_on_closed: int = 0  # judgments asked for comparisons already closed when asked
 
 
 # ------------------------------------------------------------------- policies
 
 
-def _random_cells(
-    rng: np.random.Generator, available: np.ndarray, size: int, rows: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """``size`` distinct available cells at random (more per cell only when cells run out)."""
-    mask = available > 0
+def _random_useful(rng, view: View, size: int, rows: np.ndarray | None = None):
+    mask = view.useful.copy()
     if rows is not None:
-        mask &= np.isin(np.arange(available.shape[0]), rows)[:, None]
+        keep = np.zeros(mask.shape[0], bool)
+        keep[rows] = True
+        mask &= keep[:, None]
     flat = np.flatnonzero(mask)
     picks = rng.permutation(flat)[:size]
-    left = size - len(picks)
-    if left > 0:
-        extra = np.repeat(flat, np.maximum(available.ravel()[flat] - 1, 0))
-        picks = np.concatenate([picks, rng.permutation(extra)[:left]])
-    return np.unravel_index(picks.astype(np.int64), available.shape)
+    return np.unravel_index(picks.astype(np.int64), mask.shape)
 
 
-def uniform_policy(rng, snapshot, available, size, step):
-    """Cells at random."""
-    return _random_cells(rng, available, size)
+def uniform_policy(rng, view: View, size: int):
+    """Cells at random over every comparison (closed ones too)."""
+    return _random_useful(rng, view, size)
 
 
-def round_robin_policy(rng, snapshot, available, size, step):
-    """Cycle through the comparisons (continuing where the last batch stopped)."""
-    num_c = available.shape[0]
-    left = available.copy()
+def round_robin_policy(rng, view: View, size: int):
+    """The open comparisons in turn, a random fresh cell of each."""
+    open_ = np.flatnonzero(~view.decisions.closed & view.useful.any(axis=1))
     comps, prompts = [], []
-    turn = step * size
-    stalls = 0
-    while len(comps) < size and stalls < num_c:
-        c = turn % num_c
+    taken = np.zeros_like(view.useful)
+    start = (view.step * size) % max(len(open_), 1)
+    turn = 0
+    while len(comps) < size and len(open_):
+        c = int(open_[(start + turn) % len(open_)])
         turn += 1
-        options = np.flatnonzero(left[c] > 0)
+        options = np.flatnonzero(view.useful[c] & ~taken[c])
         if len(options) == 0:
-            stalls += 1
+            open_ = open_[open_ != c]
             continue
-        stalls = 0
-        # prefer a prompt of this comparison not taken yet in this batch
-        fresh = options[left[c, options] == available[c, options]]
-        p = int(rng.choice(fresh if len(fresh) else options))
-        left[c, p] -= 1
+        p = int(rng.choice(options))
+        taken[c, p] = True
         comps.append(c)
         prompts.append(p)
     return np.asarray(comps, np.int64), np.asarray(prompts, np.int64)
 
 
-def arena_policy(rng, snapshot, available, size, step, counts=None):
-    """Chatbot Arena's rule: comparisons in proportion to the expected reduction of interval width."""
-    var = np.diag(snapshot.theta_cov)
-    n = np.maximum(counts if counts is not None else np.zeros_like(var), 1.0)
-    width_gain = np.sqrt(var) * (1.0 - np.sqrt(n / (n + 1.0)))
-    open_rows = (available > 0).any(axis=1)
-    weights = np.where(open_rows, width_gain, 0.0)
-    if weights.sum() <= 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    draws = rng.choice(len(weights), size=size, p=weights / weights.sum())
-    left = available.copy()
+def arena_policy(rng, view: View, size: int):
+    """Chatbot Arena's rule: comparisons by expected interval-width reduction, over all."""
+    n, s1, s2 = view.stats[:, 0], view.stats[:, 1], view.stats[:, 2]
+    var = np.where(n > 1, (s2 - s1**2 / np.maximum(n, 1)) / np.maximum(n - 1, 1), 1.0)
+    var = np.maximum(var, 1e-3)
+    n_ = np.maximum(n, 1.0)
+    weight = np.sqrt(var / n_) - np.sqrt(var / (n_ + 1.0))
+    taken = np.zeros_like(view.useful)
     comps, prompts = [], []
-    for c in draws:
-        options = np.flatnonzero(left[c] > 0)
-        if len(options) == 0:
-            continue
-        fresh = options[left[c, options] == available[c, options]]
-        p = int(rng.choice(fresh if len(fresh) else options))
-        left[c, p] -= 1
-        comps.append(int(c))
+    for _ in range(size):
+        ok = (view.useful & ~taken).any(axis=1)
+        if not ok.any():
+            break
+        w = np.where(ok, weight, 0.0)
+        w = w / w.sum() if w.sum() > 0 else ok / ok.sum()
+        c = int(rng.choice(len(w), p=w))
+        p = int(rng.choice(np.flatnonzero(view.useful[c] & ~taken[c])))
+        taken[c, p] = True
+        comps.append(c)
         prompts.append(p)
     return np.asarray(comps, np.int64), np.asarray(prompts, np.int64)
 
 
-def adaptive_policy(config: ReplayConfig) -> PolicyFn:
-    """The recommender as a replay policy (new-system pairing off: the log fixes the pairs)."""
+def adaptive_policy(config: ReplayConfig) -> Callable:
+    """The recommender's allocation (:func:`adaptive.recommend.allocate`)."""
 
-    def policy(rng, snapshot, available, size, step):
-        state = CellState(
-            available=available,
-            shown_a=np.zeros_like(available),
-            shown_b=np.zeros_like(available),
+    def policy(rng, view: View, size: int):
+        candidates = view.useful & ~view.decisions.closed[:, None]
+        comp, prompt, _, _ = allocate(
+            rng,
+            view.decisions,
+            candidates,
+            view.judged,
+            size,
+            burn_in=config.burn_in,
+            allow_repeats=config.rule.unit == "judgment",
+            available=view.left,
         )
-        request = Request(
-            size=size,
-            explore_share=config.explore_share,
-            decide_z=config.decide_z,
-            new_system_judgments=0,
-        )
-        batch, _ = recommend(int(rng.integers(2**31)), snapshot, state, request)
-        return batch.comparison, batch.prompt
+        return comp, prompt
 
     return policy
 
 
-# ------------------------------------------------------------------- replay
+def policy_fn(name: str, config: ReplayConfig) -> Callable:
+    if name == "adaptive":
+        return adaptive_policy(config)
+    table = {"uniform": uniform_policy, "round_robin": round_robin_policy, "arena": arena_policy}
+    if name not in table:
+        raise ValueError(f"unknown policy {name!r}; expected one of {POLICIES}")
+    return table[name]
 
 
-def replay(
-    seed: int,
-    cells: CellData,
-    policy: str,
-    reference: np.ndarray,
-    config: ReplayConfig = ReplayConfig(),
-    *,
-    fitter: Fitter | None = None,
-) -> ReplayTrace:
-    """Replay one policy on one dimension's log.
+# --------------------------------------------------------------------- replay
 
-    Args:
-        seed: fixes the order in which each cell's logged judgments are drawn
-            and the policy's randomness.
-        cells: the full log of one dimension (no redundancy grouping).
-        policy: one of :data:`POLICIES`.
-        reference: (C,) verdicts on the full log (:func:`reference_verdicts`).
-        config: the replay settings.
-        fitter: reuse a :class:`Fitter` of these cells.
 
-    Returns:
-        The :class:`ReplayTrace` (one entry per batch, the first at 0 judgments).
+def replay(seed: int, log: Log, policy: str, config: ReplayConfig | None = None) -> ReplayTrace:
+    """Replay one policy on a log until every decision is closed or cannot move.
+
+    Deterministic for a seed: the order in which each cell's logged judgments
+    come out, and the policy's random choices, derive from it.
     """
-    if policy not in POLICIES:
-        raise ValueError(f"unknown policy {policy!r}; expected one of {POLICIES}")
-    fitter = fitter or Fitter(cells, config)
-    rng = np.random.default_rng([seed, POLICIES.index(policy)])
-    num_c, num_p = cells.num_comparisons, len(cells.prompts)
-    # each cell's logged judgments in a seeded random order (a stack to pop from)
-    cell_key = cells.judgment_comparison * num_p + cells.judgment_prompt
-    order = rng.permutation(cells.num_judgments)
-    order = order[np.argsort(cell_key[order], kind="stable")]
-    starts = np.searchsorted(cell_key[order], np.arange(num_c * num_p))
-    available = np.bincount(cell_key, minlength=num_c * num_p).reshape(num_c, num_p)
-    taken = np.zeros(num_c * num_p, np.int64)
-    used = np.zeros(cells.num_judgments, bool)
-    budget = min(config.budget or cells.num_judgments, cells.num_judgments)
-    fns: dict[str, PolicyFn] = {
-        "adaptive": adaptive_policy(config),
-        "uniform": uniform_policy,
-        "round_robin": round_robin_policy,
-    }
-
-    posterior = fitter.fit(used)
-
-    def snap(step: int) -> Snapshot:
-        return snapshot_from_posteriors([posterior], [cells], seed=seed + step, observed=[used])[0]
-
-    snapshot = snap(0)
-    judgments = [0]
-    agreement = [float(np.mean(verdicts(posterior) == reference))]
-    decided = [int(decided_mask(snapshot, config.decide_z).sum())]
-    step = 0
-    while used.sum() < budget:
-        size = int(min(config.batch_size, budget - used.sum()))
-        if policy == "arena":
-            counts = np.bincount(cells.judgment_comparison[used], minlength=num_c)
-            comp, prompt = arena_policy(rng, snapshot, available, size, step, counts=counts)
-        else:
-            comp, prompt = fns[policy](rng, snapshot, available, size, step)
+    config = config or ReplayConfig()
+    choose = policy_fn(policy, config)
+    rng = np.random.default_rng(seed)
+    C, P = log.num_comparisons, log.num_prompts
+    # each cell's judgments in a seeded random order: queue[c, p] -> row indices
+    perm = rng.permutation(log.num_judgments)
+    key = log.comparison[perm] * P + log.prompt[perm]
+    order = perm[np.argsort(key, kind="stable")]
+    cell_key = log.comparison[order] * P + log.prompt[order]
+    starts = np.searchsorted(cell_key, np.arange(C * P)).reshape(C, P)
+    total = np.bincount(cell_key, minlength=C * P).reshape(C, P)
+    judged = np.zeros((C, P), np.int64)
+    seq: list[int] = []
+    stats = np.zeros((C, 3))
+    budget = config.budget if config.budget is not None else log.num_judgments
+    steps, closed_counts = [], []
+    step = spent_on_closed = 0
+    while True:
+        rows = np.asarray(seq, np.int64)
+        dec = decide(
+            log.comparison[rows], log.prompt[rows], log.signed[rows], C, config.rule, num_tests=C
+        )
+        left = total - judged
+        useful = (left > 0) & (judged == 0) if config.rule.unit == "prompt" else left > 0
+        movable = ~dec.closed & useful.any(axis=1)
+        if step > 0:
+            steps.append(len(seq))
+            closed_counts.append(int(dec.closed.sum()))
+        if not movable.any() or len(seq) >= budget:
+            break
+        view = View(dec, useful, left, judged, stats, step)
+        size = min(config.batch_size, budget - len(seq))
+        comp, prompt = choose(rng, view, size)
         if len(comp) == 0:
-            break  # the policy asks for nothing more: every target is decided or exhausted
-        for c, p in zip(np.asarray(comp).tolist(), np.asarray(prompt).tolist()):
-            k = c * num_p + p
-            if available[c, p] <= 0:
-                raise RuntimeError(f"policy {policy!r} asked for an exhausted cell ({c}, {p})")
-            used[order[starts[k] + taken[k]]] = True
-            taken[k] += 1
-            available[c, p] -= 1
-        posterior = fitter.fit(used, init=posterior.mode)
+            break
+        for c, p in zip(comp.tolist(), prompt.tolist()):
+            if judged[c, p] >= total[c, p]:
+                continue
+            spent_on_closed += bool(dec.closed[c])
+            row = int(order[starts[c, p] + judged[c, p]])
+            judged[c, p] += 1
+            seq.append(row)
+            s = log.signed[row]
+            stats[c] += (1.0, s, s * s)
         step += 1
-        snapshot = snap(step)
-        judgments.append(int(used.sum()))
-        agreement.append(float(np.mean(verdicts(posterior) == reference)))
-        decided.append(int(decided_mask(snapshot, config.decide_z).sum()))
+    rows = np.asarray(seq, np.int64)
+    closed_total = np.full(C, np.inf)
+    comp_seq = log.comparison[rows]
+    for c in np.flatnonzero(dec.closed):
+        positions = np.flatnonzero(comp_seq == c)
+        closed_total[c] = float(positions[dec.closed_at[c] - 1] + 1)
     return ReplayTrace(
-        policy, seed, np.asarray(judgments), np.asarray(agreement), np.asarray(decided)
+        policy,
+        seed,
+        np.asarray(steps, np.int64),
+        np.asarray(closed_counts, np.int64),
+        len(seq),
+        dec.outcome.copy(),
+        closed_total,
+        spent_on_closed,
     )
 
 
-# ------------------------------------------------------------------- summaries
+# -------------------------------------------------------------------- summary
 
 
-def curve(traces: Sequence[ReplayTrace], batch_size: int, total: int) -> list[dict]:
-    """Mean and sd of agreement over seeds on the common grid 0, B, 2B, ..., total.
+def full_log_sign(log: Log) -> tuple[np.ndarray, np.ndarray]:
+    """(C,) the full log's own prompt-level sign of Δ and |z| (mean of cell means / se)."""
+    ref = net_preference(log.comparison, log.prompt, log.signed, log.num_comparisons)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = np.where(ref.se > 0, ref.mean / ref.se, np.where(ref.mean != 0, np.inf, 0.0))
+    return np.sign(np.nan_to_num(ref.mean)), np.abs(np.nan_to_num(z))
 
-    A trace that stopped early (its policy asked for nothing more) keeps its
-    last agreement for the rest of the grid.
-    """
-    grid = np.unique(np.concatenate([np.arange(0, total, batch_size), [total]]))
-    values = np.stack([_on_grid(t, grid) for t in traces])
-    rows = []
-    for g, col in zip(grid, values.T):
-        rows.append(
+
+def decision_sign(outcome: np.ndarray) -> np.ndarray:
+    return np.where(outcome == B_BETTER, 1, np.where(outcome == A_BETTER, -1, 0))
+
+
+def summarize(traces: Sequence[ReplayTrace], log: Log, rule: DecisionRule | None = None) -> dict:
+    """Effort and outcome of one policy over seeds (the replay's JSON row)."""
+    rule = rule or DecisionRule()
+    used = np.array([t.used for t in traces], np.float64)
+    closed = np.array([int((t.outcome != 0).sum()) for t in traces], np.float64)
+    sign, absz = full_log_sign(log)
+    reversals = [int(((decision_sign(t.outcome) * sign) < 0).sum()) for t in traces]
+    clear = absz >= CLEAR_Z
+    agreement = [
+        float((decision_sign(t.outcome)[clear] == sign[clear]).mean()) if clear.any() else np.nan
+        for t in traces
+    ]
+    C = log.num_comparisons
+    # anytime curve: judgments until k comparisons are closed (mean over seeds reaching k)
+    curve = []
+    for k in range(1, C + 1):
+        at = [np.sort(t.closed_total)[k - 1] for t in traces]
+        reached = [a for a in at if np.isfinite(a)]
+        curve.append(
             {
-                "policy": traces[0].policy,
-                "judgments": int(g),
-                "agreement_mean": float(col.mean()),
-                "agreement_sd": float(col.std(ddof=1)) if len(col) > 1 else 0.0,
-                "num_seeds": len(col),
+                "closed": k,
+                "judgments_mean": float(np.mean(reached)) if reached else None,
+                "share_of_seeds": len(reached) / len(traces),
             }
         )
-    return rows
-
-
-def _on_grid(trace: ReplayTrace, grid: np.ndarray) -> np.ndarray:
-    idx = np.searchsorted(trace.judgments, grid, side="right") - 1
-    return trace.agreement[np.clip(idx, 0, len(trace.agreement) - 1)]
-
-
-def judgments_to_reach(trace: ReplayTrace, level: float = 0.95) -> int | None:
-    """Judgments after which agreement is >= level and stays so (None: never)."""
-    below = np.flatnonzero(trace.agreement < level - 1e-12)
-    if len(below) == 0:
-        return int(trace.judgments[0])
-    if below[-1] + 1 >= len(trace.agreement):
-        return None
-    return int(trace.judgments[below[-1] + 1])
-
-
-def headline(traces: Sequence[ReplayTrace], level: float = 0.95, total: int = 0) -> dict:
-    """Judgments a policy needs to reach ``level`` agreement (and keep it): mean and sd over seeds.
-
-    A seed that never reaches it counts as the whole log (``total``), and is reported.
-    """
-    reached = [judgments_to_reach(t, level) for t in traces]
-    values = np.array([total if r is None else r for r in reached], dtype=float)
-    return {
+    row = {
         "policy": traces[0].policy,
-        "level": level,
-        "judgments_mean": float(values.mean()),
-        "judgments_sd": float(values.std(ddof=1)) if len(values) > 1 else 0.0,
-        "judgments_min": int(values.min()),
-        "judgments_max": int(values.max()),
-        "num_seeds": len(values),
-        "num_not_reached": int(sum(r is None for r in reached)),
-        "share_of_log": float(values.mean() / total) if total else float("nan"),
+        "seeds": len(traces),
+        "judgments_mean": float(used.mean()),
+        "judgments_sd": float(used.std(ddof=1)) if len(used) > 1 else 0.0,
+        "share_of_log": float(used.mean() / max(log.num_judgments, 1)),
+        "comparisons": C,
+        "closed_mean": float(closed.mean()),
+        "reversals_max": int(max(reversals)),
+        "agreement_clear": float(np.nanmean(agreement)) if clear.any() else None,
+        "clear_comparisons": int(clear.sum()),
+        "wrong_sign_rate": None,
+        "wrong_equivalence_rate": None,
+        "campaigns_with_error": None,
+        "half_closed_judgments": curve[(C + 1) // 2 - 1]["judgments_mean"] if C else None,
+        "spent_on_closed_mean": float(np.mean([t.spent_on_closed for t in traces])),
+        "curve": curve,
     }
+    if log.true_net is not None:
+        truth = np.sign(log.true_net)
+        wrong_sign = np.array(
+            [((decision_sign(t.outcome) * truth) < 0).sum() for t in traces], np.float64
+        )
+        wrong_eq = np.array(
+            [
+                ((t.outcome == EQUIVALENT) & (np.abs(log.true_net) >= rule.margin)).sum()
+                for t in traces
+            ],
+            np.float64,
+        )
+        row["wrong_sign_rate"] = float(wrong_sign.sum() / (len(traces) * C))
+        row["wrong_equivalence_rate"] = float(wrong_eq.sum() / (len(traces) * C))
+        row["campaigns_with_error"] = float(((wrong_sign + wrong_eq) > 0).mean())
+    return row
+
+
+# ------------------------------------------------------------ known truth
+
+
+_GH_X, _GH_W = np.polynomial.hermite_e.hermegauss(24)
+_GH_W = _GH_W / _GH_W.sum()
+
+
+def _cell_probs(z: np.ndarray, kappa: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """P(B), P(A) of a cell with latent preference z and tie threshold kappa >= 0."""
+    return special.expit(z - kappa), special.expit(-z - kappa)
+
+
+class CampaignTruth(NamedTuple):
+    """Per comparison: location theta, tie threshold kappa, prompt-by-comparison sd."""
+
+    theta: np.ndarray
+    kappa: np.ndarray
+    spread: np.ndarray
+
+    def net(self) -> np.ndarray:
+        """(C,) true Δ: expected signed judgment over the prompt population."""
+        z = self.theta[:, None] + self.spread[:, None] * _GH_X[None, :]
+        pb, pa = _cell_probs(z, self.kappa[:, None])
+        return ((pb - pa) * _GH_W).sum(axis=1)
+
+    def tie_share(self) -> np.ndarray:
+        z = self.theta[:, None] + self.spread[:, None] * _GH_X[None, :]
+        pb, pa = _cell_probs(z, self.kappa[:, None])
+        return ((1.0 - pb - pa) * _GH_W).sum(axis=1)
+
+
+def fit_truth(log: Log) -> CampaignTruth:
+    """Per comparison, (theta, kappa, spread) matching the log's Δ, tie share and prompt spread.
+
+    The spread is the between-prompt sd of the cells' expected signed judgment
+    beyond what the within-cell binomial noise explains (method of moments); a
+    comparison with one judgment per cell gets the mean spread of the others.
+    """
+    C = log.num_comparisons
+    theta, kappa, spread = np.zeros(C), np.ones(C), np.zeros(C)
+    between = np.full(C, np.nan)
+    for c in range(C):
+        m = log.comparison == c
+        s, p = log.signed[m], log.prompt[m]
+        if len(s) == 0:
+            continue
+        uniq, inv, counts = np.unique(p, return_inverse=True, return_counts=True)
+        cell_mean = np.bincount(inv, weights=s) / counts
+        cell_sq = np.bincount(inv, weights=s * s) / counts
+        within = np.where(
+            counts > 1, (cell_sq - cell_mean**2) * counts / np.maximum(counts - 1, 1), 0
+        )
+        multi = counts > 1
+        if multi.sum() >= 5 and len(uniq) > 5:
+            between[c] = max(cell_mean.var(ddof=1) - np.mean(within[multi] / counts[multi]), 0.0)
+    fill = np.nanmean(between) if np.isfinite(between).any() else 0.05
+    between = np.where(np.isfinite(between), between, fill)
+    for c in range(C):
+        m = log.comparison == c
+        if not m.any():
+            continue
+        s = log.signed[m]
+        target = np.array([s.mean(), (s == 0).mean(), between[c]])
+
+        def resid(x, target=target):
+            t = CampaignTruth(np.array([x[0]]), np.array([np.exp(x[1])]), np.array([np.exp(x[2])]))
+            z = t.theta[:, None] + t.spread[:, None] * _GH_X[None, :]
+            pb, pa = _cell_probs(z, t.kappa[:, None])
+            d = pb - pa
+            mean = (d * _GH_W).sum()
+            var = ((d - mean) ** 2 * _GH_W).sum()
+            return [
+                mean - target[0],
+                t.tie_share()[0] - target[1],
+                np.sqrt(var) - np.sqrt(target[2]),
+            ]
+
+        tie = min(max(target[1], 0.02), 0.9)
+        x0 = [2.0 * target[0], np.log(max(-np.log(1.0 - tie) + 0.1, 0.05)), np.log(0.5)]
+        sol = optimize.least_squares(resid, x0, bounds=([-8, -6, -6], [8, 3, 2]))
+        theta[c], kappa[c], spread[c] = sol.x[0], np.exp(sol.x[1]), np.exp(sol.x[2])
+    return CampaignTruth(theta, kappa, spread)
+
+
+def simulate_log(
+    rng: np.random.Generator,
+    truth: CampaignTruth,
+    comparison: np.ndarray,
+    prompt: np.ndarray,
+    num_prompts: int,
+    *,
+    random_share: float = 0.0,
+) -> Log:
+    """Fresh outcomes for a design (one row per judgment) from a :class:`CampaignTruth`.
+
+    Each (comparison, prompt) cell draws its own latent preference
+    theta_c + spread_c * N(0, 1) once, so judgments of one cell are correlated
+    as on real logs; a share ``random_share`` of judgments comes from
+    annotators who answer at random (A, tie, B with equal probability), which
+    the true Δ includes.
+    """
+    C = truth.theta.shape[0]
+    u = rng.normal(size=(C, num_prompts))
+    z = truth.theta[comparison] + truth.spread[comparison] * u[comparison, prompt]
+    pb, pa = _cell_probs(z, truth.kappa[comparison])
+    r = rng.random(comparison.shape[0])
+    signed = np.where(r < pb, 1.0, np.where(r < pb + pa, -1.0, 0.0))
+    if random_share > 0:
+        noisy = rng.random(comparison.shape[0]) < random_share
+        signed = np.where(noisy, rng.integers(-1, 2, size=comparison.shape[0]), signed)
+    true_net = truth.net() * (1.0 - random_share)
+    return Log(
+        comparison.astype(np.int64),
+        prompt.astype(np.int64),
+        signed.astype(np.float64),
+        C,
+        num_prompts,
+        true_net,
+    )
+
+
+def semi_synthetic(
+    rng: np.random.Generator, log: Log, truth: CampaignTruth | None = None, prompts_factor: int = 1
+) -> Log:
+    """A campaign with the log's design and fresh outcomes from a fit to it (known truth).
+
+    ``prompts_factor`` k > 1 adds (k - 1) times as many new prompts, each judged
+    as often as the log's cells, so a comparison can go on past the log's size.
+    """
+    truth = truth or fit_truth(log)
+    comp, prompt = log.comparison, log.prompt
+    if prompts_factor > 1:
+        comp = np.concatenate([log.comparison] * prompts_factor)
+        prompt = np.concatenate([log.prompt + k * log.num_prompts for k in range(prompts_factor)])
+    return simulate_log(rng, truth, comp, prompt, log.num_prompts * prompts_factor)
+
+
+def synthetic_campaign(
+    rng: np.random.Generator,
+    net: Sequence[float],
+    *,
+    num_prompts: int = 500,
+    per_cell: int = 1,
+    tie_share: float = 0.25,
+    spread: float = 0.5,
+    random_share: float = 0.0,
+) -> Log:
+    """A campaign with given true Δ per comparison (a regime study).
+
+    theta of each comparison is solved so that the true Δ (with the given tie
+    share and prompt spread) equals ``net``.
+    """
+    net = np.asarray(net, np.float64)
+    C = net.shape[0]
+    kappa0 = np.log((1.0 + tie_share) / (1.0 - tie_share))  # tie share at theta = 0, no spread
+    theta = np.zeros(C)
+
+    def gap(t: float, target: float) -> float:
+        one = CampaignTruth(np.array([t]), np.array([kappa0]), np.array([spread]))
+        return float(one.net()[0]) - target
+
+    for c in range(C):
+        if net[c] != 0:
+            theta[c] = optimize.brentq(gap, -20, 20, args=(net[c] / (1.0 - random_share),))
+    truth = CampaignTruth(theta, np.full(C, kappa0), np.full(C, spread))
+    comp = np.repeat(np.arange(C), num_prompts * per_cell)
+    prompt = np.tile(np.repeat(np.arange(num_prompts), per_cell), C)
+    perm = rng.permutation(comp.shape[0])
+    return simulate_log(
+        rng, truth, comp[perm], prompt[perm], num_prompts, random_share=random_share
+    )

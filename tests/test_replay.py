@@ -1,136 +1,171 @@
-"""Replay of a logged campaign: policies only get logged judgments; effort and outcome are recorded."""
+"""Replay of a logged campaign: every policy under one decision rule; effort and outcome."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
+from scipy import stats
 
 from adaptive.cells import build_cells
 from adaptive.data import read_judgments
+from adaptive.decisions import A_BETTER, B_BETTER, DecisionRule
 from adaptive.replay import (
     POLICIES,
-    Fitter,
+    CampaignTruth,
+    Log,
     ReplayConfig,
     ReplayTrace,
-    curve,
-    headline,
-    judgments_to_reach,
+    fit_truth,
+    log_from_cells,
     replay,
-    verdicts,
+    semi_synthetic,
+    summarize,
+    synthetic_campaign,
 )
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "ai_teacher_test" / "judgments.csv"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 @pytest.fixture(scope="module")
-def small_log():
-    judgments = read_judgments(DATA).filter(pl.col("dimension") == "helpfulness")
-    items = judgments["item_id"].unique(maintain_order=True).to_list()[:14]
-    cells = build_cells(judgments.filter(pl.col("item_id").is_in(items)))
-    config = ReplayConfig(batch_size=120, num_draws=300)
-    fitter = Fitter(cells, config)
-    reference = verdicts(fitter.fit(np.ones(cells.num_judgments, bool)))
-    return cells, config, fitter, reference
+def ncm_log() -> Log:
+    return log_from_cells(build_cells(read_judgments(DATA / "chateval_ncm" / "judgments.csv")))
 
 
 @pytest.mark.parametrize("policy", POLICIES)
-def test_policy_uses_only_logged_judgments_and_ends_at_the_full_verdict(small_log, policy):
-    cells, config, fitter, reference = small_log
-    trace = replay(3, cells, policy, reference, config, fitter=fitter)
-    steps = np.diff(trace.judgments)
-    assert trace.judgments[0] == 0
-    assert np.all(steps > 0) and np.all(steps <= config.batch_size)
-    assert trace.judgments[-1] <= cells.num_judgments
-    assert np.all((trace.agreement >= 0) & (trace.agreement <= 1))
-    if policy != "adaptive":
-        # a non-stopping policy ends with the whole log, hence the reference verdicts
-        assert trace.judgments[-1] == cells.num_judgments
-        assert trace.agreement[-1] == 1.0
+def test_policy_only_gets_logged_judgments_and_is_deterministic(policy):
+    rng = np.random.default_rng(0)
+    log = synthetic_campaign(rng, [0.5, 0.0, -0.3, 0.1], num_prompts=60, per_cell=2)
+    config = ReplayConfig(batch_size=40, rule=DecisionRule(unit="judgment"))
+    a = replay(3, log, policy, config)
+    b = replay(3, log, policy, config)
+    assert a.used == b.used and (a.outcome == b.outcome).all()
+    assert a.used <= log.num_judgments
+    assert (np.diff(a.judgments) >= 0).all() and a.judgments[-1] == a.used
+    # it stopped because everything is closed or nothing is left that could move a decision
+    assert a.num_closed[-1] == (a.outcome != 0).sum()
 
 
-def test_budget_is_respected_and_replay_is_deterministic(small_log):
-    cells, config, fitter, reference = small_log
-    budget = 250
-    cfg = ReplayConfig(batch_size=100, num_draws=300, budget=budget)
-    a = replay(5, cells, "uniform", reference, cfg, fitter=fitter)
-    b = replay(5, cells, "uniform", reference, cfg, fitter=fitter)
-    assert a.judgments.tolist() == [0, 100, 200, 250]
-    np.testing.assert_array_equal(a.agreement, b.agreement)
+def test_adaptive_spends_nothing_on_closed_comparisons_and_less_than_uniform():
+    rng = np.random.default_rng(1)
+    log = synthetic_campaign(rng, [0.6, 0.5, -0.5, 0.3, 0.05, 0.0], num_prompts=800)
+    config = ReplayConfig(batch_size=50)
+    adaptive = [replay(s, log, "adaptive", config) for s in range(3)]
+    uniform = [replay(s, log, "uniform", config) for s in range(3)]
+    assert all(t.spent_on_closed == 0 for t in adaptive)
+    assert all(t.spent_on_closed > 0 for t in uniform)
+    mean = lambda traces: np.mean([t.used for t in traces])  # noqa: E731
+    assert mean(adaptive) < 0.8 * mean(uniform)
 
 
-def test_unknown_policy_is_rejected(small_log):
-    cells, config, fitter, reference = small_log
-    with pytest.raises(ValueError, match="unknown policy"):
-        replay(0, cells, "greedy", reference, config, fitter=fitter)
-
-
-def test_symmetric_thresholds_reach_the_fit(small_log):
-    cells = small_log[0]
-    used = np.ones(cells.num_judgments, bool)
-    free = Fitter(cells, ReplayConfig(num_draws=50)).fit(used).mean("b")
-    sym = Fitter(cells, ReplayConfig(num_draws=50, thresholds="symmetric")).fit(used).mean("b")
-    # 3 categories: two thresholds, mirror images of each other only when symmetric
-    np.testing.assert_allclose(sym[:, 0], -sym[:, 1], atol=1e-5)
-    assert np.abs(free[:, 0] + free[:, 1]).max() > 1e-2
-
-
-def test_unknown_thresholds_are_rejected():
-    with pytest.raises(ValueError, match="thresholds"):
-        ReplayConfig(thresholds="mirrored")
-
-
-def _trace(judgments, agreement, policy="p", seed=0):
-    return ReplayTrace(
-        policy, seed, np.asarray(judgments), np.asarray(agreement, float), np.zeros(len(judgments))
+def test_summary_counts_reversals_against_the_full_logs_own_sign():
+    log = Log(
+        np.array([0, 0, 0, 1, 1, 1]),
+        np.array([0, 1, 2, 0, 1, 2]),
+        np.array([1.0, 1.0, 0.0, -1.0, -1.0, 1.0]),
+        2,
+        3,
     )
+    trace = ReplayTrace(
+        "adaptive",
+        0,
+        np.array([6]),
+        np.array([2]),
+        6,
+        np.array([A_BETTER, A_BETTER]),
+        np.array([4.0, 6.0]),
+        0,
+    )
+    row = summarize([trace], log)
+    # comparison 0 leans B on the full log, so "A better" is a reversal; 1 leans A: none
+    assert row["reversals_max"] == 1
+    assert row["curve"][0]["judgments_mean"] == 4.0 and row["curve"][1]["judgments_mean"] == 6.0
+    assert row["wrong_sign_rate"] is None
+    truth = log._replace(true_net=np.array([0.2, -0.3]))
+    row = summarize([trace._replace(outcome=np.array([B_BETTER, B_BETTER]))], truth)
+    assert row["wrong_sign_rate"] == 0.5 and row["campaigns_with_error"] == 1.0
 
 
-def test_judgments_to_reach_requires_staying_above_the_level():
-    t = _trace([0, 100, 200, 300, 400], [0.5, 0.96, 0.9, 0.97, 1.0])
-    assert judgments_to_reach(t, 0.95) == 300
-    assert judgments_to_reach(_trace([0, 100], [0.5, 0.9]), 0.95) is None
-    assert judgments_to_reach(_trace([0, 100], [1.0, 1.0]), 0.95) == 0
+def test_synthetic_truth_has_the_requested_net_preference():
+    rng = np.random.default_rng(2)
+    log = synthetic_campaign(rng, [0.3, -0.1, 0.0], num_prompts=20000, tie_share=0.3, spread=0.8)
+    np.testing.assert_allclose(log.true_net, [0.3, -0.1, 0.0], atol=1e-6)
+    observed = [log.signed[log.comparison == c].mean() for c in range(3)]
+    np.testing.assert_allclose(observed, log.true_net, atol=0.02)
 
 
-def test_curve_and_headline_over_seeds():
-    a = _trace([0, 100, 200, 250], [0.5, 0.8, 1.0, 1.0], seed=0)
-    b = _trace([0, 100, 150], [0.5, 1.0, 1.0], seed=1)  # stopped early: carried forward
-    rows = curve([a, b], batch_size=100, total=250)
-    assert [r["judgments"] for r in rows] == [0, 100, 200, 250]
-    assert rows[1]["agreement_mean"] == pytest.approx(0.9)
-    assert rows[1]["agreement_sd"] == pytest.approx(np.std([0.8, 1.0], ddof=1))
-    assert rows[2]["agreement_mean"] == 1.0
-    head = headline([a, b, _trace([0, 100], [0.2, 0.4], seed=2)], 0.95, total=250)
-    assert head["num_not_reached"] == 1
-    assert head["judgments_mean"] == pytest.approx((200 + 100 + 250) / 3)
+def test_fit_truth_recovers_a_known_campaign():
+    truth = CampaignTruth(
+        np.array([0.8, -0.3, 0.0]), np.array([0.9, 0.5, 1.4]), np.array([0.6, 1.0, 0.3])
+    )
+    rng = np.random.default_rng(3)
+    comp = np.repeat(np.arange(3), 3000 * 3)
+    prompt = np.tile(np.repeat(np.arange(3000), 3), 3)
+    from adaptive.replay import simulate_log
+
+    log = simulate_log(rng, truth, comp, prompt, 3000)
+    fitted = fit_truth(log)
+    np.testing.assert_allclose(fitted.net(), truth.net(), atol=0.03)
+    np.testing.assert_allclose(fitted.tie_share(), truth.tie_share(), atol=0.03)
+    np.testing.assert_allclose(fitted.spread, truth.spread, atol=0.3)
 
 
-@pytest.mark.slow
+def test_semi_synthetic_keeps_the_design_of_the_log(ncm_log):
+    rng = np.random.default_rng(4)
+    sim = semi_synthetic(rng, ncm_log)
+    np.testing.assert_array_equal(sim.comparison, ncm_log.comparison)
+    np.testing.assert_array_equal(sim.prompt, ncm_log.prompt)
+    assert sim.true_net is not None and not np.array_equal(sim.signed, ncm_log.signed)
+    bigger = semi_synthetic(rng, ncm_log, prompts_factor=2)
+    assert bigger.num_judgments == 2 * ncm_log.num_judgments and bigger.num_prompts == 400
+
+
+def test_null_campaign_replayed_in_batches_rarely_errs():
+    # all comparisons equal; the adaptive policy checks decisions after every batch
+    campaigns, errors = 60, 0
+    for seed in range(campaigns):
+        rng = np.random.default_rng(100 + seed)
+        log = synthetic_campaign(rng, [0.0] * 8, num_prompts=150, spread=0.5)
+        trace = replay(seed, log, "adaptive", ReplayConfig(batch_size=30))
+        errors += bool(np.isin(trace.outcome, (A_BETTER, B_BETTER)).any())
+    assert errors <= stats.binom.ppf(0.99, campaigns, 0.05)
+
+
+def test_real_log_replay_has_no_reversals(ncm_log):
+    config = ReplayConfig(batch_size=200, rule=DecisionRule(unit="judgment"))
+    traces = {p: [replay(s, ncm_log, p, config) for s in range(2)] for p in ("adaptive", "uniform")}
+    rows = {p: summarize(t, ncm_log, config.rule) for p, t in traces.items()}
+    assert rows["adaptive"]["reversals_max"] == 0 and rows["uniform"]["reversals_max"] == 0
+    assert rows["adaptive"]["judgments_mean"] < 0.7 * rows["uniform"]["judgments_mean"]
+    assert rows["adaptive"]["closed_mean"] >= rows["uniform"]["closed_mean"] - 1
+
+
 def test_cli_replay_and_recommend_end_to_end(tmp_path, capsys):
-    import json
-
     from services.cli import main
 
-    judgments = read_judgments(DATA).filter(pl.col("dimension") == "helpfulness")
-    items = judgments["item_id"].unique(maintain_order=True).to_list()[:10]
+    judgments = read_judgments(DATA / "ai_teacher_test" / "judgments.csv").filter(
+        pl.col("dimension") == "helpfulness"
+    )
     small = tmp_path / "judgments.csv"
-    judgments.filter(pl.col("item_id").is_in(items)).drop("row").write_csv(small)
-    plot = tmp_path / "curve.png"
-    head = tmp_path / "head.json"
-    argv = ["replay", "--data", str(small), "--seeds", "2", "--batch-size", "100"]
-    argv += ["--policy", "uniform,adaptive", "--format", "json", "--quiet"]
-    argv += ["--plot", str(plot), "--headline", str(head), "--draws", "200"]
-    assert main(argv) == 0
+    judgments.drop("row").write_csv(small)
+    plot = tmp_path / "anytime.png"
+    argv = ["replay", "--data", str(small), "--seeds", "2", "--batch-size", "50"]
+    argv += ["--policy", "uniform,adaptive", "--format", "json", "--quiet", "--plot", str(plot)]
+    assert main(argv + ["--semi-synthetic"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert {r["policy"] for r in rows} == {"uniform", "adaptive"}
-    assert set(rows[0]) >= {"policy", "judgments", "agreement_mean", "agreement_sd"}
+    need = {"policy", "judgments_mean", "judgments_sd", "share_of_log", "closed_mean"}
+    need |= {"reversals_max", "wrong_sign_rate", "curve", "ratio_to_uniform"}
+    assert need <= set(rows[0])
+    assert all(r["wrong_sign_rate"] is not None for r in rows)
     assert plot.stat().st_size > 1000
-    assert {h["policy"] for h in json.loads(head.read_text())} == {"uniform", "adaptive"}
 
     argv = ["recommend", "--data", str(small), "--size", "7", "--format", "json", "--quiet"]
+    # every comparison of this log is decided: only a named one gets tasks
+    argv += ["--unit", "judgment", "--targets", "GPT-3 Davinci:blender_9B"]
     assert main(argv + ["--annotator", judgments["annotator_id"][0]]) == 0
     tasks = json.loads(capsys.readouterr().out)
     assert len(tasks) == 7
@@ -138,3 +173,43 @@ def test_cli_replay_and_recommend_end_to_end(tmp_path, capsys):
         first, second = t["system_first"], t["system_second"]
         assert {first, second} == {t["system_a"], t["system_b"]}
         assert (first == t["system_a"]) == (t["shown_first"] == "a")
+        assert t["reason"] == "targeted"
+        assert {t["system_a"], t["system_b"]} == {"GPT-3 Davinci", "blender_9B"}
+
+
+def test_recommend_never_serves_identical_or_missing_responses(tmp_path, capsys):
+    from services.cli import main
+
+    rows = [
+        ("p1", "x", "y", "a"),
+        ("p2", "x", "y", "b"),
+        ("p3", "x", "z", "tie"),
+    ]
+    pl.DataFrame(
+        rows, schema=["item_id", "system_a", "system_b", "winner"], orient="row"
+    ).with_columns(annotator_id=pl.lit("w1")).write_csv(tmp_path / "judgments.csv")
+    prompts = [f"p{i}" for i in range(1, 9)]
+    pl.DataFrame({"item_id": prompts, "prompt": [f"question {p}" for p in prompts]}).write_csv(
+        tmp_path / "items.csv"
+    )
+    responses = []
+    for p in prompts:
+        responses.append((p, "x", f"answer of x to {p}"))
+        # y repeats x's answer on p4..p5 (up to case and spacing); z has no answer on p6..p8
+        responses.append((p, "y", f"ANSWER of x  to {p}" if p in ("p4", "p5") else f"y on {p}"))
+        if p not in ("p6", "p7", "p8"):
+            responses.append((p, "z", f"z on {p}"))
+    pl.DataFrame(responses, schema=["item_id", "system", "response"], orient="row").write_csv(
+        tmp_path / "responses.csv"
+    )
+    argv = ["recommend", "--data", str(tmp_path / "judgments.csv"), "--size", "50"]
+    assert main(argv + ["--format", "json", "--quiet"]) == 0
+    tasks = json.loads(capsys.readouterr().out)
+    served = {(t["item_id"], t["system_a"], t["system_b"]) for t in tasks}
+    assert served and len(served) == len(tasks)
+    for item, a, b in served:
+        assert {a, b} != {"x", "y"} or item not in ("p4", "p5")
+        assert "z" not in (a, b) or item not in ("p6", "p7", "p8")
+    for t in tasks:
+        assert t["response_first"] and t["response_second"]
+        assert t["response_first"].casefold() != t["response_second"].casefold()

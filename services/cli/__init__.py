@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "services.cli.selection",
     "services.cli.server",
     "services.cli.recommend",
+    "services.cli.decisions",
     "services.cli.crowd",
     "services.cli.plot",
 )

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import sys
 from pathlib import Path
 
 from services.cli import CliError
 from services.cli.common import FORMATS, dimensions_of, emit, log
+from services.cli.decisions import add_rule_args
 
 TASK_COLUMNS = (
     "task_id",
@@ -22,8 +23,8 @@ TASK_COLUMNS = (
     "system_a",
     "system_b",
     "shown_first",
-    "expected_information",
-    "purpose",
+    "reason",
+    "needed",
 )
 
 
@@ -60,6 +61,7 @@ def recommend_from_file(args: argparse.Namespace) -> list[dict]:
     from adaptive.data import filter_judgments, read_judgments
     from adaptive.fitting import FitConfig, fit_cells
     from adaptive.recommend import (
+        REASON_CODES,
         CellState,
         Request,
         adjacent_comparisons,
@@ -67,6 +69,8 @@ def recommend_from_file(args: argparse.Namespace) -> list[dict]:
         snapshot_from_posteriors,
         tier_comparisons,
     )
+    from services.cells import annotatable_cells
+    from services.cli.decisions import rule_from_args
 
     judgments = read_judgments(args.data)
     if args.dimension:
@@ -102,14 +106,22 @@ def recommend_from_file(args: argparse.Namespace) -> list[dict]:
         cells.append(cd)
         posteriors.append(fit_cells(cd, config))
     snapshot, maps = snapshot_from_posteriors(
-        posteriors, cells, prompts=prompts, systems=systems, version=0, seed=args.seed
+        posteriors,
+        cells,
+        prompts=prompts,
+        systems=systems,
+        version=0,
+        seed=args.seed,
+        rule=rule_from_args(args),
     )
     comp_index = {name: i for i, name in enumerate(maps["comparisons"])}
     num_c, num_p = snapshot.num_comparisons, snapshot.num_prompts
     prompt_index = {p: i for i, p in enumerate(prompts)}
 
     # cell state: shown-first counts from the data (when recorded), annotator's cells
-    state = CellState.open(num_c, num_p)
+    state = CellState.open(num_c, num_p)._replace(
+        annotatable=annotatable_cells(maps["comparisons"], prompts, responses)
+    )
     exclude = np.zeros((num_c, num_p), bool) if args.annotator else None
     oriented = []
     for row in judgments.iter_rows(named=True):
@@ -147,17 +159,20 @@ def recommend_from_file(args: argparse.Namespace) -> list[dict]:
         size=args.size,
         targets=tuple(sorted(set(targets))) if targets is not None else None,
         exclude=exclude,
-        explore_share=args.explore_share,
+        burn_in=args.burn_in,
+        allow_repeats=args.unit == "judgment",
         max_per_cell=1 if args.annotator else args.max_per_cell,
     )
     batch, info = recommend(args.seed, snapshot, state, request)
     if not args.quiet:
         log(
             f"{len(batch)} tasks from {info.num_candidates} candidate cells; "
-            f"{int(info.decided.sum())}/{num_c} comparisons decided (P(B better) beyond "
-            f"0.995/0.005); target variance {info.target_variance_before:.4f} -> "
-            f"{info.target_variance_after:.4f} (fantasised)"
+            f"{int(info.decided.sum())}/{num_c} comparisons closed (they get no task unless "
+            f"named); {info.unannotatable} cells cannot be annotated (a missing or identical "
+            f"response) and are never served"
         )
+        if len(batch) < args.size:
+            log(f"note: only {len(batch)} of {args.size} tasks: no other open, annotatable cell")
     rows = []
     for k in range(len(batch)):
         c, p = int(batch.comparison[k]), int(batch.prompt[k])
@@ -177,8 +192,8 @@ def recommend_from_file(args: argparse.Namespace) -> list[dict]:
                 "system_a": a,
                 "system_b": b,
                 "shown_first": "a" if batch.shown_first[k] == 0 else "b",
-                "expected_information": float(batch.expected_gain[k]),
-                "purpose": "calibration" if batch.explore[k] else "information",
+                "reason": REASON_CODES[int(batch.reason[k])],
+                "needed": None if not np.isfinite(batch.need[k]) else int(batch.need[k]),
             }
         )
     return rows
@@ -228,8 +243,8 @@ def recommend_from_project(args: argparse.Namespace) -> list[dict]:
                 "system_a": cell["system_a"],
                 "system_b": cell["system_b"],
                 "shown_first": cell["shown_first"],
-                "expected_information": cell.get("expected_information"),
-                "purpose": cell.get("purpose", "information"),
+                "reason": cell.get("reason"),
+                "needed": cell.get("needed"),
             }
         )
     return rows
@@ -248,6 +263,25 @@ def run_recommend(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------ replay
 
 
+REPLAY_COLUMNS = (
+    "dimension",
+    "data",
+    "policy",
+    "seeds",
+    "judgments_mean",
+    "judgments_sd",
+    "share_of_log",
+    "ratio_to_uniform",
+    "closed_mean",
+    "comparisons",
+    "half_closed_judgments",
+    "reversals_max",
+    "agreement_clear",
+    "wrong_sign_rate",
+    "wrong_equivalence_rate",
+)
+
+
 def run_replay(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -255,82 +289,80 @@ def run_replay(args: argparse.Namespace) -> int:
     from adaptive.data import read_judgments
     from adaptive.replay import (
         POLICIES,
-        Fitter,
         ReplayConfig,
-        curve,
-        headline,
+        fit_truth,
+        log_from_cells,
         replay,
-        verdicts,
+        semi_synthetic,
+        summarize,
     )
+    from services.cli.decisions import rule_from_args
 
     policies = []
-    for part in args.policy or ["adaptive", "uniform", "round_robin", "arena"]:
+    for part in args.policy or list(POLICIES):
         policies += [p.strip() for p in part.split(",") if p.strip()]
     unknown = sorted(set(policies) - set(POLICIES))
     if unknown:
         raise CliError(f"unknown policies {unknown}; expected some of {list(POLICIES)}")
+    if args.seeds < 1:
+        raise CliError("--seeds must be at least 1")
     judgments = read_judgments(args.data)
     dims = args.dimension or dimensions_of(judgments)
-    config = ReplayConfig(
-        batch_size=args.batch_size,
-        budget=args.budget,
-        parameterization=args.parameterization,
-        thresholds=args.thresholds,
-        num_draws=args.draws,
-        explore_share=args.explore_share,
-        warm_start=args.warm_start,
-    )
-    rows, heads, raw = [], [], []
+    rule = rule_from_args(args)
+    config = ReplayConfig(batch_size=args.batch_size, budget=args.budget, rule=rule)
+    rows = []
     for dim in dims:
-        cells = build_cells(judgments, dimension=dim)
-        fitter = Fitter(cells, config)
-        reference = verdicts(fitter.fit(np.ones(cells.num_judgments, bool)))
-        total = min(config.budget or cells.num_judgments, cells.num_judgments)
+        log_ = log_from_cells(build_cells(judgments, dimension=dim))
+        truth = fit_truth(log_) if args.semi_synthetic else None
+        kind = "semi-synthetic" if truth is not None else "log"
         if not args.quiet:
             log(
-                f"{dim}: {cells.num_comparisons} comparisons, {cells.num_judgments} judgments; "
-                f"{int((reference != 0).sum())} significant on the full log"
+                f"{dim} ({kind}): {log_.num_comparisons} comparisons, "
+                f"{log_.num_judgments} judgments, {log_.num_prompts} prompts"
             )
+        by_policy = {}
         for policy in policies:
-            traces = []
+            traces, last = [], log_
+            progress = _progress(f"{dim} {policy}", args.seeds, args.quiet)
             for seed in range(args.seed, args.seed + args.seeds):
-                trace = replay(seed, cells, policy, reference, config, fitter=fitter)
-                traces.append(trace)
-                raw.append(
-                    {
-                        "dimension": dim,
-                        "policy": policy,
-                        "seed": seed,
-                        "judgments": trace.judgments.tolist(),
-                        "agreement": trace.agreement.tolist(),
-                        "num_decided": trace.num_decided.tolist(),
-                    }
-                )
-                if not args.quiet:
-                    log(
-                        f"  {policy} seed {seed}: {trace.judgments[-1]} judgments used, "
-                        f"final agreement {trace.agreement[-1]:.3f}"
-                    )
-            for row in curve(traces, config.batch_size, total):
-                rows.append({"dimension": dim, **row})
-            heads.append({"dimension": dim, **headline(traces, args.level, total)})
-        if args.raw:
-            Path(args.raw).write_text(json.dumps(raw))
-    emit(rows, args.format)
-    if args.headline:
-        Path(args.headline).write_text(json.dumps(heads, indent=1))
-    if not args.quiet:
-        from services.cli.common import render
-
-        log(f"judgments to reach {args.level:.0%} agreement (and keep it), over seeds:")
-        log(render(heads, "table"))
+                if truth is not None:
+                    # one fresh campaign per seed, the same for every policy
+                    rng = np.random.default_rng([seed, 1])
+                    last = semi_synthetic(rng, log_, truth, prompts_factor=args.prompts_factor)
+                traces.append(replay(seed, last, policy, config))
+                progress()
+            by_policy[policy] = summarize(traces, last, rule)
+        base = by_policy.get("uniform", {}).get("judgments_mean")
+        for summary in by_policy.values():
+            row = {"dimension": dim, "data": kind, **summary}
+            row["ratio_to_uniform"] = row["judgments_mean"] / base if base else None
+            rows.append(row)
+    if args.format == "json":
+        emit(rows, "json")
+    else:
+        emit(rows, args.format, columns=REPLAY_COLUMNS)
+    if not args.quiet and rows:
+        log(f"rule: {rule.describe(rows[0]['comparisons'])}")
     if args.plot:
-        plot_curves(rows, heads, args.plot)
+        plot_anytime(rows, args.plot)
     return 0
 
 
-def plot_curves(rows: list[dict], heads: list[dict], path: str) -> None:
-    """Agreement vs judgments, one panel per dimension, mean +- sd over seeds."""
+def _progress(label: str, total: int, quiet: bool):
+    """A step function that prints ``label k/total`` on stderr (nothing when quiet)."""
+    state = {"k": 0}
+
+    def step() -> None:
+        state["k"] += 1
+        if not quiet:
+            end = "\n" if state["k"] == total else "\r"
+            print(f"  {label}: seed {state['k']}/{total}", end=end, file=sys.stderr, flush=True)
+
+    return step
+
+
+def plot_anytime(rows: list[dict], path: str) -> None:
+    """Judgments until k comparisons are closed, one panel per dimension, one line per policy."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -338,26 +370,25 @@ def plot_curves(rows: list[dict], heads: list[dict], path: str) -> None:
 
     dims = list(dict.fromkeys(r["dimension"] for r in rows))
     fig, axes = plt.subplots(1, len(dims), figsize=(5.5 * len(dims), 4), squeeze=False)
+    styles = {"adaptive": "-", "uniform": "--", "round_robin": "-.", "arena": ":"}
     for ax, dim in zip(axes[0], dims):
-        for policy in dict.fromkeys(r["policy"] for r in rows if r["dimension"] == dim):
-            sel = [r for r in rows if r["dimension"] == dim and r["policy"] == policy]
-            x = [r["judgments"] for r in sel]
-            m = [r["agreement_mean"] for r in sel]
-            s = [r["agreement_sd"] for r in sel]
-            (line,) = ax.plot(x, m, label=policy)
-            ax.fill_between(
-                x,
-                [a - b for a, b in zip(m, s)],
-                [a + b for a, b in zip(m, s)],
-                alpha=0.15,
-                color=line.get_color(),
-            )
-        ax.axhline(0.95, color="grey", linestyle=":", linewidth=1)
-        ax.set_title(dim)
+        for r in (r for r in rows if r["dimension"] == dim):
+            pts = [(c["judgments_mean"], c["closed"]) for c in r["curve"] if c["judgments_mean"]]
+            if pts:
+                x, y = zip(*pts)
+                ax.step(
+                    x,
+                    y,
+                    where="post",
+                    linestyle=styles.get(r["policy"], "-"),
+                    lw=1.8,
+                    label=f"{r['policy']} (all closed/exhausted: {r['judgments_mean']:.0f})",
+                )
+        ax.set_title(f"{dim} ({rows[0]['data']})")
         ax.set_xlabel("judgments used")
-        ax.set_ylabel("agreement with full-data verdicts")
-        ax.set_ylim(0, 1.02)
-        ax.legend(loc="lower right", fontsize=8)
+        ax.set_ylabel("comparisons closed")
+        ax.set_ylim(0, max(r["comparisons"] for r in rows) + 0.5)
+        ax.legend(loc="lower right", fontsize=7, framealpha=0.9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -369,7 +400,7 @@ def plot_curves(rows: list[dict], heads: list[dict], path: str) -> None:
 def register(sub) -> None:
     p = sub.add_parser(
         "recommend",
-        help="the next annotation batch: cells that most reduce the uncertainty of undecided comparisons",
+        help="the next annotation batch: open comparisons only, closest to a decision first",
         description=(
             "Recommend the next batch of (prompt, system pair, dimension) tasks. With --data the "
             "judgments file is fitted here (fast path) and the batch written as one row per task "
@@ -390,8 +421,16 @@ def register(sub) -> None:
     p.add_argument("--targets", help="comparisons that matter: A:B,C:D (default: the undecided)")
     p.add_argument("--adjacent", action="store_true", help="target leaderboard neighbours")
     p.add_argument("--tier", help="target the comparisons within this tier: SYS1,SYS2,...")
-    p.add_argument("--explore-share", type=float, default=0.1, help="share spent on calibration")
-    p.add_argument("--max-per-cell", type=int, default=1, help="tasks of one cell per batch")
+    p.add_argument(
+        "--burn-in",
+        type=int,
+        default=20,
+        help="judgments every open comparison gets before the closest-first order (default: 20)",
+    )
+    p.add_argument(
+        "--max-per-cell", type=int, default=1, help="tasks of one cell per batch (default: 1)"
+    )
+    add_rule_args(p)
     p.add_argument("--parameterization", choices=["comparison", "system"], default="comparison")
     p.add_argument("--draws", type=int, default=1000, help="Laplace draws of the fit")
     p.add_argument("--format", choices=list(FORMATS), default="csv")
@@ -401,13 +440,14 @@ def register(sub) -> None:
 
     r = sub.add_parser(
         "replay",
-        help="replay a fully logged campaign: judgments each policy needs to reach the full-data verdicts",
+        help="replay a logged campaign: judgments each policy spends until the decisions close",
         description=(
             "Leopard/White replay: each policy may only ask for judgments that exist in the log; "
-            "after every batch the model is re-fitted (MAP + Laplace, warm start) and the share "
-            "of comparisons whose verdict (sign and 95%-interval significance) matches the "
-            "full-data verdict is recorded. Output: agreement curve per policy (mean and sd over "
-            "seeds); the headline (judgments to reach --level) goes to stderr and --headline."
+            "every policy runs with the same anytime-valid decision rule (evalset decisions) and "
+            "stops when every comparison is closed or its log cannot move it any more. Reports "
+            "judgments used, comparisons closed, reversals against the full log's own sign, and "
+            "with --semi-synthetic (fresh outcomes from a fit to the log, known truth) the "
+            "wrong-sign and wrong-equivalence rates. See docs/replay.md."
         ),
     )
     r.add_argument("--data", required=True, help="judgments file (CSV, JSONL or Parquet)")
@@ -417,28 +457,23 @@ def register(sub) -> None:
         action="append",
         help="adaptive, uniform, round_robin, arena (repeatable or comma-separated; default all)",
     )
-    r.add_argument("--seeds", type=int, default=20, help="replays per policy")
-    r.add_argument("--seed", type=int, default=0, help="first seed")
-    r.add_argument("--budget", type=int, help="stop after this many judgments")
-    r.add_argument("--batch-size", type=int, default=200, help="judgments per batch")
-    r.add_argument("--parameterization", choices=["comparison", "system"], default="comparison")
+    r.add_argument("--seeds", type=int, default=20, help="replays per policy (default: 20)")
+    r.add_argument("--seed", type=int, default=0, help="first seed (default: 0)")
+    r.add_argument("--budget", type=int, help="stop after this many judgments (default: the log)")
+    r.add_argument("--batch-size", type=int, default=100, help="judgments per batch (default: 100)")
     r.add_argument(
-        "--thresholds",
-        choices=["free", "symmetric"],
-        default="free",
-        help="free (paper) or symmetric (theta = 0 means no preference)",
-    )
-    r.add_argument("--draws", type=int, default=1000, help="Laplace draws per fit")
-    r.add_argument("--explore-share", type=float, default=0.1)
-    r.add_argument(
-        "--warm-start",
+        "--semi-synthetic",
         action="store_true",
-        help="start each re-fit from the previous mode (faster; the MAP may differ from a cold fit)",
+        help="replay fresh campaigns simulated from a fit to the log (known truth)",
     )
-    r.add_argument("--level", type=float, default=0.95, help="agreement level of the headline")
-    r.add_argument("--plot", help="write the curves to this PNG")
-    r.add_argument("--headline", help="write the headline (JSON) to this file")
-    r.add_argument("--raw", help="write every trace (JSON) to this file")
-    r.add_argument("--format", choices=list(FORMATS), default="table")
-    r.add_argument("--quiet", action="store_true")
+    r.add_argument(
+        "--prompts-factor",
+        type=int,
+        default=1,
+        help="with --semi-synthetic: k times the log's prompts, same design (default: 1)",
+    )
+    add_rule_args(r)
+    r.add_argument("--plot", help="write the anytime curves (judgments until k closed) to this PNG")
+    r.add_argument("--format", choices=list(FORMATS), default="table", help="output format")
+    r.add_argument("--quiet", action="store_true", help="no progress on stderr")
     r.set_defaults(func=run_replay)

@@ -1,0 +1,50 @@
+"""Name-level helpers shared by the CLI and the API: which cells can be annotated at all."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+
+def same_text(text: str) -> str:
+    """A response as an annotator sees it: entities decoded, case and spacing ignored.
+
+    Example:
+        >>> same_text("I &apos;m  married .") == same_text("i 'm married .")
+        True
+    """
+    return " ".join(html.unescape(text).casefold().split())
+
+
+def annotatable_cells(
+    comparisons: Sequence[tuple[str, str, str]],
+    prompts: Sequence[str],
+    responses: Mapping[tuple[str, str], str],
+) -> np.ndarray:
+    """(C, P) False where a system has no response to the prompt or both responses are the same.
+
+    ``comparisons`` are (dimension, system_a, system_b); ``responses`` maps
+    (prompt id, system) to the response text. With no responses at all nothing
+    is known and every cell counts as annotatable. Responses that differ only
+    in HTML entities, case or spacing count as identical: an annotator could
+    only call them a tie, so such cells are skipped, not recorded as ties (the
+    net preference is then the average over the prompts where the two systems
+    answer differently).
+
+    Example:
+        >>> annotatable_cells([("overall", "x", "y")], ["p1", "p2", "p3"],
+        ...                   {("p1", "x"): "hi", ("p1", "y"): "Hi", ("p2", "x"): "a",
+        ...                    ("p2", "y"): "b", ("p3", "x"): "c"}).tolist()
+        [[False, True, False]]
+    """
+    out = np.ones((len(comparisons), len(prompts)), bool)
+    if not responses:
+        return out
+    norm = {key: same_text(text) for key, text in responses.items() if text is not None}
+    for c, (_dim, a, b) in enumerate(comparisons):
+        for p, item in enumerate(prompts):
+            ra, rb = norm.get((item, a)), norm.get((item, b))
+            out[c, p] = ra is not None and rb is not None and ra != rb
+    return out

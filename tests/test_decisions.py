@@ -1,0 +1,213 @@
+"""Anytime-valid decisions: golden values, references, and the error guarantee on null campaigns."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+from adaptive.decisions import (
+    A_BETTER,
+    B_BETTER,
+    EQUIVALENT,
+    UNDECIDED,
+    DecisionRule,
+    decide,
+    decision_observations,
+    eb_confidence_sequence,
+    log_sign_evalue,
+    net_preference,
+)
+
+REFERENCE = Path(__file__).resolve().parent / "reference"
+
+
+# ------------------------------------------------------------------ the pieces
+
+
+@pytest.mark.parametrize(
+    "k,m,a", [(0, 0, 5.0), (7, 10, 5.0), (60, 100, 5.0), (40, 100, 1.0), (600, 1000, 20.0)]
+)
+def test_sign_evalue_matches_numerical_integration_of_the_mixture(k, m, a):
+    def integrand(q):
+        return (2 * q) ** k * (2 * (1 - q)) ** (m - k) * 2 * stats.beta.pdf(q, a, a)
+
+    reference = integrate.quad(integrand, 0.5, 1.0, limit=400, epsabs=0)[0]
+    assert np.exp(log_sign_evalue(k, m, a)) == pytest.approx(reference, rel=1e-7)
+
+
+def test_sign_evalue_is_never_nan_deep_in_the_tail():
+    # 3 B-wins in 3,000 non-ties: evidence for A, none for B (log E -inf or hugely negative)
+    value = log_sign_evalue(np.array(3), np.array(3000), 5.0)
+    assert not np.isnan(value) and value < -1000
+    assert log_sign_evalue(np.array(2997), np.array(3000), 5.0) > 1000
+
+
+@pytest.mark.parametrize("q0", [0.5, 0.4, 0.2])
+def test_sign_evalue_is_a_supermartingale_under_every_null_q(q0):
+    k = np.arange(0, 60)[:, None]
+    m = np.arange(0, 60)[None, :]
+    ok = k <= m
+    k, m = np.broadcast_arrays(k, m)
+    now = log_sign_evalue(k[ok], m[ok], 5.0)
+    nxt = q0 * np.exp(log_sign_evalue(k[ok] + 1, m[ok] + 1, 5.0) - now) + (1 - q0) * np.exp(
+        log_sign_evalue(k[ok], m[ok] + 1, 5.0) - now
+    )
+    assert (nxt <= 1 + 1e-9).all()
+    if q0 == 0.5:  # a martingale at the boundary of the null
+        np.testing.assert_allclose(nxt, 1.0, rtol=1e-9)
+
+
+def test_confidence_sequence_matches_confseq():
+    sys.path.insert(0, str(REFERENCE))
+    try:
+        from confseq.predmix import predmix_empbern_twosided_cs
+    finally:
+        sys.path.remove(str(REFERENCE))
+    rng = np.random.default_rng(1)
+    for x in (rng.random(400) ** 2, rng.integers(0, 3, 300) / 2.0, np.ones(50)):
+        for alpha in (0.05, 0.001):
+            low, high = predmix_empbern_twosided_cs(
+                x, alpha=alpha, truncation=0.5, running_intersection=True
+            )
+            mine_low, mine_high = eb_confidence_sequence(x, alpha)
+            np.testing.assert_allclose(mine_low, low, atol=1e-12)
+            np.testing.assert_allclose(mine_high, np.minimum(high, 1.0), atol=1e-12)
+
+
+def test_confidence_sequence_covers_at_every_look():
+    # a skewed three-point distribution like signed judgments, mean 0.62 on [0, 1]
+    rng = np.random.default_rng(2)
+    misses = 0
+    for _ in range(300):
+        x = rng.choice([0.0, 0.5, 1.0], size=500, p=[0.2, 0.36, 0.44])
+        low, high = eb_confidence_sequence(x, 0.1)
+        misses += bool(((low > 0.62) | (high < 0.62)).any())
+    assert misses / 300 <= 0.1
+
+
+def test_prompt_unit_keeps_the_first_judgment_of_each_cell():
+    comp = np.array([0, 0, 1, 0, 1, 1])
+    prompt = np.array([5, 5, 5, 2, 5, 0])
+    assert decision_observations(comp, prompt, "prompt").tolist() == [1, 0, 1, 1, 0, 1]
+    assert decision_observations(comp, prompt, "judgment").all()
+
+
+def test_net_preference_is_the_mean_of_cell_means_with_a_prompt_level_interval():
+    comp = np.array([0, 0, 0, 0, 0, 1])
+    prompt = np.array([0, 0, 1, 2, 2, 0])
+    signed = np.array([1, -1, 1, 1, 1, -1])
+    r = net_preference(comp, prompt, signed, 2)
+    cells = np.array([0.0, 1.0, 1.0])
+    assert r.mean[0] == pytest.approx(cells.mean())
+    half = stats.t.ppf(0.975, 2) * cells.std(ddof=1) / np.sqrt(3)
+    assert r.ci_high[0] == pytest.approx(min(cells.mean() + half, 1.0))
+    assert r.num_prompts.tolist() == [3, 1] and np.isnan(r.se[1])
+
+
+def test_rule_is_validated_and_named():
+    with pytest.raises(ValueError, match="unit"):
+        DecisionRule(unit="cell")
+    with pytest.raises(ValueError, match="alpha"):
+        DecisionRule(alpha=1.5)
+    rule = DecisionRule(alpha=0.05)
+    assert rule.alpha_each(10) == pytest.approx(0.005)
+    assert "bonferroni" in rule.describe(10) and "0.005" in rule.describe(10)
+    assert DecisionRule(correction="none").alpha_each(10) == 0.05
+
+
+# ------------------------------------------------------------------- decisions
+
+
+def simulate(rng, nets, n, *, tie=0.25, spread=0.0, per_cell=1, num_prompts=None):
+    """Judgments of each comparison, prompts with their own preference (a misspecified world)."""
+    num_prompts = num_prompts or n
+    comp, prompt, signed = [], [], []
+    for c, net in enumerate(nets):
+        # each prompt shifts the B share; Δ over the prompt population stays `net`
+        shift = spread * rng.standard_normal(num_prompts)
+        shift -= shift.mean()
+        p_b = np.clip((1 - tie) / 2 + net / 2 + shift, 0, 1 - tie)
+        cells = rng.permutation(np.repeat(np.arange(num_prompts), per_cell))[:n]
+        r = rng.random(n)
+        s = np.where(r < p_b[cells], 1.0, np.where(r < 1 - tie, -1.0, 0.0))
+        comp += [c] * n
+        prompt += cells.tolist()
+        signed += s.tolist()
+    order = rng.permutation(len(comp))
+    return np.array(comp)[order], np.array(prompt)[order], np.array(signed)[order]
+
+
+def test_clear_effects_are_decided_with_the_right_sign():
+    rng = np.random.default_rng(3)
+    comp, prompt, signed = simulate(rng, [0.4, -0.4, 0.0], 600)
+    d = decide(comp, prompt, signed, 3)
+    assert d.outcome[0] == B_BETTER and d.outcome[1] == A_BETTER
+    assert d.outcome[2] in (UNDECIDED, EQUIVALENT)
+    assert 0 < d.closed_at[0] < 600 and d.needed[0] == 0
+    assert d.cs_low[0] > 0 and d.cs_high[1] < 0
+    assert d.needed[2] > 0
+
+
+def test_equivalence_needs_a_tight_sequence_inside_the_margin():
+    rng = np.random.default_rng(4)
+    comp, prompt, signed = simulate(rng, [0.0], 6000, tie=0.6)
+    d = decide(comp, prompt, signed, 1, DecisionRule(margin=0.1))
+    assert d.outcome[0] == EQUIVALENT
+    assert -0.1 < d.cs_low[0] and d.cs_high[0] < 0.1
+
+
+def test_sparse_data_stays_undecided_with_an_estimate_of_what_is_needed():
+    # five B-wins out of five: far from enough at alpha / 20 per comparison
+    d = decide(np.zeros(5, int), np.arange(5), np.ones(5), 20)
+    assert d.outcome[0] == UNDECIDED and 1 <= d.needed[0] < 100
+    empty = decide(np.zeros(0, int), np.zeros(0, int), np.zeros(0), 2)
+    assert (empty.outcome == UNDECIDED).all() and np.isinf(empty.needed).all()
+
+
+def test_a_decision_never_depends_on_other_comparisons_data():
+    rng = np.random.default_rng(5)
+    comp, prompt, signed = simulate(rng, [0.15, 0.3, -0.05, 0.0], 500, per_cell=3, num_prompts=200)
+    full = decide(comp, prompt, signed, 4)
+    for _ in range(5):
+        # thin the others to a random share, keep every judgment of comparison 0 in order
+        keep = (comp == 0) | (rng.random(len(comp)) < rng.uniform(0.05, 0.9))
+        part = decide(comp[keep], prompt[keep], signed[keep], 4)
+        for field in ("outcome", "closed_at", "net", "cs_low", "cs_high", "e_b", "e_a", "needed"):
+            np.testing.assert_array_equal(getattr(part, field)[0], getattr(full, field)[0])
+
+
+@pytest.mark.parametrize(
+    "unit,per_cell,spread",
+    [("prompt", 1, 0.0), ("prompt", 3, 0.15), ("judgment", 1, 0.15)],
+)
+def test_null_campaigns_rarely_get_any_wrong_decision_at_any_look(unit, per_cell, spread):
+    # 10 comparisons with no true difference, decisions checked after every judgment
+    # (the first crossing counts): a campaign errs when any comparison gets a sign.
+    rng = np.random.default_rng(6)
+    rule = DecisionRule(alpha=0.05, unit=unit)
+    campaigns, errors = 120, 0
+    for _ in range(campaigns):
+        comp, prompt, signed = simulate(
+            rng, [0.0] * 10, 300, spread=spread, per_cell=per_cell, num_prompts=300 // per_cell
+        )
+        d = decide(comp, prompt, signed, 10, rule)
+        errors += bool(np.isin(d.outcome, (A_BETTER, B_BETTER)).any())
+    # alpha = 0.05; a rule without the split or with a fixed-look test fails this by far
+    assert errors <= stats.binom.ppf(0.99, campaigns, 0.05)
+
+
+def test_without_the_split_the_same_campaigns_err_more_often():
+    # the test above can fail: at alpha 0.05 per comparison, 10 null comparisons err far more
+    rng = np.random.default_rng(7)
+    rule = DecisionRule(alpha=0.05, correction="none")
+    split = DecisionRule(alpha=0.05)
+    loose = strict = 0
+    for _ in range(120):
+        comp, prompt, signed = simulate(rng, [0.0] * 10, 300)
+        loose += bool(np.isin(decide(comp, prompt, signed, 10, rule).outcome, (1, 2)).any())
+        strict += bool(np.isin(decide(comp, prompt, signed, 10, split).outcome, (1, 2)).any())
+    assert loose > strict
