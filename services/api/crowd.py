@@ -54,11 +54,22 @@ class CrowdTask(BaseModel):
     shown_first: str
 
 
+class IncompleteTask(BaseModel):
+    task_id: str
+    item_id: str
+    system_a: str
+    system_b: str
+    missing: list[str] = Field(description="prompt, response_first and/or response_second")
+
+
 class LeaseTasksPublic(BaseModel):
     lease_id: str
     annotator_id: str
     expires_at: datetime
-    tasks: list[CrowdTask]
+    tasks: list[CrowdTask] = Field(description="tasks with every text, in display order")
+    incomplete: list[IncompleteTask] = Field(
+        description="leased cells that cannot be shown: a text was never registered"
+    )
 
 
 class CrowdResultsCreate(BaseModel):
@@ -102,18 +113,11 @@ def _lease_tasks(state, project_id: str, lease_id: str) -> tuple[dict, pl.DataFr
             for p in repo.list_prompts(conn=conn, project_id=project_id)
             if p["prompt_id"] in wanted
         ]
-    try:
-        tasks = tasks_from_lease(lease, prompts)
-    except DataError as exc:
-        raise ApiError(
-            422,
-            "missing_texts",
-            f"the lease has tasks without a registered prompt text or response: {exc.message}",
-            problems=[
-                {"row": p.row - 1, "field": p.column, "message": p.expected} for p in exc.problems
-            ],
-        ) from exc
-    return lease, tasks
+    return lease, tasks_from_lease(lease, prompts, require_texts=False)
+
+
+def _missing(task: dict) -> list[str]:
+    return [c for c in ("prompt", "response_first", "response_second") if not task[c]]
 
 
 @router.get(
@@ -124,14 +128,23 @@ def _lease_tasks(state, project_id: str, lease_id: str) -> tuple[dict, pl.DataFr
     responses=ERRORS,
 )
 def lease_tasks(project_id: ProjectId, lease_id: LeaseId, state: State) -> LeaseTasksPublic:
-    """The leased cells in display order with the prompt and both responses (``422
-    missing_texts`` when a prompt text or response was never registered)."""
+    """The leased cells in display order with the prompt and both responses; cells whose
+    prompt text or response was never registered are listed apart (``incomplete``)."""
     lease, tasks = _lease_tasks(state, project_id, lease_id)
+    rows = list(tasks.select(TASK_COLUMNS).iter_rows(named=True))
     return LeaseTasksPublic(
         lease_id=lease["lease_id"],
         annotator_id=lease["annotator_id"],
         expires_at=repo.as_utc(lease["expires_at"]),
-        tasks=[CrowdTask(**r) for r in tasks.select(TASK_COLUMNS).iter_rows(named=True)],
+        tasks=[CrowdTask(**r) for r in rows if not _missing(r)],
+        incomplete=[
+            IncompleteTask(
+                **{k: r[k] for k in ("task_id", "item_id", "system_a", "system_b")},
+                missing=_missing(r),
+            )  # fmt: skip
+            for r in rows
+            if _missing(r)
+        ],
     )
 
 

@@ -57,6 +57,13 @@ def _tasks(args: argparse.Namespace):
     if not args.lease:
         raise CliError("--project needs --lease ID (the lease_id of a next-batch answer)")
     payload = _request(args, "GET", f"/leases/{args.lease}/tasks")
+    for task in payload.get("incomplete", []):
+        log(
+            f"left out task {task['task_id']} ({task['item_id']}: {task['system_a']} vs "
+            f"{task['system_b']}): no registered {', '.join(task['missing'])}"
+        )
+    if not payload["tasks"]:
+        raise CliError(f"lease {args.lease}: no task has every text registered")
     frame = pl.DataFrame(payload["tasks"], schema={c: pl.Utf8 for c in TASK_COLUMNS})
     return normalize_tasks(frame, batch_id=payload["lease_id"])
 
