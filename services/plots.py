@@ -147,8 +147,9 @@ def plot_leaderboard(
 
 def plot_annotators(rows: Any, path: str | Path, *, title: str = "", max_annotators: int = 40):
     """Left: each annotator's position intercept with its interval (> 0: the first-shown
-    response preferred); right: agreement r with the other annotators. Flagged
-    annotators are drawn in vermillion. The most active ``max_annotators`` are shown."""
+    response preferred), vermillion when that screen flags it; right: agreement r with
+    the other annotators, vermillion when the agreement screen flags it. The most
+    active ``max_annotators`` are shown."""
     rows = sorted(_rows(rows), key=lambda r: -(r.get("n_judgments") or 0))[:max_annotators]
     rows.sort(key=lambda r: (r.get("position_intercept") is None, r.get("position_intercept") or 0))
     n = len(rows)
@@ -159,19 +160,24 @@ def plot_annotators(rows: Any, path: str | Path, *, title: str = "", max_annotat
     y = np.arange(n)
     flag_color, ok_color = "#D55E00", "#0072B2"
     for yi, r in zip(y, rows):
-        c = flag_color if r.get("flagged") else ok_color
+        # each panel shows its own screen's flag
         if r.get("position_intercept") is not None:
+            c = flag_color if r.get("position_flag") else ok_color
             ax1.plot([r["position_ci_low"], r["position_ci_high"]], [yi, yi], color=c, lw=2)
             ax1.plot(r["position_intercept"], yi, "o", color=c, ms=4)
         agr = r.get("agreement_r")
         if agr is not None and np.isfinite(agr):
+            c = flag_color if r.get("agreement_flag") else ok_color
             ax2.barh(yi, agr, color=c, height=0.6)
     ax1.axvline(0, color="grey", lw=0.8, ls=":")
     ax2.axvline(0, color="grey", lw=0.8, ls=":")
     if all(r.get("position_intercept") is None for r in rows):
         ax1.text(0.5, 0.5, "position not screened:\nthe data does not say which\nresponse was shown first",
                  transform=ax1.transAxes, ha="center", va="center", fontsize=8, color="grey")  # fmt: skip
-    labels = [f"{r['annotator_id']} ({r.get('n_judgments', 0)})" for r in rows]
+    labels = [
+        f"{'* ' if r.get('flagged') else ''}{r['annotator_id']} ({r.get('n_judgments', 0)})"
+        for r in rows
+    ]
     ax1.set_yticks(y, labels, fontsize=7)
     ax1.set_xlabel("position intercept (> 0: first shown preferred)")
     ax2.set_xlabel("agreement r with the others")
@@ -185,8 +191,8 @@ def plot_annotators(rows: Any, path: str | Path, *, title: str = "", max_annotat
     ]
     ax2.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0),
                frameon=False)  # fmt: skip
-    fig.suptitle(title or "Annotators: position bias and agreement (judgments in brackets)",
-                 fontsize=10)  # fmt: skip
+    fig.suptitle(title or "Annotators: position bias and agreement "
+                 "(judgments in brackets; * flagged by either screen)", fontsize=10)  # fmt: skip
     return _save(fig, path)
 
 
