@@ -83,3 +83,26 @@ def test_an_arena_frame_gives_a_leaderboard():
     )
     board = evalset.leaderboard(battles)
     assert board["system"].to_list()[0] == "z" and board.height == 3
+
+
+def test_prune_python_and_command_line_agree_and_are_sorted(tmp_path, capsys):
+    from services.cli import main
+
+    data = evalset.example(num_systems=4, num_prompts=12, seed=2)
+    kept = evalset.prune(data, keep=5)
+    assert kept.filter(pl.col("kept")).group_by("tier").len()["len"].min() >= 5
+    path = tmp_path / "j.csv"
+    data.drop("row").write_csv(path)
+    assert main(["prune", "--data", str(path), "--keep", "5", "--quiet"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:4] == ["dimension", "item_id", "tier", "kept"]  # a table by default
+    assert main(["prune", "--data", str(path), "--keep", "5", "--quiet", "--format", "csv"]) == 0
+    table = pl.read_csv(capsys.readouterr().out.encode())
+    for _, tier in table.group_by("tier", maintain_order=True):
+        flags = tier["kept"].to_list()
+        assert flags == sorted(flags, reverse=True)  # kept first
+        ranks = tier.filter(pl.col("kept"))["rank"].to_list()
+        assert ranks == sorted(ranks)  # most informative first
+    assert sorted(table.rows()) == sorted(
+        kept.select(table.columns).with_columns(pl.col("kept")).rows()
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import io
 import json
@@ -15,13 +16,23 @@ FORMATS = ("table", "json", "csv")
 
 def add_data_args(parser: argparse.ArgumentParser, *, formats: Sequence[str] = FORMATS) -> None:
     """--data, --dimension, --format and --seed, as every analysis subcommand takes them."""
-    parser.add_argument("--data", required=True, help="judgments file (CSV, JSONL or Parquet)")
+    parser.add_argument(
+        "--data",
+        required=True,
+        help="judgments: CSV, TSV, JSON array, JSONL or Parquet, in the common schema or a "
+        "Chatbot Arena battle log (model_a, model_b, winner)",
+    )
     parser.add_argument(
         "--dimension", help="analyse only this dimension (default: every dimension)"
     )
-    parser.add_argument("--format", choices=list(formats), default=formats[0], help="output format")
     parser.add_argument(
-        "--seed", type=int, default=0, help="random seed (results are reproducible)"
+        "--format",
+        choices=list(formats),
+        default=formats[0],
+        help="output format (default: %(default)s; tables are drawn with rich on a terminal)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="random seed; results are reproducible (default: 0)"
     )
 
 
@@ -64,8 +75,56 @@ def render(
     return "\n".join(out)
 
 
+def _rich_table(rows: list[dict], columns: Sequence[str] | None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    columns = list(columns or (rows[0].keys() if rows else []))
+    table = Table(show_edge=False, header_style="bold", pad_edge=False)
+    for c in columns:
+        numeric = any(isinstance(r.get(c), int | float) and not isinstance(r.get(c), bool)
+                      for r in rows)  # fmt: skip
+        table.add_column(c, justify="right" if numeric else "left")
+    for r in rows:
+        table.add_row(*[_cell(r.get(c)) for c in columns])
+    Console().print(table)
+
+
+def _cell(v, floatfmt: str = ".3f") -> str:
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return format(v, floatfmt)
+    return "" if v is None else str(v)
+
+
 def emit(rows: list[dict], fmt: str, *, columns: Sequence[str] | None = None) -> None:
+    """Rows to stdout: a rich table on a terminal, otherwise the plain text table (stable
+    for pipes and files), JSON or CSV."""
+    if fmt == "table" and sys.stdout.isatty():
+        _rich_table(rows, columns)
+        return
     print(render(rows, fmt, columns=columns), file=sys.stdout)
+
+
+@contextlib.contextmanager
+def spinner(message: str, *, quiet: bool = False):
+    """A spinner with the elapsed time on stderr while a long step runs (rich; nothing when
+    ``quiet`` or when stderr is not a terminal, where a line is logged when it ends)."""
+    import time
+
+    if quiet:
+        yield
+        return
+    start = time.perf_counter()
+    if sys.stderr.isatty():
+        from rich.console import Console
+
+        with Console(stderr=True).status(message):
+            yield
+    else:
+        yield
+    log(f"{message}: done in {time.perf_counter() - start:.1f} s")
 
 
 def log(message: str) -> None:

@@ -6,7 +6,7 @@ import argparse
 import os
 import time
 
-from services.cli.common import add_data_args, dimensions_of, emit, log
+from services.cli.common import add_data_args, dimensions_of, emit, log, spinner
 
 LOCO_COLUMNS = (
     "dimension",
@@ -166,7 +166,8 @@ def run_prune_command(args: argparse.Namespace) -> int:
     names = tier_names(args.tiers)
     rows: list[dict] = []
     for dim, cells, data in _dimensions(args):
-        plans, tiers, _ = prune(data, config)
+        with spinner(f"prune {dim!r}: fitting, tiers and information", quiet=args.quiet):
+            plans, tiers, _ = prune(data, config)
         comparisons = cells.comparison_names()
         for plan in plans:
             tier = names[plan.tier]
@@ -184,6 +185,16 @@ def run_prune_command(args: argparse.Namespace) -> int:
             comparison_names=comparisons,
             num_tiers=args.tiers,
         )
+    # kept prompts first, by rank (most informative first), then the dropped ones by name
+    rows.sort(
+        key=lambda r: (
+            r["dimension"],
+            r["tier"],
+            not r["kept"],
+            r["rank"] if r["kept"] and r["rank"] is not None else 0,
+            r["item_id"],
+        )
+    )
     emit(rows, args.format, columns=PRUNE_COLUMNS if args.format != "json" else None)
     return 0
 
@@ -236,7 +247,7 @@ def register(sub) -> None:
     p = sub.add_parser(
         "prune", help="kept and dropped prompts per model tier, with reasons and expected SE"
     )
-    add_data_args(p, formats=("json", "csv", "table"))
+    add_data_args(p)
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--keep", type=int, help="keep this many prompts per tier")
     group.add_argument(
