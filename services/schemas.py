@@ -340,14 +340,14 @@ class SignificancePublic(BaseModel):
 
 class LeaderboardRow(BaseModel):
     dimension: str
-    rank: int
+    rank: int | None = Field(description="1 = best; null for a system with no judgments (unranked)")
     system_id: str
     mean: float
     sd: float
     ci_low: float
     ci_high: float
-    mean_rank: float
-    p_best: float
+    mean_rank: float | None
+    p_best: float | None
     judged: bool
 
 
