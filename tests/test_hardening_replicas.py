@@ -109,6 +109,37 @@ def test_one_replica_re_estimates_and_the_other_takes_over() -> None:
             cb.close()
 
 
+def test_a_batch_stored_by_a_follower_wakes_the_leader_at_once() -> None:
+    """LISTEN/NOTIFY: the leader does not wait for its store poll (60 s here)."""
+    with fresh_pg_database() as url:
+        settings = Settings(
+            database_url=url, nuts=False, fast_num_draws=200, poll_seconds=60, worker="thread"
+        )
+        with ThreadServer(settings) as a, ThreadServer(settings) as b:
+            ca, cb = httpx.Client(base_url=a.url, timeout=60), httpx.Client(base_url=b.url)
+            project_id, headers = _project(ca)
+            ca.post(
+                f"/projects/{project_id}/judgments",
+                json={"judgments": judgments(240)},
+                headers=headers,
+            ).raise_for_status()
+            _wait_snapshot(ca, project_id, headers, 240, 120)
+            assert project_id in a.state.leader.held()  # the replica that got the batch leads
+            assert project_id not in b.state.leader.held()
+            started = time.monotonic()
+            cb.post(
+                f"/projects/{project_id}/judgments",
+                json={"judgments": judgments(10, start=240)},
+                headers=headers,
+            ).raise_for_status()
+            _wait_snapshot(cb, project_id, headers, 250, 30)
+            print(
+                f"batch via the follower -> leader's snapshot in {time.monotonic() - started:.2f} s"
+            )
+            ca.close()
+            cb.close()
+
+
 def _cpu_seconds(pid: int) -> float:
     """CPU time of a process and its live children (utime + stime)."""
     total = 0.0

@@ -392,6 +392,8 @@ def add_judgments(
     dims = sorted({r["dimension"] for r in rows})
     with state.store.write() as conn:
         result = repo.add_judgments(conn=conn, project_id=project_id, judgments=rows)
+        if result.inserted:
+            repo.announce_judgments(conn=conn, project_id=project_id)
         total = repo.count_judgments(conn=conn, project_id=project_id)
         metas = [
             repo.latest_snapshot_meta(conn=conn, project_id=project_id, dimension=d) for d in dims

@@ -131,6 +131,7 @@ class ServiceState:
     _poller: threading.Thread | None = None
     _worker: Any = None  # services.api.worker.WorkerProcess with settings.worker == "process"
     _supervisor: threading.Thread | None = None
+    _listener: threading.Thread | None = None
     _events: queue.Queue = field(default_factory=queue.Queue)
     _event_writer: threading.Thread | None = None
     restarts: int = 0
@@ -205,6 +206,32 @@ class ServiceState:
         self.catch_up()
         self._poller = threading.Thread(target=self._poll, name="store-poll", daemon=True)
         self._poller.start()
+        if self.leader is not None:
+            # batches stored by other replicas wake this one at once (LISTEN/NOTIFY)
+            self._listener = threading.Thread(target=self._listen, name="store-listen", daemon=True)
+            self._listener.start()
+
+    def _listen(self) -> None:
+        """Catch up a project as soon as any replica stores a batch of it (PostgreSQL NOTIFY);
+        the store poll remains the fallback when the connection is lost."""
+        import psycopg
+        from sqlalchemy.engine import make_url
+
+        dsn = (
+            make_url(self.store.url)
+            .set(drivername="postgresql")
+            .render_as_string(hide_password=False)
+        )
+        while not self._stop_poll.is_set():
+            try:
+                with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
+                    conn.execute(f"LISTEN {repo.JUDGMENTS_CHANNEL}")
+                    while not self._stop_poll.is_set():
+                        projects = {n.payload for n in conn.notifies(timeout=0.5, stop_after=64)}
+                        if projects:
+                            self.catch_up(sorted(projects))
+            except Exception:  # reconnect after a pause; the poll covers the gap
+                self._stop_poll.wait(self.settings.poll_seconds)
 
     def _supervise(self) -> None:
         while not self._stop_poll.wait(self.settings.supervise_seconds):
@@ -286,12 +313,12 @@ class ServiceState:
             except Exception:  # the store may be briefly unavailable; try again next time
                 continue
 
-    def catch_up(self) -> None:
+    def catch_up(self, project_ids: list[str] | None = None) -> None:
         """Notify the worker of every dimension whose newest snapshot is behind the store."""
         if self.refresher is None:
             return
         with self.store.read() as conn:
-            for project_id in repo.list_project_ids(conn=conn):
+            for project_id in project_ids or repo.list_project_ids(conn=conn):
                 if not self.leads(project_id):  # another replica re-estimates it
                     continue
                 counts = repo.judgment_counts_by_dimension(conn=conn, project_id=project_id)
@@ -315,6 +342,8 @@ class ServiceState:
             self._poller.join(10)
         if self._supervisor is not None:
             self._supervisor.join(10)
+        if self._listener is not None:
+            self._listener.join(10)
         if self.refresher is not None:
             self.refresher.stop()
         if self._event_writer is not None:

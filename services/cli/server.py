@@ -242,6 +242,8 @@ def _import_rows(args: argparse.Namespace, conn: Any, frame: Any, rows: list[dic
         judgments=rows,
         register_unknown=not args.strict,
     )
+    if result.inserted:  # a leading replica listening on PostgreSQL re-estimates at once
+        repo.announce_judgments(conn=conn, project_id=args.project)
     total = repo.count_judgments(conn=conn, project_id=args.project)
     return token, result, total
 

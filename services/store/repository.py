@@ -566,6 +566,19 @@ def add_judgments(
     )
 
 
+#: PostgreSQL channel on which a stored batch names its project (wakes the leading replica)
+JUDGMENTS_CHANNEL = "evalset_judgments"
+
+
+def announce_judgments(*, conn: Connection, project_id: str) -> None:
+    """Tell listening replicas (at commit) that the project has new judgments; PostgreSQL only."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(
+            text("SELECT pg_notify(:channel, :project)"),
+            {"channel": JUDGMENTS_CHANNEL, "project": project_id},
+        )
+
+
 def count_judgments(
     *, conn: Connection, project_id: str, dimension: str | None = None, after_seq: int = 0
 ) -> int:
@@ -882,6 +895,7 @@ __all__ = [
     "active_leased_cells",
     "add_events",
     "add_judgments",
+    "announce_judgments",
     "list_events",
     "list_tokens",
     "revoke_token",
