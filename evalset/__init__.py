@@ -20,6 +20,7 @@ function                  what
 :func:`read`              validate a frame or read a file (CSV, JSON, JSONL, Parquet)
 :func:`significance`      every comparison's theta, interval, P(B better), verdicts
 :func:`decisions`         anytime-valid decision per comparison from its own judgments
+:func:`evidence`          each comparison's e-values and confidence sequence over time
 :func:`items`             per prompt: discrimination alpha, thresholds, redundancy group
 :func:`leaderboard`       pooled Bradley-Terry abilities (sum-to-zero or vs a reference)
 :func:`annotators`        per annotator: position bias and agreement, flags
@@ -50,12 +51,14 @@ from adaptive.data import read_judgments
 __all__ = [
     "annotators",
     "decisions",
+    "evidence",
     "example",
     "fit",
     "inference_data",
     "items",
     "leaderboard",
     "plot_annotators",
+    "plot_evidence",
     "plot_forest",
     "plot_item_information",
     "plot_matrices",
@@ -316,6 +319,71 @@ def decisions(
     )
 
 
+def evidence(
+    data: Any,
+    *,
+    dimension: str | None = None,
+    alpha: float = 0.05,
+    margin: float = 0.1,
+    unit: str = "prompt",
+    correction: str = "bonferroni",
+) -> pl.DataFrame:
+    """Each comparison's evidence after each of its judgments, as :func:`decisions` sees it.
+
+    One row per (comparison, observation the decision uses): ``judgments`` (the
+    comparison's judgments so far, the cost), ``log10_e_b`` / ``log10_e_a`` (the
+    e-values against "B not better" / "A not better"), ``threshold`` (log10 of the
+    level each must reach), ``cs_low``/``cs_high`` (the confidence sequence of Δ),
+    ``decision`` (final) and ``closed_at``.
+    """
+    from adaptive.cells import build_cells
+    from adaptive.decisions import (
+        DecisionRule,
+        decide,
+        decision_observations,
+        eb_confidence_sequence,
+        log_sign_evalue,
+    )
+
+    judgments = read(data)
+    rule = DecisionRule(alpha=alpha, margin=margin, unit=unit, correction=correction)
+    frames = []
+    for dim in _dims(judgments, dimension):
+        cells = build_cells(judgments, dimension=dim)
+        signed = cells.judgment_y.astype(np.int64) - 1
+        comp, prompt = cells.judgment_comparison, cells.judgment_prompt
+        d = decide(comp, prompt, signed, cells.num_comparisons, rule)
+        each = d.alpha_each
+        used = decision_observations(comp, prompt, unit)
+        for c, (a, b) in enumerate(cells.comparison_names()):
+            rows = np.flatnonzero(comp == c)
+            cost = np.arange(1, len(rows) + 1)[used[rows]]
+            x = signed[rows][used[rows]].astype(np.float64)
+            if x.size == 0:
+                continue
+            k, m = np.cumsum(x > 0), np.cumsum(x != 0)
+            low, high = eb_confidence_sequence((x + 1.0) / 2.0, each)
+            frames.append(
+                pl.DataFrame(
+                    {
+                        "dimension": dim,
+                        "system_a": a,
+                        "system_b": b,
+                        "judgments": cost,
+                        "log10_e_b": log_sign_evalue(k, m, rule.mixture) / np.log(10),
+                        "log10_e_a": log_sign_evalue(m - k, m, rule.mixture) / np.log(10),
+                        "threshold": float(np.log10(2.0 / each)),
+                        "cs_low": 2.0 * low - 1.0,
+                        "cs_high": 2.0 * high - 1.0,
+                        "decision": d.names()[c],
+                        "closed_at": int(d.closed_at[c]) if d.outcome[c] else None,
+                    },
+                    schema_overrides={"closed_at": pl.Int64},
+                )
+            )
+    return pl.concat(frames)
+
+
 # ---------------------------------------------------------------- Bradley-Terry
 
 
@@ -527,6 +595,14 @@ def plot_matrices(data: Any, path: str | Path, **options: Any) -> Path:
     from services.plots import plot_matrices as draw
 
     return draw(read(data), path, **options)
+
+
+def plot_evidence(data: Any, path: str | Path, **options: Any) -> Path:
+    """Each comparison's e-values over its judgments, the decision boundary and where it
+    closed."""
+    from services.plots import plot_evidence as draw
+
+    return draw(evidence(data, dimension=options.pop("dimension", None)), path, **options)
 
 
 def plot_progress(data: Any, path: str | Path, **options: Any) -> Path:

@@ -8,6 +8,8 @@ figure to ``path`` (PNG or SVG, by its suffix) and returns the path:
 * :func:`plot_annotators`: each annotator's position bias (interval) and agreement;
 * :func:`plot_item_information`: item information curves and discrimination;
 * :func:`plot_matrices`: win-rate and judgment-count matrices;
+* :func:`plot_evidence`: each comparison's evidence over its judgments, the decision
+  boundary and where it closed;
 * :func:`plot_progress`: campaign progress (closed / open, judgments per comparison,
   judgments likely still needed and their cost);
 * :func:`plot_se_curve`: the LOCO SE-vs-k curve (Sedoc & Ungar's Figure 2).
@@ -359,6 +361,63 @@ def plot_progress(
         text += f"; {out_of_sight} comparison(s) out of sight (>)"
     ax2.set_title(text, fontsize=9)
     fig.suptitle(title or f"Campaign progress ({dim})", fontsize=10)
+    return _save(fig, path)
+
+
+# ---------------------------------------------------------------- evidence
+
+
+def plot_evidence(
+    evidence: Any,
+    path: str | Path,
+    *,
+    max_comparisons: int = 12,
+    dimension: str | None = None,
+    title: str = "",
+) -> Path:
+    """One panel per comparison: log10 e-values for "B better" and "A better" after each of
+    its judgments, the level each must reach (dashed: the decision boundary) and where the
+    decision closed (vertical line). Comparisons with the most judgments first."""
+    rows, dim = _only_dimension(_rows(evidence), dimension)
+    by: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        by.setdefault((r["system_a"], r["system_b"]), []).append(r)
+    pairs = sorted(by, key=lambda p: -by[p][-1]["judgments"])[:max_comparisons]
+    cols = min(3, len(pairs))
+    nrows = int(np.ceil(len(pairs) / cols))
+    fig, axes = plt.subplots(
+        nrows, cols, figsize=(3.6 * cols, 2.5 * nrows), dpi=120, squeeze=False,
+        sharey=True, layout="constrained",
+    )  # fmt: skip
+    for ax, pair in zip(axes.flat, pairs):
+        rs = by[pair]
+        x = [r["judgments"] for r in rs]
+        ax.plot(x, [r["log10_e_b"] for r in rs], color=DECISION_COLORS["B better"], lw=1.2,
+                label="e-value: B better")  # fmt: skip
+        ax.plot(x, [r["log10_e_a"] for r in rs], color=DECISION_COLORS["A better"], lw=1.2,
+                label="e-value: A better")  # fmt: skip
+        ax.axhline(rs[0]["threshold"], color="black", ls="--", lw=0.8, label="decision boundary")
+        closed = rs[0]["closed_at"]
+        decision = rs[0]["decision"]
+        if closed is not None:
+            ax.axvline(closed, color=DECISION_COLORS.get(decision, "grey"), lw=1, ls=":")
+            ax.text(closed, rs[0]["threshold"], f" {decision}\n at {closed}", fontsize=7,
+                    va="bottom", color=DECISION_COLORS.get(decision, "grey"))  # fmt: skip
+        else:
+            ax.text(0.02, 0.95, "undecided", transform=ax.transAxes, fontsize=7, va="top")
+        ax.set_title(f"{pair[0]} vs {pair[1]}", fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=7)
+        ax.set_ylim(bottom=-3)
+    for ax in list(axes.flat)[len(pairs) :]:
+        ax.axis("off")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("log10 e-value", fontsize=8)
+    for ax in axes[-1, :]:
+        ax.set_xlabel("judgments of the comparison", fontsize=8)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=7, frameon=False)
+    fig.suptitle(title or f"Evidence per comparison ({dim})", fontsize=10)
     return _save(fig, path)
 
 

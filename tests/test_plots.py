@@ -94,3 +94,20 @@ def test_cli_plot_and_bt_plot(df, tmp_path, capsys):
     assert table["scale"].unique().to_list() == ["relative to s0"]
     assert table["mean"].is_sorted(descending=True)
     assert table.filter(pl.col("system") == "s0")["mean"][0] == 0
+
+
+def test_evidence_crosses_the_boundary_where_the_decision_closed(df, tmp_path):
+    ev = evalset.evidence(df)
+    dec = evalset.decisions(df)
+    for (a, b), rows in ev.group_by(["system_a", "system_b"], maintain_order=True):
+        d = dec.filter((pl.col("system_a") == a) & (pl.col("system_b") == b)).row(0, named=True)
+        crossed = rows.filter(
+            (pl.col("log10_e_b") >= pl.col("threshold"))
+            | (pl.col("log10_e_a") >= pl.col("threshold"))
+        )
+        if d["decision"] in ("B better", "A better"):
+            assert crossed["judgments"][0] == d["closed_at"]
+        elif d["decision"] == "undecided":
+            assert crossed.height == 0
+        assert rows["cs_low"][-1] == pytest.approx(d["cs_low"])
+    _check(plots.plot_evidence(ev, tmp_path / "evidence.png"))

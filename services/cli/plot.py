@@ -3,7 +3,8 @@
 Kinds: ``leaderboard`` (forest plot with decision colours), ``annotators`` (position
 bias and agreement), ``items`` (information curves and discrimination), ``matrices``
 (win rates and judgment counts), ``progress`` (closed / open comparisons, judgments
-spent and likely still needed). ``OUT`` ends in ``.png`` or ``.svg``. The table the
+spent and likely still needed), ``evidence`` (each comparison's e-values over its
+judgments, the decision boundary and where it closed). ``OUT`` ends in ``.png`` or ``.svg``. The table the
 figure is drawn from goes to stdout (``--format``), as every analysis does.
 """
 
@@ -13,7 +14,7 @@ import argparse
 
 from services.cli.common import add_data_args, emit, log
 
-KINDS = ("leaderboard", "annotators", "items", "matrices", "progress")
+KINDS = ("leaderboard", "annotators", "items", "matrices", "progress", "evidence")
 
 
 def run_plot(args: argparse.Namespace) -> int:
@@ -45,6 +46,9 @@ def run_plot(args: argparse.Namespace) -> int:
     elif args.kind == "matrices":
         table = None
         plots.plot_matrices(judgments, args.plot, dimension=dim)
+    elif args.kind == "evidence":
+        table = evalset.decisions(judgments, dimension=dim)
+        plots.plot_evidence(evalset.evidence(judgments, dimension=dim), args.plot, dimension=dim)
     else:
         table = evalset.decisions(judgments, dimension=dim)
         plots.plot_progress(table, args.plot, cost_per_judgment=args.cost, dimension=dim)
