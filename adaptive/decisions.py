@@ -27,10 +27,11 @@ looks and whenever they stop, by Ville's inequality):
   a supermartingale under every q of the null). Each rejects at ``2 / alpha_c``,
   i.e. at level ``alpha_c / 2``. Ties carry no information on the sign and are
   not used by it.
-* *Equivalence.* A confidence sequence for Δ at level ``alpha_c / 2``: the
-  predictable plug-in empirical-Bernstein CS of Waudby-Smith & Ramdas (2023,
-  Theorem 2), running intersection. Equivalent when it lies inside
-  ``(-margin, margin)``.
+* *Equivalence.* A two-sided confidence sequence for Δ at level ``alpha_c``
+  (each side ``alpha_c / 2``): the predictable plug-in empirical-Bernstein CS
+  of Waudby-Smith & Ramdas (2023, Theorem 2), running intersection. Equivalent
+  when it lies inside ``(-margin, margin)``; when Δ >= margin only its upper
+  side can make that wrong (``alpha_c / 2``), and symmetrically.
 
 So each comparison errs with probability at most ``alpha_c``: when Δ = 0 only a
 sign can be wrong (two tests at ``alpha_c / 2``); when |Δ| >= margin only the
@@ -129,7 +130,7 @@ class DecisionRule:
         return (
             f"anytime-valid; sign: beta({self.mixture:g}) mixture e-processes at {each / 2:.3g} "
             f"each side; equivalence |delta| < {self.margin:g}: empirical-Bernstein confidence "
-            f"sequence at {each / 2:.3g}; {split}; unit: {self.unit}"
+            f"sequence at {each / 2:.3g} each side; {split}; unit: {self.unit}"
         )
 
 
@@ -142,7 +143,7 @@ class Decisions(NamedTuple):
             closed; 0 while undecided.
         net: Δ estimate from all the comparison's judgments: the mean over its
             prompts of each cell's mean signed judgment (:func:`net_preference`).
-        cs_low, cs_high: anytime-valid confidence sequence for Δ (level alpha_each / 2 miss).
+        cs_low, cs_high: anytime-valid confidence sequence for Δ (miss alpha_each / 2 each side).
         e_b, e_a: current e-values against "B not better" / "A not better".
         num_obs: observations the decision used (one per prompt with unit=prompt).
         num_judgments: all judgments of the comparison.
@@ -377,7 +378,9 @@ def decide(
         m = np.cumsum(s != 0)
         log_eb = log_sign_evalue(b, m, rule.mixture)
         log_ea = log_sign_evalue(m - b, m, rule.mixture)
-        low01, high01 = eb_confidence_sequence((s + 1.0) / 2.0, side)
+        # each side of the sequence errs with probability each / 2, and only one side
+        # can make "equivalent" wrong (the one toward the true Δ beyond the margin)
+        low01, high01 = eb_confidence_sequence((s + 1.0) / 2.0, each)
         low, high = 2.0 * low01 - 1.0, 2.0 * high01 - 1.0
         hits_b = np.flatnonzero(log_eb >= threshold)
         hits_a = np.flatnonzero(log_ea >= threshold)
@@ -485,7 +488,9 @@ def decision_rows(decisions: Decisions, names: list[tuple[str, str, str]]) -> li
                 "system_a": a,
                 "system_b": b,
                 "decision": OUTCOME_NAMES[int(decisions.outcome[c])],
-                "net_preference": float(decisions.net[c]),
+                "net_preference": float(decisions.net[c])
+                if np.isfinite(decisions.net[c])
+                else None,
                 "cs_low": float(decisions.cs_low[c]),
                 "cs_high": float(decisions.cs_high[c]),
                 "n_judgments": int(decisions.num_judgments[c]),

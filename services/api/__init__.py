@@ -36,7 +36,11 @@ from services.api.state import ServiceState
 from services.settings import Settings
 
 #: optional routers: included when the module exists (it must expose ``router``)
-ROUTER_MODULES: tuple[str, ...] = ("services.api.next_batch", "services.api.crowd")
+ROUTER_MODULES: tuple[str, ...] = (
+    "services.api.next_batch",
+    "services.api.crowd",
+    "services.api.decisions",
+)
 
 __all__ = ["ROUTER_MODULES", "create_app"]
 

@@ -24,6 +24,7 @@ from fastapi import APIRouter, Header
 from pydantic import BaseModel, ConfigDict, Field
 
 from adaptive.recommend import (
+    REASON_CODES,
     SHOW_A,
     CellState,
     DimensionDraws,
@@ -36,6 +37,7 @@ from adaptive.recommend import (
 )
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError, error_responses
+from services.cells import annotatable_cells
 from services.schemas import Id, Name
 from services.store import repository as repo
 from services.store.validation import id_problem
@@ -66,7 +68,12 @@ class NextBatchCreate(BaseModel):
         "used it (the same key with a different request is a 422)",
     )
     lease_seconds: float = Field(default=3600.0, ge=1.0, le=7 * 24 * 3600.0)
-    explore_share: float = Field(default=0.1, ge=0.0, le=0.5)
+    burn_in: int = Field(
+        default=20,
+        ge=0,
+        le=1000,
+        description="judgments every open comparison gets before the closest-to-a-decision order",
+    )
     seed: int = Field(
         default=0, ge=0, le=2**31 - 1, description="same snapshot, request and seed: same batch"
     )
@@ -78,10 +85,13 @@ class LeasedCell(BaseModel):
     system_b: str
     dimension: str
     shown_first: str = Field(description="'a' or 'b': which response to display first")
-    expected_information: float = Field(
-        description="expected reduction of the summed posterior variance of the targets"
+    reason: str = Field(
+        description="why this cell: 'burn_in', 'closest_to_decision', 'open' (no decision in "
+        "sight yet), 'targeted' or 'repeat' (the comparison's prompts ran out)"
     )
-    purpose: str = Field(description="'information' or 'calibration'")
+    needed: int | None = Field(
+        description="judgments the comparison's decision likely still needs (null: not in sight)"
+    )
     snapshot_version: int
 
 
@@ -148,7 +158,8 @@ def _prepare(state, project_id: str, dims: list[str], seed: int) -> tuple[Snapsh
         raise ApiError(409, "no_snapshot", "no posterior snapshot yet: post judgments first")
     with state.store.read() as conn:
         systems = [r["system_id"] for r in repo.list_systems(conn=conn, project_id=project_id)]
-        prompts = [r["prompt_id"] for r in repo.list_prompts(conn=conn, project_id=project_id)]
+        prompt_rows = repo.list_prompts(conn=conn, project_id=project_id)
+        prompts = [r["prompt_id"] for r in prompt_rows]
         rows = {
             d: repo.fetch_judgments(conn=conn, project_id=project_id, dimension=d) for d in snaps
         }
@@ -226,10 +237,16 @@ def _prepare(state, project_id: str, dims: list[str], seed: int) -> tuple[Snapsh
         version=int(sum(versions)),
         seed=seed,
     )
+    responses = {
+        (r["prompt_id"], system): text
+        for r in prompt_rows
+        for system, text in (r.get("responses") or {}).items()
+    }
     maps = {
         "systems": systems,
         "prompts": prompts,
         "comparisons": names,
+        "annotatable": annotatable_cells(names, prompts, responses),
         "versions": dict(zip(snaps, versions)),
         "rows": rows,
     }
@@ -253,9 +270,12 @@ def next_batch(
     state: State,
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> NextBatchPublic:
-    """Cells (prompt, system pair, dimension) that most reduce the uncertainty of the
-    comparisons that matter, with the response to show first; the cells are leased
-    until ``expires_at`` and handed to nobody else meanwhile."""
+    """Cells (prompt, system pair, dimension) of the comparisons whose decision is still
+    open (or the named targets), closest to a decision first, a fresh prompt per
+    judgment, with the response to show first; each cell says why it was chosen.
+    Cells that cannot be annotated (a system without a response to the prompt, or
+    two identical responses) are never served. The cells are leased until
+    ``expires_at`` and handed to nobody else meanwhile."""
     key = body.idempotency_key or idempotency_key
     if key is not None and (problem := id_problem(key)) is not None:
         raise ApiError(
@@ -293,7 +313,7 @@ def next_batch(
         return None
 
     now = _now()
-    cells = CellState.open(num_c, num_p)
+    cells = CellState.open(num_c, num_p)._replace(annotatable=maps["annotatable"])
     exclude = np.zeros((num_c, num_p), bool) if body.annotator_id else None
     for dim, rows in maps["rows"].items():
         for r in rows:
@@ -328,14 +348,18 @@ def next_batch(
         targets=tuple(sorted(set(targets))) if targets is not None else None,
         exclude=exclude,
         dimensions=tuple(dim_ids),
-        explore_share=body.explore_share,
+        burn_in=body.burn_in,
         max_per_cell=1,
     )
     rng_key = jax.random.fold_in(jax.random.PRNGKey(body.seed), snapshot.version)
 
     def choose(leased: list[dict]) -> list[dict]:
         """The batch given the cells other annotators hold now."""
-        held = CellState(cells.available.copy(), cells.shown_a.copy(), cells.shown_b.copy())
+        held = cells._replace(
+            available=cells.available.copy(),
+            shown_a=cells.shown_a.copy(),
+            shown_b=cells.shown_b.copy(),
+        )
         for cell in leased:
             hit = locate(cell["dimension"], cell["item_id"], cell["system_a"], cell["system_b"])
             if hit is None:
@@ -355,8 +379,8 @@ def next_batch(
                     "system_b": b,
                     "dimension": dim,
                     "shown_first": "a" if batch.shown_first[k] == SHOW_A else "b",
-                    "expected_information": float(batch.expected_gain[k]),
-                    "purpose": "calibration" if batch.explore[k] else "information",
+                    "reason": REASON_CODES[int(batch.reason[k])],
+                    "needed": int(batch.need[k]) if np.isfinite(batch.need[k]) else None,
                     "snapshot_version": int(maps["versions"][dim]),
                 }
             )

@@ -1,0 +1,117 @@
+"""``GET /projects/{project_id}/decisions``: every comparison's anytime-valid decision.
+
+Model-free: each comparison's decision uses its own judgments only, in arrival order
+(:mod:`adaptive.decisions`). Comparisons are all pairs of the project's systems in each
+dimension with judgments, the same family the next-batch recommender splits alpha over.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import numpy as np
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
+
+from adaptive.decisions import DecisionRule, decide, decision_rows
+from services.api.deps import ProjectId, State
+from services.api.errors import error_responses
+from services.store import repository as repo
+
+router = APIRouter()
+
+
+class DecisionRow(BaseModel):
+    dimension: str
+    system_a: str
+    system_b: str
+    decision: str = Field(description="'B better', 'A better', 'equivalent' or 'undecided'")
+    net_preference: float | None = Field(
+        description="mean over prompts of the mean signed judgment (+1 B, -1 A, 0 tie), in [-1, 1]"
+    )
+    cs_low: float
+    cs_high: float
+    n_judgments: int
+    n_used: int = Field(description="observations the decision used (one per prompt by default)")
+    n_prompts: int
+    closed_at: int | None = Field(description="judgments of the comparison when it closed")
+    needed: int | None = Field(description="judgments likely still needed (null: not in sight)")
+    e_b_better: float
+    e_a_better: float
+    alpha_each: float
+
+
+class DecisionsPublic(BaseModel):
+    rule: str = Field(description="the decision rule and the error control, in words")
+    num_judgments: int
+    rows: list[DecisionRow]
+
+
+def campaign_comparisons(
+    systems: list[str], rows_by_dim: dict[str, list[dict]]
+) -> tuple[list[tuple[str, str, str]], np.ndarray, np.ndarray, np.ndarray]:
+    """All pairs of systems per dimension, oriented as first judged, and the judgments on them.
+
+    Returns (names, comparison, prompt, signed) with judgments in arrival order.
+    """
+    names: list[tuple[str, str, str]] = []
+    comp, prompt, signed = [], [], []
+    prompt_index: dict[str, int] = {}
+    for dim, rows in rows_by_dim.items():
+        oriented: dict[frozenset, tuple[str, str]] = {}
+        for r in rows:
+            oriented.setdefault(
+                frozenset((r["system_a"], r["system_b"])), (r["system_a"], r["system_b"])
+            )
+        known = list(dict.fromkeys(systems + [s for pair in oriented.values() for s in pair]))
+        index: dict[tuple[str, str], tuple[int, float]] = {}
+        for i, a in enumerate(known):
+            for b in known[i + 1 :]:
+                pa, pb = oriented.get(frozenset((a, b)), (a, b))
+                c = len(names)
+                names.append((dim, pa, pb))
+                index[(pa, pb)] = (c, 1.0)
+                index[(pb, pa)] = (c, -1.0)
+        for r in rows:
+            c, sign = index[(r["system_a"], r["system_b"])]
+            comp.append(c)
+            prompt.append(prompt_index.setdefault(r["item_id"], len(prompt_index)))
+            signed.append(sign * {"a": -1.0, "b": 1.0}.get(r["winner"], 0.0))
+    return names, np.asarray(comp, np.int64), np.asarray(prompt, np.int64), np.asarray(signed)
+
+
+@router.get(
+    "/projects/{project_id}/decisions",
+    operation_id="decisions",
+    tags=["analysis"],
+    summary="Every comparison's decision: B better, A better, equivalent or undecided",
+    responses=error_responses(401, 403, 404, 422),
+)
+def decisions(
+    project_id: ProjectId,
+    state: State,
+    alpha: Annotated[float, Query(gt=0.0, lt=1.0, description="campaign-wide error")] = 0.05,
+    margin: Annotated[
+        float, Query(ge=0.0, lt=1.0, description="equivalence: |net preference| < margin")
+    ] = 0.1,
+    unit: Annotated[str, Query(pattern="^(prompt|judgment)$")] = "prompt",
+) -> DecisionsPublic:
+    """Each comparison's decision from its own judgments, valid at every look: the error
+    bound holds however often anyone asks. Alpha is split evenly across all pairs of
+    systems in every dimension with judgments (Bonferroni)."""
+    with state.store.read() as conn:
+        systems = [r["system_id"] for r in repo.list_systems(conn=conn, project_id=project_id)]
+        dims = [d["dimension_id"] for d in repo.list_dimensions(conn=conn, project_id=project_id)]
+        rows_by_dim = {
+            d: repo.fetch_judgments(conn=conn, project_id=project_id, dimension=d) for d in dims
+        }
+    rows_by_dim = {d: r for d, r in rows_by_dim.items() if r}
+    names, comp, prompt, signed = campaign_comparisons(systems, rows_by_dim)
+    rule = DecisionRule(alpha=alpha, margin=margin, unit=unit)
+    result = decide(comp, prompt, signed, len(names), rule)
+    rows = decision_rows(result, names)
+    return DecisionsPublic(
+        rule=result.rule,
+        num_judgments=int(len(comp)),
+        rows=[DecisionRow(**{k: v for k, v in r.items() if k != "rule"}) for r in rows],
+    )

@@ -1,0 +1,144 @@
+"""The served campaign: decisions over HTTP, and next batches that respect them."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import httpx
+import numpy as np
+import pytest
+
+from adaptive.decisions import DecisionRule, decide
+from adaptive.streaming import Snapshot as StreamSnapshot
+from services.settings import Settings
+from tests.conftest import ThreadServer
+
+SYSTEMS = ["s0", "s1", "s2", "mute"]
+NUM_PROMPTS = 40
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory) -> Iterator[httpx.Client]:
+    db = tmp_path_factory.mktemp("dec") / "dec.db"
+    settings = Settings(database_url=f"sqlite:///{db}", streaming=False)
+    with ThreadServer(settings) as server, httpx.Client(base_url=server.url, timeout=60) as c:
+        c.server = server  # type: ignore[attr-defined]
+        yield c
+
+
+def _campaign(client: httpx.Client) -> tuple[str, dict, list[dict]]:
+    """s0 vs s1: s1 wins everything (closes); s0 vs s2: a coin (open); 'mute' has no responses."""
+    project_id = f"d{time.monotonic_ns() % 10**9}"
+    r = client.post("/projects", json={"project_id": project_id})
+    assert r.status_code == 201, r.text
+    headers = {"Authorization": f"Bearer {r.json()['token']}"}
+    client.post(
+        f"/projects/{project_id}/systems",
+        json={"systems": [{"system_id": s} for s in SYSTEMS]},
+        headers=headers,
+    )
+    prompts = []
+    for i in range(NUM_PROMPTS):
+        responses = {"s0": f"zero {i}", "s1": f"one {i}", "s2": f"two {i}"}
+        if i < 5:
+            responses["s2"] = f"ZERO  {i}"  # the same text as s0's, up to case and spacing
+        prompts.append({"prompt_id": f"q{i:02d}", "text": f"question {i}", "responses": responses})
+    r = client.post(f"/projects/{project_id}/prompts", json={"prompts": prompts}, headers=headers)
+    assert r.status_code < 300, r.text
+    rng = np.random.default_rng(0)
+    rows = []
+    for k in range(30):
+        rows.append(
+            {
+                "judgment_id": f"a{k}",
+                "item_id": f"q{k:02d}",
+                "system_a": "s0",
+                "system_b": "s1",
+                "annotator_id": f"w{k % 3}",
+                "winner": "b",
+            }
+        )
+        rows.append(
+            {
+                "judgment_id": f"c{k}",
+                "item_id": f"q{k + 5:02d}",
+                "system_a": "s2",
+                "system_b": "s0",
+                "annotator_id": f"w{k % 3}",
+                "winner": str(rng.choice(["a", "b", "tie"])),
+            }
+        )
+    r = client.post(f"/projects/{project_id}/judgments", json={"judgments": rows}, headers=headers)
+    assert r.status_code < 300, r.text
+    draws = 100
+    snap = StreamSnapshot(
+        dimension="overall",
+        version=0,
+        num_judgments=len(rows),
+        last_seq=len(rows),
+        method="laplace",
+        created_at=time.time(),
+        fit_seconds=0.1,
+        diagnostics={},
+        systems=("s0", "s1", "s2"),
+        items=tuple(f"q{i:02d}" for i in range(NUM_PROMPTS)),
+        pair_a=np.array([0, 2], np.int32),
+        pair_b=np.array([1, 0], np.int32),
+        pair_judgments=np.array([30, 30]),
+        pair_prompts=np.array([30, 30]),
+        skill=rng.normal([0.0, 1.0, 0.0], 0.3, size=(draws, 3)).astype(np.float32),
+        alpha=np.exp(rng.normal(0, 0.2, size=(draws, NUM_PROMPTS))).astype(np.float32),
+        b=np.sort(rng.normal(0, 1, size=(draws, NUM_PROMPTS, 2)), axis=-1).astype(np.float32),
+    )
+    client.server.state.publish((project_id, "overall"), snap)
+    return project_id, headers, rows
+
+
+def test_decisions_match_the_library_on_the_same_judgments(client):
+    project_id, headers, rows = _campaign(client)
+    r = client.get(f"/projects/{project_id}/decisions", headers=headers)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    got = {}
+    for x in body["rows"]:
+        got[(x["system_a"], x["system_b"])] = got[(x["system_b"], x["system_a"])] = x
+    # every pair of the four systems is a comparison of the family: 6 tests
+    assert len(body["rows"]) == 6 and "6 comparisons" in body["rule"]
+    assert got[("s0", "s1")]["decision"] == "B better"
+    assert got[("s2", "s0")]["decision"] == "undecided"
+    assert got[("s0", "mute")]["n_judgments"] == 0 and got[("s0", "mute")]["net_preference"] is None
+    # the same numbers from the library on the raw judgments, in arrival order
+    comp = np.array([0 if r["system_b"] == "s1" else 1 for r in rows])
+    prompt = np.array([int(r["item_id"][1:]) for r in rows])
+    sign = {"a": -1.0, "b": 1.0, "tie": 0.0}
+    signed = np.array([sign[r["winner"]] for r in rows])
+    ref = decide(comp, prompt, signed, 2, DecisionRule(), num_tests=6)
+    assert got[("s0", "s1")]["closed_at"] == ref.closed_at[0]
+    assert got[("s2", "s0")]["needed"] == int(round(ref.needed[1]))
+    assert got[("s2", "s0")]["cs_low"] == pytest.approx(ref.cs_low[1])
+    bad = client.get(f"/projects/{project_id}/decisions?unit=cell", headers=headers)
+    assert bad.status_code == 422
+
+
+def test_next_batch_skips_closed_comparisons_and_unannotatable_cells(client):
+    project_id, headers, _ = _campaign(client)
+    r = client.post(f"/projects/{project_id}/next-batch", json={"size": 200}, headers=headers)
+    assert r.status_code == 200, r.text
+    cells = r.json()["cells"]
+    assert cells
+    for cell in cells:
+        pair = {cell["system_a"], cell["system_b"]}
+        assert pair != {"s0", "s1"}, "a closed comparison got a cell"
+        assert "mute" not in pair, "a system without responses was served"
+        if pair == {"s0", "s2"}:
+            assert int(cell["item_id"][1:]) >= 5, "two identical responses were served"
+            assert cell["reason"] in ("burn_in", "closest_to_decision", "open")
+    # fresh prompts only: no cell that already has a judgment, none twice
+    keys = [(c["item_id"], c["system_a"], c["system_b"]) for c in cells]
+    assert len(keys) == len(set(keys))
+    judged_s0_s2 = {f"q{k + 5:02d}" for k in range(30)}
+    assert not any(
+        c["item_id"] in judged_s0_s2 and {c["system_a"], c["system_b"]} == {"s0", "s2"}
+        for c in cells
+    )
