@@ -203,3 +203,30 @@ def test_cli_export_and_import(tmp_path, capsys):
     assert (
         main(["crowd", "import", str(FIX / "missing.csv"), "--tasks", str(out / "tasks.csv")]) == 2
     )
+
+
+def test_an_evalset_recommend_batch_goes_out_and_comes_back(tmp_path, capsys):
+    data = Path(__file__).resolve().parents[1] / "data" / "chateval_ncm" / "judgments.csv"
+    assert main(["recommend", "--data", str(data), "--size", "12", "--format", "csv",
+                 "--quiet"]) == 0  # fmt: skip
+    (tmp_path / "batch.csv").write_text(capsys.readouterr().out)
+    paths = write_export(read_tasks(tmp_path / "batch.csv"), "survey", tmp_path / "out")
+    tasks = read_tasks(paths[0])
+    assert tasks.height == 12 and (tasks["response_first"] != "").all()
+    answers = pl.DataFrame(
+        {
+            "PROLIFIC_PID": ["p1"] * 12,
+            "SESSION_ID": ["s1"] * 12,
+            "task_id": tasks["task_id"],
+            "choice": ["First", "Second", "Tie"] * 4,
+        }
+    )
+    got = read_results(answers, tasks, "survey")
+    want = [
+        {"First": t["shown_first"], "Second": "b" if t["shown_first"] == "a" else "a",
+         "Tie": "tie"}[c]
+        for t, c in zip(tasks.iter_rows(named=True), answers["choice"])
+    ]  # fmt: skip
+    assert got.judgments["winner"].to_list() == want
+    # the batch id is a stable hash of the cells when the file has none
+    assert tasks["batch_id"][0] == read_tasks(tmp_path / "batch.csv")["batch_id"][0]
