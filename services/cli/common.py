@@ -140,3 +140,42 @@ def dimensions_of(judgments, only: str | None = None) -> list[str]:
     if only:
         return [only]
     return judgments["dimension"].unique(maintain_order=True).to_list()
+
+
+@contextlib.contextmanager
+def progress_bar(label: str, *, quiet: bool = False):
+    """Yields ``update(done, total)``: a rich progress bar on a terminal's stderr, otherwise
+    a log line at every tenth of the work (nothing when ``quiet``)."""
+    if quiet:
+        yield lambda done, total: None
+        return
+    if sys.stderr.isatty():
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        with Progress(
+            "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True),
+        ) as bar:  # fmt: skip
+            task = bar.add_task(label, total=None)
+
+            def update(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            yield update
+        return
+    shown = {"step": -1}
+
+    def update(done: int, total: int) -> None:
+        step = (10 * done) // max(total, 1)
+        if step != shown["step"]:
+            shown["step"] = step
+            log(f"{label}: {done}/{total}")
+
+    yield update

@@ -6,7 +6,7 @@ import argparse
 import os
 import time
 
-from services.cli.common import add_data_args, dimensions_of, emit, log, spinner
+from services.cli.common import add_data_args, dimensions_of, emit, log, progress_bar, spinner
 
 LOCO_COLUMNS = (
     "dimension",
@@ -112,11 +112,6 @@ def run_loco_command(args: argparse.Namespace) -> int:
     workers = max(1, args.workers)
     rows: list[dict] = []
     for dim, _cells, data in _dimensions(args):
-
-        def progress(done: int, total: int, dim=dim) -> None:
-            if not args.quiet:
-                log(f"loco {dim!r}: {done}/{total} folds done")
-
         if not args.quiet:
             where = "serially" if workers == 1 else f"on Ray with {workers} workers"
             log(
@@ -124,7 +119,8 @@ def run_loco_command(args: argparse.Namespace) -> int:
                 "training fits: fast MAP + Laplace"
             )
         start = time.perf_counter()
-        results, info = run_loco(data, config, workers=workers, progress=progress)
+        with progress_bar(f"loco {dim!r} folds", quiet=args.quiet) as progress:
+            results, info = run_loco(data, config, workers=workers, progress=progress)
         if not args.quiet:
             nodes = len(set(info.node_ids))
             log(f"loco {dim!r}: {time.perf_counter() - start:.1f} s on {nodes} node(s)")
