@@ -54,9 +54,25 @@ def _tasks(args: argparse.Namespace):
         raise CliError("give exactly one of --tasks FILE or --project P --lease ID")
     if args.tasks:
         return read_tasks(args.tasks)
-    if not args.lease:
-        raise CliError("--project needs --lease ID (the lease_id of a next-batch answer)")
-    payload = _request(args, "GET", f"/leases/{args.lease}/tasks")
+    lease = args.lease
+    if not lease and getattr(args, "size", None):
+        body = {"size": args.size, "lease_seconds": args.lease_seconds}
+        if args.annotator:
+            body["annotator_id"] = args.annotator
+        if args.idempotency_key:
+            body["idempotency_key"] = args.idempotency_key
+        batch = _request(args, "POST", "/next-batch", json=body)
+        lease = batch["lease_id"]
+        log(
+            f"leased {len(batch['cells'])} cells until {batch['expires_at']}: lease {lease} "
+            f"(import the results with --lease {lease})"
+        )
+    if not lease:
+        raise CliError(
+            "--project needs --lease ID (the lease_id of a next-batch answer) or --size N "
+            "(lease a new batch)"
+        )
+    payload = _request(args, "GET", f"/leases/{lease}/tasks")
     for task in payload.get("incomplete", []):
         log(
             f"left out task {task['task_id']} ({task['item_id']}: {task['system_a']} vs "
@@ -134,6 +150,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     ex.add_argument("--platform", required=True, choices=PLATFORMS)
     ex.add_argument("--tasks", help="the batch: evalset recommend output (CSV, JSON, JSONL)")
     _client_args(ex)
+    ex.add_argument(
+        "--size", type=int, help="with --project and no --lease: lease a new batch of N tasks"
+    )
+    ex.add_argument("--annotator", help="the new lease's annotator (e.g. the platform's name)")
+    ex.add_argument(
+        "--lease-seconds", type=float, default=86400.0, help="how long the new lease holds"
+    )
+    ex.add_argument("--idempotency-key", help="repeat the new lease request safely")
     ex.add_argument("-o", "--out", default="crowd_batch", help="folder to write into")
     ex.add_argument("--survey-format", choices=("csv", "jsonl"), default="csv")
     ex.set_defaults(func=run_export)
