@@ -17,10 +17,11 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
-from adaptive.data import DataError, RowProblem
+from adaptive.data import DataError, RowProblem, as_polars
 
 TASK_COLUMNS: tuple[str, ...] = (
     "batch_id",
@@ -125,7 +126,7 @@ def batch_id_of(rows: Sequence[Mapping]) -> str:
 
 
 def normalize_tasks(
-    frame: pl.DataFrame, *, batch_id: str | None = None, source: str = "<tasks>"
+    frame: Any, *, batch_id: str | None = None, source: str = "<tasks>"
 ) -> pl.DataFrame:
     """Validate a task table (e.g. ``evalset recommend --format csv`` output) and complete it.
 
@@ -133,6 +134,7 @@ def normalize_tasks(
     ``batch_id`` is kept, or set from ``batch_id``, or a hash of the cells; task ids
     must be unique. A row whose display order disagrees with ``shown_first`` is refused.
     """
+    frame = as_polars(frame)  # a pandas frame too
     required = ("task_id", "item_id", "system_a", "system_b", "shown_first")
     missing = [c for c in required if c not in frame.columns]
     if missing:
