@@ -106,3 +106,10 @@ def test_prune_python_and_command_line_agree_and_are_sorted(tmp_path, capsys):
     assert sorted(table.rows()) == sorted(
         kept.select(table.columns).with_columns(pl.col("kept")).rows()
     )
+
+
+def test_replay_wrapper_reports_each_policy():
+    df = evalset.example(num_systems=3, num_prompts=30, seed=1)
+    out = evalset.replay(df, seeds=2, batch_size=20)
+    assert out["policy"].to_list() == ["adaptive", "uniform"]
+    assert (out["judgments_mean"] <= df.height).all()
