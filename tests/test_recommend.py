@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -18,12 +17,10 @@ from adaptive.recommend import (
     Request,
     Snapshot,
     assign_order,
-    grm_information,
     new_system_mask,
     recommend,
     system_strength,
 )
-from stan_free_models.graded_response import category_probs
 
 
 def judgments(nets, counts, num_prompts, seed=0):
@@ -58,13 +55,9 @@ def make_snapshot(
     pa = np.array([a for a, _ in pairs])
     pb = np.array([b for _, b in pairs])
     num_s = num_systems or int(max(pa.max(), pb.max()) + 1)
-    rng = np.random.default_rng(seed)
     return Snapshot(
         version=3,
         theta_mean=np.asarray(nets, float),
-        theta_cov=np.eye(num_c),
-        info=rng.uniform(0.05, 0.6, size=(num_c, num_prompts)),
-        item_sd=rng.uniform(0.1, 1.0, size=(num_c, num_prompts)),
         pair_a=pa,
         pair_b=pb,
         dimension=np.zeros(num_c, np.int64),
@@ -76,30 +69,6 @@ def make_snapshot(
         decisions=decide(comp, prompt, signed, num_c),
         judged=judged,
     )
-
-
-# ---------------------------------------------------------------- information
-
-
-def test_grm_information_matches_finite_differences_of_category_probs():
-    """I(theta) = sum_c (dP_c/dtheta)^2 / P_c, with P_c from the model's own category_probs."""
-    theta = np.array([-1.3, 0.0, 0.4, 2.2])
-    alpha = np.array([0.5, 1.7, 1.0, 2.5])
-    b = np.array([[-0.8, 0.3], [-0.1, 0.2], [-1.5, 1.5], [0.0, 1.0]])
-    h = 1e-3
-    probs = lambda t: np.asarray(category_probs(jnp.asarray(t), jnp.asarray(alpha), jnp.asarray(b)))  # noqa: E731
-    jax.config.update("jax_enable_x64", True)
-    try:
-        dp = (probs(theta + h) - probs(theta - h)) / (2 * h)
-        expected = (dp**2 / probs(theta)).sum(axis=-1)
-    finally:
-        jax.config.update("jax_enable_x64", False)
-    np.testing.assert_allclose(grm_information(theta, alpha, b), expected, rtol=1e-4)
-
-
-def test_grm_information_two_categories_is_2pl():
-    p = 1 / (1 + np.exp(-1.5 * (0.3 - 0.1)))
-    assert grm_information(0.3, 1.5, np.array([0.1])) == pytest.approx(1.5**2 * p * (1 - p))
 
 
 # ---------------------------------------------------------------- decisions

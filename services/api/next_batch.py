@@ -201,9 +201,6 @@ def _prepare(state, project_id: str, dims: list[str], seed: int) -> tuple[Snapsh
         for c, (a, b) in enumerate(pairs):
             comp_of[(a, b)] = (c, 1.0)
             comp_of[(b, a)] = (c, -1.0)
-        item_of_prompt = np.full(len(prompts), -1, np.int64)
-        for j, item in enumerate(snap.items):
-            item_of_prompt[prompt_index[item]] = j
         j_comp, j_prompt, j_signed = [], [], []
         for r in rows[d]:
             hit = comp_of.get((r["system_a"], r["system_b"]))
@@ -219,9 +216,6 @@ def _prepare(state, project_id: str, dims: list[str], seed: int) -> tuple[Snapsh
                 theta=skill[:, pb] - skill[:, pa],
                 pair_a=pa,
                 pair_b=pb,
-                alpha=np.asarray(snap.alpha, np.float64),
-                b=np.asarray(snap.b, np.float64),
-                item_of_prompt=item_of_prompt,
                 skill=skill,
                 judgment_comparison=np.asarray(j_comp, np.int64),
                 judgment_prompt=np.asarray(j_prompt, np.int64),
@@ -235,7 +229,6 @@ def _prepare(state, project_id: str, dims: list[str], seed: int) -> tuple[Snapsh
         num_prompts=len(prompts),
         num_systems=len(systems),
         version=int(sum(versions)),
-        seed=seed,
     )
     responses = {
         (r["prompt_id"], system): text

@@ -111,7 +111,6 @@ def recommend_from_file(args: argparse.Namespace) -> list[dict]:
         prompts=prompts,
         systems=systems,
         version=0,
-        seed=args.seed,
         rule=rule_from_args(args),
     )
     comp_index = {name: i for i, name in enumerate(maps["comparisons"])}
