@@ -27,7 +27,8 @@ import pytest
 from adaptive.cells import build_cells
 from adaptive.data import validate_judgments
 from adaptive.decisions import OUTCOME_NAMES, decide
-from services.crowd import write_export
+from services.cli import main
+from services.crowd import read_tasks, write_export
 from services.settings import Settings
 from tests.conftest import ThreadServer
 
@@ -291,6 +292,29 @@ def test_ncm_campaign_round_trip_for_every_platform(tmp_path, log):
             assert api.get("/projects/ncm", headers=h).json()["num_judgments"] == before
             answered[platform] = len(answers)
             used += [logged for _, logged in answers]
+
+        # the same through the command line: lease and export in one step, import by lease
+        token = h["Authorization"].split()[1]
+        client = ["--project", "ncm", "--url", server.url, "--token", token]
+        out = tmp_path / "cli"
+        targets = ",".join(f"{a}:{b}" for a, b in pairs)
+        assert main(["crowd", "export", "--platform", "survey", "--size", "10",
+                     "--annotator", "crowd-cli", "--targets", targets, *client,
+                     "-o", str(out)]) == 0  # fmt: skip
+        cli_tasks = read_tasks(out / "tasks.csv")
+        answers = []
+        for task in cli_tasks.iter_rows(named=True):
+            key = (task["item_id"], frozenset((task["system_a"], task["system_b"])))
+            if pool[key]:
+                answers.append((task, pool[key].pop(0)))
+        (out / "results.csv").write_text(_survey_results(answers))
+        lease_id = cli_tasks["batch_id"][0]
+        for _ in range(2):  # the second import stores nothing
+            assert main(["crowd", "import", str(out / "results.csv"), "--platform", "survey",
+                         "--lease", lease_id, *client]) == 0  # fmt: skip
+        assert answers, "the command-line batch should hit logged cells"
+        answered["cli"] = len(answers)
+        used += [logged for _, logged in answers]
 
         stored = api.get("/projects/ncm/judgments", headers=h, params={"limit": 50_000}).json()
     rows = stored["judgments"]

@@ -61,6 +61,11 @@ def _tasks(args: argparse.Namespace):
             body["annotator_id"] = args.annotator
         if args.idempotency_key:
             body["idempotency_key"] = args.idempotency_key
+        if args.targets:
+            body["targets"] = [
+                [a.strip(), b.strip()]
+                for a, b in (p.split(":", 1) for p in args.targets.split(",") if ":" in p)
+            ]
         batch = _request(args, "POST", "/next-batch", json=body)
         lease = batch["lease_id"]
         log(
@@ -158,6 +163,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--lease-seconds", type=float, default=86400.0, help="how long the new lease holds"
     )
     ex.add_argument("--idempotency-key", help="repeat the new lease request safely")
+    ex.add_argument(
+        "--targets", metavar="A:B,C:D", help="the new lease: spend on these system pairs only"
+    )
     ex.add_argument("-o", "--out", default="crowd_batch", help="folder to write into")
     ex.add_argument("--survey-format", choices=("csv", "jsonl"), default="csv")
     ex.set_defaults(func=run_export)
