@@ -273,22 +273,24 @@ def decision_observations(
     return used
 
 
-def _needed_sign(k: float, m: float, t: float, a: float, level: float) -> float:
-    """Judgments likely still needed for a sign e-process to reach 1/level.
+def _needed_sign(k, m, t, a: float, level: float) -> np.ndarray:
+    """Judgments likely still needed for a sign e-process to reach 1/level ((n,) arrays in).
 
     Extrapolates the observed share of B among non-ties (with a +1/+1 prior) and
     the observed tie share: the first m' >= m where the e-value at k' = q m'
-    reaches the threshold, converted to judgments.
+    reaches the threshold (m' - m on a geometric grid, 1% steps), converted to judgments.
     """
+    k, m, t = (np.atleast_1d(np.asarray(v, np.float64)) for v in (k, m, t))
     q = (k + 1.0) / (m + 2.0)
-    q = max(q, 1.0 - q)
-    non_tie = (m + 1.0) / (t + 2.0)
-    grid = np.unique(np.round(np.geomspace(max(m, 1.0), NEEDED_HORIZON, 400)))
-    log_e = log_sign_evalue(q * grid, grid, a)
-    hit = np.flatnonzero(log_e >= np.log(1.0 / level))
-    if len(hit) == 0:
-        return np.inf
-    return max(float(grid[hit[0]] - m), 1.0) / max(non_tie, 1e-3)
+    q = np.maximum(q, 1.0 - q)
+    non_tie = np.maximum((m + 1.0) / (t + 2.0), 1e-3)
+    extra = np.unique(np.round(np.geomspace(1.0, NEEDED_HORIZON, 1400)))[None, :]
+    grid = m[:, None] + extra
+    log_e = log_sign_evalue(q[:, None] * grid, grid, a)
+    reached = log_e >= np.log(1.0 / level)
+    first = np.argmax(reached, axis=1)
+    more = extra[0, first] / non_tie
+    return np.where(reached.any(axis=1), more, np.inf)
 
 
 def _needed_equivalence(net: float, low: float, high: float, t: float, margin: float) -> float:
@@ -302,6 +304,215 @@ def _needed_equivalence(net: float, low: float, high: float, t: float, margin: f
         return np.inf
     more = t * ((half / gap) ** 2 - 1.0)
     return max(more, 1.0) if more < NEEDED_HORIZON else np.inf
+
+
+class DecisionState(NamedTuple):
+    """Running sufficient statistics of every comparison's decision ((C,) and (C, P) arrays).
+
+    :func:`update` folds new judgments in (in arrival order) without revisiting old
+    ones, so a replay or a streaming service pays for each judgment once;
+    :func:`decisions_of` reads the :class:`Decisions` off the state. ``decide`` on all
+    judgments at once gives the same numbers as any split into batches.
+    """
+
+    rule: DecisionRule
+    num_tests: int
+    outcome: np.ndarray
+    closed_at: np.ndarray
+    num_judgments: np.ndarray
+    n: np.ndarray  # observations used
+    k: np.ndarray  # B among them
+    m: np.ndarray  # non-ties among them
+    sum_x: np.ndarray  # x = (signed + 1) / 2 in [0, 1]
+    sum_sq: np.ndarray  # sum of (x_i - regularised mean_i)^2
+    sum_lam: np.ndarray
+    sum_lam_x: np.ndarray
+    sum_vpsi_low: np.ndarray
+    sum_vpsi_high: np.ndarray
+    low01: np.ndarray  # running lower bound of E[x]
+    high01: np.ndarray  # running upper bound of E[x]
+    log_eb: np.ndarray
+    log_ea: np.ndarray
+    cell_sum: np.ndarray  # (C, P) signed judgments per cell
+    cell_count: np.ndarray  # (C, P) judgments per cell
+
+
+def start(
+    num_comparisons: int,
+    num_prompts: int,
+    rule: DecisionRule | None = None,
+    *,
+    num_tests: int | None = None,
+) -> DecisionState:
+    """The state before any judgment."""
+    C, P = int(num_comparisons), int(num_prompts)
+    zeros = np.zeros(C)
+    return DecisionState(
+        rule=rule or DecisionRule(),
+        num_tests=C if num_tests is None else int(num_tests),
+        outcome=np.zeros(C, np.int64),
+        closed_at=np.zeros(C, np.int64),
+        num_judgments=np.zeros(C, np.int64),
+        n=np.zeros(C, np.int64),
+        k=zeros.copy(),
+        m=zeros.copy(),
+        sum_x=zeros.copy(),
+        sum_sq=zeros.copy(),
+        sum_lam=zeros.copy(),
+        sum_lam_x=zeros.copy(),
+        sum_vpsi_low=zeros.copy(),
+        sum_vpsi_high=zeros.copy(),
+        low01=zeros.copy(),
+        high01=np.ones(C),
+        log_eb=zeros.copy(),
+        log_ea=zeros.copy(),
+        cell_sum=np.zeros((C, P)),
+        cell_count=np.zeros((C, P), np.int64),
+    )
+
+
+def _check(comparison, prompt, signed, num_comparisons: int, num_prompts: int):
+    comparison = np.asarray(comparison, dtype=np.int64)
+    prompt = np.asarray(prompt, dtype=np.int64)
+    signed = np.asarray(signed, dtype=np.float64)
+    if not (comparison.shape == prompt.shape == signed.shape):
+        raise ValueError("comparison, prompt and signed must have the same length")
+    if signed.size:
+        if not np.isin(signed, (-1.0, 0.0, 1.0)).all():
+            raise ValueError("signed judgments must be -1, 0 or +1")
+        if comparison.min() < 0 or comparison.max() >= num_comparisons:
+            raise ValueError(f"comparison indices must be in [0, {num_comparisons})")
+        if prompt.min() < 0 or prompt.max() >= num_prompts:
+            raise ValueError(f"prompt indices must be in [0, {num_prompts})")
+    return comparison, prompt, signed
+
+
+def update(
+    state: DecisionState, comparison: np.ndarray, prompt: np.ndarray, signed: np.ndarray
+) -> DecisionState:
+    """Fold new judgments (in arrival order) into the state; returns a new state.
+
+    A comparison closes at the first observation where a sign e-process reaches
+    ``2 / alpha_c`` or the confidence sequence fits inside the margin; once closed
+    it stays closed (its statistics keep running for display).
+    """
+    rule = state.rule
+    C, P = state.cell_count.shape
+    comparison, prompt, signed = _check(comparison, prompt, signed, C, P)
+    new = {f: np.array(getattr(state, f), copy=True) for f in state._fields[2:]}
+    each = rule.alpha_each(state.num_tests)
+    side = each / 2.0
+    threshold = np.log(1.0 / side)
+    # the confidence sequence: each one-sided bound at each / 2
+    log_term = np.log(2.0 / each)
+    order = np.argsort(comparison, kind="stable")
+    present = np.unique(comparison)
+    bounds = np.searchsorted(comparison[order], np.concatenate([present, [C]]))
+    for idx, c in enumerate(present.tolist()):
+        rows = order[bounds[idx] : bounds[idx + 1]]
+        p, s = prompt[rows], signed[rows]
+        cost = new["num_judgments"][c] + np.arange(1, len(rows) + 1)
+        if rule.unit == "prompt":
+            _, first = np.unique(p, return_index=True)
+            keep = np.zeros(len(rows), bool)
+            keep[first] = True
+            keep &= new["cell_count"][c, p] == 0
+        else:
+            keep = np.ones(len(rows), bool)
+        np.add.at(new["cell_sum"][c], p, s)
+        np.add.at(new["cell_count"][c], p, 1)
+        new["num_judgments"][c] += len(rows)
+        s, cost = s[keep], cost[keep]
+        L = s.shape[0]
+        if L == 0:
+            continue
+        x = (s + 1.0) / 2.0
+        n0, sum_x0, sum_sq0 = int(new["n"][c]), new["sum_x"][c], new["sum_sq"][c]
+        # sign: beta-mixture e-processes on the non-ties
+        b_cum = new["k"][c] + np.cumsum(s > 0)
+        m_cum = new["m"][c] + np.cumsum(s != 0)
+        log_eb = log_sign_evalue(b_cum, m_cum, rule.mixture)
+        log_ea = log_sign_evalue(m_cum - b_cum, m_cum, rule.mixture)
+        # confidence sequence (Waudby-Smith & Ramdas 2023, Thm 2), continued from the sums
+        t = n0 + np.arange(1, L + 1, dtype=np.float64)
+        cum_x = sum_x0 + np.cumsum(x)
+        mu_reg = (0.5 + cum_x) / (t + 1.0)
+        sq = sum_sq0 + np.cumsum((x - mu_reg) ** 2)
+        sigma2 = (0.25 + sq) / (t + 1.0)
+        sigma2_prev = np.concatenate([[(0.25 + sum_sq0) / (n0 + 1.0)], sigma2[:-1]])
+        lam = np.minimum(np.sqrt(2.0 * log_term / (t * np.log1p(t) * sigma2_prev)), 0.5)
+        first_x = sum_x0 / n0 if n0 else 0.0
+        first_y = (n0 - sum_x0) / n0 if n0 else 0.0
+        prev_x = np.concatenate([[first_x], (cum_x / t)[:-1]])
+        prev_y = np.concatenate([[first_y], ((t - cum_x) / t)[:-1]])
+        psi = -np.log1p(-lam) - lam
+        s_lam = new["sum_lam"][c] + np.cumsum(lam)
+        s_lam_x = new["sum_lam_x"][c] + np.cumsum(lam * x)
+        v_low = new["sum_vpsi_low"][c] + np.cumsum((x - prev_x) ** 2 * psi)
+        v_high = new["sum_vpsi_high"][c] + np.cumsum(((1.0 - x) - prev_y) ** 2 * psi)
+        low = np.maximum((s_lam_x - log_term - v_low) / s_lam, 0.0)
+        low = np.maximum.accumulate(np.maximum(low, new["low01"][c]))
+        low_y = np.maximum((s_lam - s_lam_x - log_term - v_high) / s_lam, 0.0)
+        low_y = np.maximum.accumulate(np.maximum(low_y, 1.0 - new["high01"][c]))
+        high = np.minimum(1.0 - low_y, 1.0)
+        if new["outcome"][c] == UNDECIDED:
+            lo, hi = 2.0 * low - 1.0, 2.0 * high - 1.0
+            hits = [
+                (np.flatnonzero(log_eb >= threshold), B_BETTER),
+                (np.flatnonzero(log_ea >= threshold), A_BETTER),
+                (np.flatnonzero((lo > -rule.margin) & (hi < rule.margin)), EQUIVALENT),
+            ]
+            firsts = [(h[0] if len(h) else L, what) for h, what in hits]
+            # earliest closing wins; a sign wins a tie with equivalence (it says more)
+            when, what = min(firsts, key=lambda f: (f[0], f[1] == EQUIVALENT))
+            if when < L:
+                new["outcome"][c] = what
+                new["closed_at"][c] = int(cost[when])
+        new["n"][c] = n0 + L
+        new["k"][c], new["m"][c] = b_cum[-1], m_cum[-1]
+        new["sum_x"][c], new["sum_sq"][c] = cum_x[-1], sq[-1]
+        new["sum_lam"][c], new["sum_lam_x"][c] = s_lam[-1], s_lam_x[-1]
+        new["sum_vpsi_low"][c], new["sum_vpsi_high"][c] = v_low[-1], v_high[-1]
+        new["low01"][c], new["high01"][c] = low[-1], high[-1]
+        new["log_eb"][c], new["log_ea"][c] = log_eb[-1], log_ea[-1]
+    return DecisionState(rule, state.num_tests, **new)
+
+
+def decisions_of(state: DecisionState) -> Decisions:
+    """The :class:`Decisions` of a state (with Δ and the judgments likely still needed)."""
+    rule = state.rule
+    each = rule.alpha_each(state.num_tests)
+    counts = state.cell_count
+    judged = counts > 0
+    num_prompts = judged.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cell_mean = np.where(judged, state.cell_sum / np.maximum(counts, 1), 0.0)
+        net = np.where(num_prompts > 0, cell_mean.sum(axis=1) / num_prompts, np.nan)
+    low, high = 2.0 * state.low01 - 1.0, 2.0 * state.high01 - 1.0
+    needed = np.where(state.outcome != UNDECIDED, 0.0, np.inf)
+    open_ = np.flatnonzero((state.outcome == UNDECIDED) & (state.n > 0))
+    if open_.size:
+        n = state.n[open_].astype(np.float64)
+        sign = _needed_sign(state.k[open_], state.m[open_], n, rule.mixture, each / 2.0)
+        for i, c in enumerate(open_.tolist()):
+            used_mean = 2.0 * state.sum_x[c] / n[i] - 1.0
+            eq = _needed_equivalence(used_mean, low[c], high[c], n[i], rule.margin)
+            needed[c] = min(float(sign[i]), eq)
+    return Decisions(
+        outcome=state.outcome.copy(),
+        closed_at=state.closed_at.copy(),
+        net=net,
+        cs_low=low,
+        cs_high=high,
+        e_b=np.exp(state.log_eb),
+        e_a=np.exp(state.log_ea),
+        num_obs=state.n.copy(),
+        num_judgments=state.num_judgments.copy(),
+        num_prompts=num_prompts.astype(np.int64),
+        needed=needed,
+        alpha_each=each,
+        rule=rule.describe(state.num_tests),
+    )
 
 
 def decide(
@@ -332,79 +543,10 @@ def decide(
         >>> d.names(), int(d.closed_at[0]) < 100
         (['B better'], True)
     """
-    rule = rule or DecisionRule()
-    comparison = np.asarray(comparison, dtype=np.int64)
     prompt = np.asarray(prompt, dtype=np.int64)
-    signed = np.asarray(signed, dtype=np.float64)
-    if not (comparison.shape == prompt.shape == signed.shape):
-        raise ValueError("comparison, prompt and signed must have the same length")
-    if signed.size and not np.isin(signed, (-1.0, 0.0, 1.0)).all():
-        raise ValueError("signed judgments must be -1, 0 or +1")
-    num_tests = num_comparisons if num_tests is None else int(num_tests)
-    each = rule.alpha_each(num_tests)
-    side = each / 2.0
-    threshold = np.log(1.0 / side)
-    used = decision_observations(comparison, prompt, rule.unit)
-
-    C = int(num_comparisons)
-    out = {
-        "outcome": np.zeros(C, np.int64),
-        "closed_at": np.zeros(C, np.int64),
-        "net": np.full(C, np.nan),
-        "cs_low": np.full(C, -1.0),
-        "cs_high": np.ones(C),
-        "e_b": np.ones(C),
-        "e_a": np.ones(C),
-        "num_obs": np.zeros(C, np.int64),
-        "num_judgments": np.bincount(comparison, minlength=C)[:C].astype(np.int64),
-        "num_prompts": np.zeros(C, np.int64),
-        "needed": np.full(C, np.inf),
-    }
-    order = np.argsort(comparison, kind="stable")
-    bounds = np.searchsorted(comparison[order], np.arange(C + 1))
-    for c in range(C):
-        rows = order[bounds[c] : bounds[c + 1]]
-        out["num_prompts"][c] = len(np.unique(prompt[rows]))
-        # position (1-based) of each judgment among the comparison's judgments: the cost
-        cost = np.arange(1, len(rows) + 1)
-        keep = used[rows]
-        s = signed[rows][keep]
-        cost = cost[keep]
-        n = s.shape[0]
-        out["num_obs"][c] = n
-        if n == 0:
-            continue
-        b = np.cumsum(s > 0)
-        m = np.cumsum(s != 0)
-        log_eb = log_sign_evalue(b, m, rule.mixture)
-        log_ea = log_sign_evalue(m - b, m, rule.mixture)
-        # each side of the sequence errs with probability each / 2, and only one side
-        # can make "equivalent" wrong (the one toward the true Δ beyond the margin)
-        low01, high01 = eb_confidence_sequence((s + 1.0) / 2.0, each)
-        low, high = 2.0 * low01 - 1.0, 2.0 * high01 - 1.0
-        hits_b = np.flatnonzero(log_eb >= threshold)
-        hits_a = np.flatnonzero(log_ea >= threshold)
-        hits_eq = np.flatnonzero((low > -rule.margin) & (high < rule.margin))
-        firsts = [
-            (hits_b[0] if len(hits_b) else n, B_BETTER),
-            (hits_a[0] if len(hits_a) else n, A_BETTER),
-            (hits_eq[0] if len(hits_eq) else n, EQUIVALENT),
-        ]
-        # earliest closing wins; a sign wins a tie with equivalence (it says more)
-        when, what = min(firsts, key=lambda f: (f[0], f[1] == EQUIVALENT))
-        out["cs_low"][c], out["cs_high"][c] = float(low[-1]), float(high[-1])
-        out["e_b"][c], out["e_a"][c] = float(np.exp(log_eb[-1])), float(np.exp(log_ea[-1]))
-        if when < n:
-            out["outcome"][c] = what
-            out["closed_at"][c] = int(cost[when])
-            out["needed"][c] = 0.0
-        else:
-            out["needed"][c] = min(
-                _needed_sign(float(b[-1]), float(m[-1]), float(n), rule.mixture, side),
-                _needed_equivalence(float(s.mean()), low[-1], high[-1], float(n), rule.margin),
-            )
-    out["net"] = net_preference(comparison, prompt, signed, C).mean
-    return Decisions(**out, alpha_each=each, rule=rule.describe(num_tests))
+    num_prompts = int(prompt.max()) + 1 if prompt.size else 1
+    state = start(num_comparisons, num_prompts, rule, num_tests=num_tests)
+    return decisions_of(update(state, comparison, prompt, signed))
 
 
 # ------------------------------------------------------- the effect, one look

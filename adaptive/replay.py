@@ -53,8 +53,10 @@ from adaptive.decisions import (
     EQUIVALENT,
     DecisionRule,
     Decisions,
-    decide,
+    decisions_of,
     net_preference,
+    start,
+    update,
 )
 from adaptive.recommend import DEFAULT_BURN_IN, allocate
 
@@ -252,14 +254,16 @@ def replay(seed: int, log: Log, policy: str, config: ReplayConfig | None = None)
     judged = np.zeros((C, P), np.int64)
     seq: list[int] = []
     stats = np.zeros((C, 3))
+    state = start(C, P, config.rule, num_tests=C)
+    fresh_rows: list[int] = []
     budget = config.budget if config.budget is not None else log.num_judgments
     steps, closed_counts = [], []
     step = spent_on_closed = 0
     while True:
-        rows = np.asarray(seq, np.int64)
-        dec = decide(
-            log.comparison[rows], log.prompt[rows], log.signed[rows], C, config.rule, num_tests=C
-        )
+        rows = np.asarray(fresh_rows, np.int64)
+        state = update(state, log.comparison[rows], log.prompt[rows], log.signed[rows])
+        fresh_rows = []
+        dec = decisions_of(state)
         left = total - judged
         useful = (left > 0) & (judged == 0) if config.rule.unit == "prompt" else left > 0
         movable = ~dec.closed & useful.any(axis=1)
@@ -280,6 +284,7 @@ def replay(seed: int, log: Log, policy: str, config: ReplayConfig | None = None)
             row = int(order[starts[c, p] + judged[c, p]])
             judged[c, p] += 1
             seq.append(row)
+            fresh_rows.append(row)
             s = log.signed[row]
             stats[c] += (1.0, s, s * s)
         step += 1

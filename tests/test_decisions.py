@@ -211,3 +211,34 @@ def test_without_the_split_the_same_campaigns_err_more_often():
         loose += bool(np.isin(decide(comp, prompt, signed, 10, rule).outcome, (1, 2)).any())
         strict += bool(np.isin(decide(comp, prompt, signed, 10, split).outcome, (1, 2)).any())
     assert loose > strict
+
+
+def test_batches_give_the_same_decisions_as_all_at_once():
+    from adaptive.decisions import decisions_of, start, update
+
+    rng = np.random.default_rng(8)
+    comp, prompt, signed = simulate(rng, [0.2, 0.0, -0.35], 400, per_cell=2, num_prompts=200)
+    for unit in ("prompt", "judgment"):
+        rule = DecisionRule(unit=unit)
+        whole = decide(comp, prompt, signed, 3, rule)
+        state = start(3, 200, rule)
+        cuts = np.sort(rng.choice(len(comp), 12, replace=False))
+        for part in np.split(np.arange(len(comp)), cuts):
+            state = update(state, comp[part], prompt[part], signed[part])
+        parts = decisions_of(state)
+        for field in ("outcome", "closed_at", "num_obs", "num_judgments", "num_prompts"):
+            np.testing.assert_array_equal(getattr(parts, field), getattr(whole, field))
+        for field in ("net", "cs_low", "cs_high", "e_b", "e_a", "needed"):
+            np.testing.assert_allclose(getattr(parts, field), getattr(whole, field), rtol=1e-9)
+
+
+def test_the_decisions_sequence_is_the_reference_checked_one():
+    # the running sums inside decide give the confidence sequence that matches confseq
+    rng = np.random.default_rng(9)
+    comp, prompt, signed = simulate(rng, [0.1], 500)
+    rule = DecisionRule()
+    d = decide(comp, prompt, signed, 1, rule)
+    used = decision_observations(comp, prompt, rule.unit)
+    low, high = eb_confidence_sequence((signed[used] + 1) / 2, d.alpha_each)
+    assert d.cs_low[0] == pytest.approx(2 * low[-1] - 1, abs=1e-12)
+    assert d.cs_high[0] == pytest.approx(2 * high[-1] - 1, abs=1e-12)
