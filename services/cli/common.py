@@ -14,6 +14,20 @@ from collections.abc import Sequence
 FORMATS = ("table", "json", "csv")
 
 
+class DefaultsHelp(argparse.RawDescriptionHelpFormatter):
+    """Help that shows each flag's default (when it has one and does not say it already)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (
+            "default" in text
+            or action.default in (None, argparse.SUPPRESS, False)
+            or not action.option_strings
+        ):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 def add_data_args(parser: argparse.ArgumentParser, *, formats: Sequence[str] = FORMATS) -> None:
     """--data, --dimension, --format and --seed, as every analysis subcommand takes them."""
     parser.add_argument(

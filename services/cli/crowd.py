@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from services.cli import CliError
-from services.cli.common import log
+from services.cli.common import DefaultsHelp, log
 
 
 def _client_args(p: argparse.ArgumentParser) -> None:
@@ -142,7 +142,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "crowd",
         help="export a batch to a crowd platform and import its results",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=DefaultsHelp,
     )
     inner = crowd.add_subparsers(dest="crowd_command", metavar="ACTION")
     inner.required = True
@@ -150,7 +150,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ex = inner.add_parser(
         "export",
         help="write a batch's tasks for Label Studio, MTurk or a survey (plus tasks.csv)",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelp,
     )
     ex.add_argument("--platform", required=True, choices=PLATFORMS)
     ex.add_argument("--tasks", help="the batch: evalset recommend output (CSV, JSON, JSONL)")
@@ -167,13 +167,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--targets", metavar="A:B,C:D", help="the new lease: spend on these system pairs only"
     )
     ex.add_argument("-o", "--out", default="crowd_batch", help="folder to write into")
-    ex.add_argument("--survey-format", choices=("csv", "jsonl"), default="csv")
+    ex.add_argument(
+        "--survey-format", choices=("csv", "jsonl"), default="csv", help="survey task file"
+    )
     ex.set_defaults(func=run_export)
 
     im = inner.add_parser(
         "import",
         help="read a platform's results back as judgments (mapped to a/b through the batch)",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelp,
     )
     im.add_argument("results", help="MTurk results CSV, Label Studio JSON export, survey CSV")
     im.add_argument("--platform", choices=PLATFORMS, help="default: guessed from the file")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from services.cli.common import add_data_args, emit, log
+from services.cli.common import DefaultsHelp, add_data_args, emit, log
 
 KINDS = ("leaderboard", "annotators", "items", "matrices", "progress", "evidence")
 
@@ -65,7 +65,7 @@ def register(sub) -> None:
         "plot",
         help="report figures: leaderboard, annotators, items, matrices, progress (PNG or SVG)",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=DefaultsHelp,
     )
     p.add_argument("kind", choices=KINDS, help="which figure")
     add_data_args(p)
