@@ -18,7 +18,6 @@ from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from services.api.errors import ApiError
-from services.api.limits import TOKENS
 from services.api.state import ServiceState
 from services.settings import Settings
 from services.store import Store
@@ -44,7 +43,7 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
 
-def token_project(credentials: Credentials, store: StoreDep, settings: SettingsDep) -> str:
+def token_project(credentials: Credentials, state: State) -> str:
     """The project of the request's bearer token.
 
     Checked against the store at most every ``token_cache_seconds`` per token, so a
@@ -52,7 +51,9 @@ def token_project(credentials: Credentials, store: StoreDep, settings: SettingsD
     """
     if credentials is None or not credentials.credentials:
         raise ApiError(401, "unauthorized", "missing bearer token (Authorization: Bearer <token>)")
-    project_id = TOKENS.get(store, credentials.credentials, settings.token_cache_seconds)
+    project_id = state.tokens.get(
+        state.store, credentials.credentials, state.settings.token_cache_seconds
+    )
     if project_id is None:
         raise ApiError(401, "unauthorized", "invalid bearer token")
     return project_id

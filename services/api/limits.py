@@ -38,6 +38,7 @@ from services.store import repository as repo
 
 __all__ = ["Guard", "TokenCache", "admin_token_ok"]
 
+
 _PROJECT_PATH = re.compile(r"^/projects/([^/]+)(?:/.*)?$")
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
@@ -86,10 +87,6 @@ class TokenCache:
         with self._lock:
             for key in [k for k in self._entries if k[1].startswith(token_hash_prefix)]:
                 del self._entries[key]
-
-
-#: the process's token cache (shared by the middleware and the route dependencies)
-TOKENS = TokenCache()
 
 
 def admin_token_ok(expected: str | None, given: str | None) -> bool:
@@ -208,11 +205,11 @@ class Guard:
                     "missing bearer token (Authorization: Bearer <token>)",
                 )
                 return
-            owner = TOKENS.cached(service.store, token)
+            owner = service.tokens.cached(service.store, token)
             if owner is None:
                 try:
                     owner = await anyio.to_thread.run_sync(
-                        TOKENS.get, service.store, token, settings.token_cache_seconds
+                        service.tokens.get, service.store, token, settings.token_cache_seconds
                     )
                 except Exception:
                     await _send_error(send, 503, "unavailable", "the store is not reachable")

@@ -12,7 +12,7 @@ from adaptive.streaming import Snapshot, item_rows, leaderboard_rows, pair_rows
 from services import schemas as s
 from services.api.deps import ProjectId, SettingsDep, State, _bearer
 from services.api.errors import ApiError, error_responses
-from services.api.limits import TOKENS, admin_token_ok
+from services.api.limits import admin_token_ok
 from services.api.state import Pending
 from services.store import repository as repo
 
@@ -260,7 +260,7 @@ def revoke_token(project_id: ProjectId, token_id: TokenId, state: State) -> s.To
     """
     with state.store.write() as conn:
         row = _revoke(state, conn, project_id, token_id)
-    TOKENS.forget(token_id)
+    state.tokens.forget(token_id)
     return s.TokenRevoked(
         revoked=s.TokenInfoPublic(**row),
         effective_within_seconds=state.settings.token_cache_seconds,
@@ -279,7 +279,7 @@ def rotate_token(project_id: ProjectId, token_id: TokenId, state: State) -> s.To
     with state.store.write() as conn:
         old = _revoke(state, conn, project_id, token_id)
         token = repo.create_token(conn=conn, project_id=project_id, label=old["label"])
-    TOKENS.forget(token_id)
+    state.tokens.forget(token_id)
     return s.TokenPublic(
         token=token, token_id=repo.token_id(repo.hash_token(token)), label=old["label"]
     )

@@ -42,6 +42,12 @@ log = logging.getLogger("evalset.refit")
 REPLICA = f"{socket.gethostname()}:{os.getpid()}"
 
 
+def _token_cache() -> Any:
+    from services.api.limits import TokenCache
+
+    return TokenCache()
+
+
 class RecordingRefresher(Refresher):
     """A :class:`Refresher` whose events (every fit, its outcome, why it was rejected) are
     logged and handed to ``sink`` (the service stores them: ``GET /projects/{id}/events``)."""
@@ -137,6 +143,9 @@ class ServiceState:
     restarts: int = 0
     last_restart_at: datetime | None = None
     leader: Leadership | None = None  # which projects this process re-estimates (PostgreSQL)
+    #: token hash -> project, trusted for settings.token_cache_seconds (one per app, as a
+    #: replica has one)
+    tokens: Any = field(default_factory=lambda: _token_cache())
 
     @classmethod
     def create(cls, settings: Settings) -> ServiceState:
