@@ -23,7 +23,7 @@ def annotatable_cells(
     prompts: Sequence[str],
     responses: Mapping[tuple[str, str], str],
 ) -> np.ndarray:
-    """(C, P) False where a system has no response to the prompt or both responses are the same.
+    """(C, P) False where a system has no (or an empty) response to the prompt, or both are the same.
 
     ``comparisons`` are (dimension, system_a, system_b); ``responses`` maps
     (prompt id, system) to the response text. With no responses at all nothing
@@ -34,15 +34,17 @@ def annotatable_cells(
     answer differently).
 
     Example:
-        >>> annotatable_cells([("overall", "x", "y")], ["p1", "p2", "p3"],
+        >>> annotatable_cells([("overall", "x", "y")], ["p1", "p2", "p3", "p4"],
         ...                   {("p1", "x"): "hi", ("p1", "y"): "Hi", ("p2", "x"): "a",
-        ...                    ("p2", "y"): "b", ("p3", "x"): "c"}).tolist()
-        [[False, True, False]]
+        ...                    ("p2", "y"): "b", ("p3", "x"): "c", ("p4", "x"): "d",
+        ...                    ("p4", "y"): "  "}).tolist()
+        [[False, True, False, False]]
     """
     out = np.ones((len(comparisons), len(prompts)), bool)
     if not responses:
         return out
-    norm = {key: same_text(text) for key, text in responses.items() if text is not None}
+    # an empty response is a missing one: there is nothing to show the annotator
+    norm = {key: same_text(text) for key, text in responses.items() if text and same_text(text)}
     for c, (_dim, a, b) in enumerate(comparisons):
         for p, item in enumerate(prompts):
             ra, rb = norm.get((item, a)), norm.get((item, b))

@@ -142,3 +142,27 @@ def test_next_batch_skips_closed_comparisons_and_unannotatable_cells(client):
         c["item_id"] in judged_s0_s2 and {c["system_a"], c["system_b"]} == {"s0", "s2"}
         for c in cells
     )
+
+
+def test_recommend_from_a_served_project_carries_the_texts(client, capsys):
+    import json
+
+    from services.cli import main
+
+    project_id, headers, _ = _campaign(client)
+    token = headers["Authorization"].split()[1]
+    argv = ["recommend", "--project", project_id, "--url", str(client.base_url), "--token", token]
+    assert main(argv + ["--size", "6", "--format", "json", "--quiet"]) == 0
+    tasks = json.loads(capsys.readouterr().out)
+    assert len(tasks) == 6
+    for t in tasks:
+        i = int(t["item_id"][1:])
+        assert t["prompt"] == f"question {i}"
+        first = t["system_first"]
+        expected = {
+            "s0": f"zero {i}",
+            "s1": f"one {i}",
+            "s2": f"two {i}" if i >= 5 else f"ZERO  {i}",
+        }
+        assert t["response_first"] == expected[first]
+        assert t["response_first"] != t["response_second"] and t["response_second"]

@@ -225,20 +225,41 @@ def recommend_from_project(args: argparse.Namespace) -> list[dict]:
     payload = response.json()
     if not args.quiet:
         log(f"lease {payload.get('lease_id')} expires at {payload.get('expires_at')}")
+    # the texts, in display order, from the lease's tasks
+    texts: dict[tuple, dict] = {}
+    lease_url = f"{args.url.rstrip('/')}/projects/{args.project}/leases/{payload['lease_id']}/tasks"
+    try:
+        tasks = httpx.get(lease_url, headers=headers, timeout=60.0)
+    except httpx.HTTPError as exc:
+        raise CliError(f"cannot reach the service at {args.url}: {exc}") from exc
+    if tasks.status_code == 200:
+        body_tasks = tasks.json()
+        for t in body_tasks.get("tasks", []):
+            texts[(t["item_id"], t["system_a"], t["system_b"], t["dimension"])] = t
+        if body_tasks.get("incomplete") and not args.quiet:
+            log(
+                f"note: {len(body_tasks['incomplete'])} leased cells lack a registered prompt or "
+                "response text (register them with POST /projects/P/prompts)"
+            )
+    elif not args.quiet:
+        log(f"note: no texts for the lease (the service answered {tasks.status_code})")
     rows = []
     for k, cell in enumerate(payload.get("cells", [])):
         first = cell["system_a"] if cell["shown_first"] == "a" else cell["system_b"]
         second = cell["system_b"] if cell["shown_first"] == "a" else cell["system_a"]
+        text = texts.get(
+            (cell["item_id"], cell["system_a"], cell["system_b"], cell["dimension"]), {}
+        )
         rows.append(
             {
                 "task_id": f"t{k + 1:05d}",
                 "item_id": cell["item_id"],
                 "dimension": cell["dimension"],
-                "prompt": cell.get("prompt", ""),
+                "prompt": text.get("prompt", ""),
                 "system_first": first,
-                "response_first": "",
+                "response_first": text.get("response_first", ""),
                 "system_second": second,
-                "response_second": "",
+                "response_second": text.get("response_second", ""),
                 "system_a": cell["system_a"],
                 "system_b": cell["system_b"],
                 "shown_first": cell["shown_first"],
@@ -333,7 +354,7 @@ def run_replay(args: argparse.Namespace) -> int:
             by_policy[policy] = summarize(traces, last, rule)
         base = by_policy.get("uniform", {}).get("judgments_mean")
         for summary in by_policy.values():
-            row = {"dimension": dim, "data": kind, **summary}
+            row = {"dimension": dim, "data": kind, "unit": rule.unit, **summary}
             row["ratio_to_uniform"] = row["judgments_mean"] / base if base else None
             rows.append(row)
     if args.format == "json":
@@ -343,7 +364,7 @@ def run_replay(args: argparse.Namespace) -> int:
     if not args.quiet and rows:
         log(f"rule: {rule.describe(rows[0]['comparisons'])}")
     if args.plot:
-        plot_anytime(rows, args.plot)
+        plot_anytime(rows, args.plot, title=Path(args.data).parent.name)
     return 0
 
 
@@ -360,9 +381,13 @@ def _progress(label: str, total: int, quiet: bool):
     return step
 
 
-def plot_anytime(rows: list[dict], path: str) -> None:
-    """Judgments until k comparisons are closed, one panel per dimension, one line per policy."""
+def plot_anytime(rows: list[dict], path: str, title: str = "") -> None:
+    """Judgments until k comparisons are closed, one panel per dimension, one line per policy.
+
+    A step is drawn only for the k that every seed reached (mean over seeds).
+    """
     import matplotlib
+    import numpy as np
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -372,9 +397,15 @@ def plot_anytime(rows: list[dict], path: str) -> None:
     styles = {"adaptive": "-", "uniform": "--", "round_robin": "-.", "arena": ":"}
     for ax, dim in zip(axes[0], dims):
         for r in (r for r in rows if r["dimension"] == dim):
-            pts = [(c["judgments_mean"], c["closed"]) for c in r["curve"] if c["judgments_mean"]]
+            # only the k every seed reached, so each point averages the same replays
+            pts = [
+                (c["judgments_mean"], c["closed"])
+                for c in r["curve"]
+                if c["judgments_mean"] and c["share_of_seeds"] == 1.0
+            ]
             if pts:
                 x, y = zip(*pts)
+                x = np.maximum.accumulate(np.asarray(x))
                 ax.step(
                     x,
                     y,
@@ -383,7 +414,7 @@ def plot_anytime(rows: list[dict], path: str) -> None:
                     lw=1.8,
                     label=f"{r['policy']} (all closed/exhausted: {r['judgments_mean']:.0f})",
                 )
-        ax.set_title(f"{dim} ({rows[0]['data']})")
+        ax.set_title(f"{title} {dim} ({rows[0]['data']}, {rows[0]['unit']} unit)", fontsize=10)
         ax.set_xlabel("judgments used")
         ax.set_ylabel("comparisons closed")
         ax.set_ylim(0, max(r["comparisons"] for r in rows) + 0.5)
