@@ -17,7 +17,11 @@ import jax
 import numpy as np
 
 from adaptive.cells import RATING_HALF_RANGE, CellData
-from stan_free_models.graded_response import DEFAULT_ALPHA_SCALE, DEFAULT_B_SCALE
+from stan_free_models.graded_response import (
+    DEFAULT_ALPHA_SCALE,
+    DEFAULT_B_SCALE,
+    DEFAULT_TAU_SCALE,
+)
 from stan_free_models.inference import GRMData, fit_laplace, fit_nuts
 from stan_free_models.posterior import Posterior
 
@@ -41,6 +45,8 @@ class FitConfig:
     alpha_scale: float = DEFAULT_ALPHA_SCALE  # prior sd of log alpha
     b_scale: float = DEFAULT_B_SCALE  # prior sd of the thresholds
     thresholds: str = "free"  # "free" (the paper's) or "symmetric" (theta = 0 means no preference)
+    cell_effect: bool = False  # prompt-by-comparison effect: a cell's judgments are dependent
+    tau_scale: float = DEFAULT_TAU_SCALE  # prior scale of that effect's sd
     seed: int = 0
     progress: bool = False
 
@@ -55,6 +61,8 @@ class FitConfig:
             raise ValueError(
                 f"unknown thresholds {self.thresholds!r}; expected one of {THRESHOLDS}"
             )
+        if self.cell_effect and self.likelihood != "judgment":
+            raise ValueError("cell_effect needs likelihood='judgment'")
         if self.parameterization not in PARAMETERIZATIONS:
             raise ValueError(
                 f"unknown parameterization {self.parameterization!r}; expected one of {PARAMETERIZATIONS}"
@@ -62,9 +70,17 @@ class FitConfig:
 
 
 def model_data(
-    cells: CellData, *, likelihood: str = "net", parameterization: str = "comparison"
+    cells: CellData,
+    *,
+    likelihood: str = "net",
+    parameterization: str = "comparison",
+    cell_effect: bool = False,
 ) -> GRMData:
-    """The graded-response observations of the cells."""
+    """The graded-response observations of the cells.
+
+    With ``cell_effect`` (per-judgment likelihood only) every judgment also carries
+    its cell, the (comparison, prompt) whose two responses it judged.
+    """
     if likelihood == "net":
         comparison, item = cells.cell_comparison, cells.cell_item
         y = cells.cell_rating + RATING_HALF_RANGE
@@ -85,9 +101,19 @@ def model_data(
         num_items=cells.num_items,
         num_categories=num_categories,
     )
-    if parameterization == "system":
-        from dataclasses import replace
+    from dataclasses import replace
 
+    if cell_effect:
+        if likelihood != "judgment":
+            raise ValueError("the prompt-by-comparison effect needs the per-judgment likelihood")
+        key = (
+            cells.judgment_comparison.astype(np.int64) * len(cells.prompts) + cells.judgment_prompt
+        )
+        _, cell = np.unique(key, return_inverse=True)
+        data = replace(
+            data, cell=cell.astype(np.int32), num_cells=int(cell.max()) + 1 if len(cell) else 1
+        )
+    if parameterization == "system":
         data = replace(
             data,
             pair_a=cells.pair_a.astype(np.int32),
@@ -103,7 +129,12 @@ def fit_cells(
     cells: CellData, config: FitConfig = FitConfig(), *, init: dict | None = None
 ) -> Posterior:
     """Fit the graded response model to the cells of one dimension."""
-    data = model_data(cells, likelihood=config.likelihood, parameterization=config.parameterization)
+    data = model_data(
+        cells,
+        likelihood=config.likelihood,
+        parameterization=config.parameterization,
+        cell_effect=config.cell_effect,
+    )
     rng_key = jax.random.PRNGKey(config.seed)
     if config.method == "fast":
         return fit_laplace(
@@ -114,6 +145,7 @@ def fit_cells(
             alpha_scale=config.alpha_scale,
             b_scale=config.b_scale,
             symmetric_thresholds=config.thresholds == "symmetric",
+            tau_scale=config.tau_scale,
         )
     return fit_nuts(
         data,
@@ -125,4 +157,38 @@ def fit_cells(
         alpha_scale=config.alpha_scale,
         b_scale=config.b_scale,
         symmetric_thresholds=config.thresholds == "symmetric",
+        tau_scale=config.tau_scale,
     )
+
+
+PRESETS = ("default", "paper")
+
+
+def preset_config(preset: str = "default", **overrides) -> FitConfig:
+    """A named fit configuration; ``overrides`` replace single fields.
+
+    * ``paper``: Sedoc & Ungar's model as published: the net rating per cell
+      rescaled to [-3, 3] (7 categories), free ordered thresholds, one theta per
+      comparison. It reproduces their Table 3 (docs/paper_table.md).
+    * ``default``: every judgment a 3-category response (no rescaling), and a
+      prompt-by-comparison effect that makes the judgments of one cell dependent.
+      Per comparison, each prompt's two thresholds are free (a prompt may lean
+      towards A or B) with a prior centred at 0, so theta = 0 means no preference at
+      the average prompt and the uncertainty of where that average lies is part of
+      theta's interval; per system, thresholds are symmetric (theta = 0 means no
+      preference at every prompt), because a common lean cannot move additive skills.
+      docs/statistics.md measures both.
+    """
+    if preset == "paper":
+        base = dict(likelihood="net", thresholds="free", cell_effect=False)
+    elif preset == "default":
+        system = overrides.get("parameterization") == "system"
+        base = dict(
+            likelihood="judgment",
+            thresholds="symmetric" if system else "free",
+            cell_effect=True,
+        )
+    else:
+        raise ValueError(f"unknown preset {preset!r}; expected one of {PRESETS}")
+    base.update(overrides)
+    return FitConfig(**base)

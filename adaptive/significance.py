@@ -7,6 +7,22 @@ joint fit, the paper's answer to multiple testing (Sedoc & Ungar, section
 procedure (family-wise error ``alpha``) applied to the posterior two-sided tail
 probabilities p = 2 min(P(theta > 0), P(theta < 0)), named in every row as
 ``adjust_rule``.
+
+Every row also carries the effect users read, the net preference Δ (the expected
+signed judgment, +1 B / -1 A / 0 tie, averaged over the comparison's judged
+prompts): the model's estimate with its 95% posterior interval
+(``net_preference, net_sd, net_ci_low, net_ci_high``), the data's own value
+(``observed_net`` with a prompts-as-units t interval, from
+:func:`adaptive.decisions.net_preference`), and two checks:
+
+* ``ppc_z`` / ``ppc_flag``: a posterior predictive check; the observed Δ against
+  what the fitted model predicts for data of the same design (new judgments and
+  new prompt-by-comparison effects), flagged when |z| > ``PPC_Z``. With the
+  per-system parameterisation this is the direct-vs-indirect check: the
+  comparison's own judgments against the difference the leaderboard implies
+  (``indirect_conflict``).
+* ``sign_agrees``: False when the model's Δ and the observed Δ have opposite
+  signs; ``note`` then says so in words.
 """
 
 from __future__ import annotations
@@ -19,6 +35,8 @@ from adaptive.cells import CellData
 from stan_free_models.posterior import Posterior
 
 ADJUST_RULES = ("holm", "bonferroni", "none")
+#: |z| above which the posterior predictive check flags a comparison (two-sided p ~ 0.0027)
+PPC_Z = 3.0
 
 
 def holm(p_values: np.ndarray, alpha: float = 0.05) -> np.ndarray:
@@ -79,6 +97,7 @@ def compare(
     rule: str = "holm",
     alpha: float = 0.05,
     level: float = 0.95,
+    effect: bool = True,
 ) -> list[dict]:
     """One row per comparison with mean, sd, interval, P(B better) and both verdicts.
 
@@ -89,6 +108,7 @@ def compare(
         rule: multiplicity adjustment (``holm``, ``bonferroni`` or ``none``).
         alpha: family-wise error rate for the adjusted verdict.
         level: posterior interval level.
+        effect: also report the net preference Δ and the checks (:func:`net_effect`).
     """
     theta = posterior.flat("theta")
     wanted = {frozenset(p): tuple(p) for p in orientation or ()}
@@ -98,6 +118,7 @@ def compare(
     )
     theta = theta * signs
     stats = summarize_draws(theta, level)
+    effects = net_effect(posterior, cells, level=level) if effect else {}
     adjusted = adjusted_verdicts(stats["p_two_sided"], rule, alpha)
     n_judg = cells.judgments_per_comparison()
     n_prompts = cells.prompts_per_comparison()
@@ -122,6 +143,129 @@ def compare(
                 "n_judgments": int(n_judg[i]),
                 "n_prompts": int(n_prompts[i]),
                 "method": posterior.method,
+                **_oriented(effects, i, signs[i]),
             }
         )
+        if not effect:
+            continue
+        if "skill" in posterior.draws:
+            rows[-1]["indirect_conflict"] = rows[-1]["ppc_flag"]
+        rows[-1]["note"] = _note(rows[-1], per_system="skill" in posterior.draws)
     return rows
+
+
+_FLIP = {
+    "net_ci_low": "net_ci_high",
+    "net_ci_high": "net_ci_low",
+    "observed_ci_low": "observed_ci_high",
+    "observed_ci_high": "observed_ci_low",
+}
+
+
+def _oriented(effect: dict[str, np.ndarray], i: int, sign: float) -> dict:
+    """Row ``i`` of :func:`net_effect` in the reported orientation (sign -1: A and B swapped)."""
+    out = {}
+    for key, values in effect.items():
+        value = values[i]
+        if isinstance(value, (bool, np.bool_)):
+            out[key] = bool(value)
+        elif key in ("net_sd", "observed_se"):
+            out[key] = float(value)
+        else:
+            out[_FLIP.get(key, key) if sign < 0 else key] = float(sign * value)
+    return out
+
+
+def _note(row: dict, *, per_system: bool) -> str:
+    notes = []
+    if not row["sign_agrees"]:
+        notes.append("model and data disagree on the sign of the net preference")
+    if row["ppc_flag"]:
+        notes.append(
+            "the comparison's own judgments disagree with the leaderboard's implied difference"
+            if per_system
+            else "the observed net preference is outside what the model predicts"
+        )
+    return "; ".join(notes)
+
+
+def net_effect(
+    posterior: Posterior, cells: CellData, *, level: float = 0.95, max_draws: int = 1000
+) -> dict[str, np.ndarray]:
+    """The net preference Δ of every comparison, as the fit implies it and as observed.
+
+    Returns (C,) arrays in the stored orientation: ``net_preference, net_sd,
+    net_ci_low, net_ci_high`` (model), ``observed_net, observed_se,
+    observed_ci_low, observed_ci_high`` (the data), ``ppc_z, ppc_flag,
+    sign_agrees``.
+    """
+    import jax
+
+    from adaptive.decisions import net_preference
+    from adaptive.fitting import model_data
+    from stan_free_models.predictive import implied_net_preference
+
+    b = posterior.flat("b")
+    likelihood = "judgment" if b.shape[-1] == 2 else "net"
+    per_system = "skill" in posterior.draws
+    cell_effect = "tau" in posterior.draws
+    data = model_data(
+        cells,
+        likelihood=likelihood,
+        parameterization="system" if per_system else "comparison",
+        cell_effect=cell_effect,
+    )
+    implied = implied_net_preference(
+        data,
+        posterior.flat("theta"),
+        posterior.flat("alpha"),
+        b,
+        posterior.flat("tau") if cell_effect else None,
+        rng_key=jax.random.PRNGKey(1),
+        max_draws=max_draws,
+    )
+    delta = implied.delta
+    mode = posterior.info.get("mode_values")
+    if mode is not None:
+        # Laplace: the draws are Gaussian in the unconstrained space, and Δ bends under
+        # the transforms (a log-normal threshold gap, the ordering), so their mean drifts
+        # off the mode (by 2 sd on simulated campaigns). Centre them on the plug-in at the
+        # mode, as the Laplace approximation (a normal around the mode) says.
+        at_mode = implied_net_preference(
+            data,
+            mode["theta"][None],
+            mode["alpha"][None],
+            mode["b"][None],
+            np.array([mode["tau"]]) if cell_effect else None,
+            rng_key=jax.random.PRNGKey(1),
+            noise=False,
+        )
+        delta = delta - delta.mean(axis=0) + at_mode.delta[0]
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(delta, [tail, 1.0 - tail], axis=0)
+    observed = net_preference(
+        cells.judgment_comparison,
+        cells.judgment_prompt,
+        cells.judgment_y - 1,
+        cells.num_comparisons,
+        level=level,
+    )
+    struct_mean = implied.structural.mean(axis=0)
+    ppc_sd = np.sqrt(implied.replicate_var.mean(axis=0) + implied.structural.var(axis=0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ppc_z = np.where(ppc_sd > 0, (observed.mean - struct_mean) / ppc_sd, 0.0)
+    est = delta.mean(axis=0)
+    sign_agrees = ~((np.sign(est) * np.sign(observed.mean)) < 0)
+    return {
+        "net_preference": est,
+        "net_sd": delta.std(axis=0, ddof=1),
+        "net_ci_low": low,
+        "net_ci_high": high,
+        "observed_net": observed.mean,
+        "observed_se": observed.se,
+        "observed_ci_low": observed.ci_low,
+        "observed_ci_high": observed.ci_high,
+        "ppc_z": np.nan_to_num(ppc_z),
+        "ppc_flag": np.abs(np.nan_to_num(ppc_z)) > PPC_Z,
+        "sign_agrees": sign_agrees,
+    }

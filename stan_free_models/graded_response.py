@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import numpyro
 import numpyro.distributions as dist
 from numpyro.distributions import constraints
@@ -29,6 +30,22 @@ from numpyro.distributions.util import validate_sample
 
 DEFAULT_ALPHA_SCALE = 1.0
 DEFAULT_B_SCALE = 2.0
+#: prior scale of tau, the sd of the prompt-by-comparison effect (theta's unit)
+DEFAULT_TAU_SCALE = 1.0
+#: Gauss-Hermite nodes that integrate the prompt-by-comparison effect out of a cell
+NUM_CELL_NODES = 11
+
+
+def cell_nodes(num_nodes: int = NUM_CELL_NODES) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes x and log weights of E[f(z)], z ~ N(0, 1), by Gauss-Hermite quadrature.
+
+    Example:
+        >>> x, lw = cell_nodes(5)
+        >>> round(float((np.exp(lw) * x**2).sum()), 6)
+        1.0
+    """
+    x, w = np.polynomial.hermite_e.hermegauss(num_nodes)
+    return x, np.log(w / w.sum())
 
 
 def log1m_exp(x: jax.Array) -> jax.Array:
@@ -128,6 +145,40 @@ def category_probs(theta: jax.Array, alpha: jax.Array, b: jax.Array) -> jax.Arra
     return GradedResponse(cum_logits).probs
 
 
+def node_log_probs(
+    eta: jax.Array, alpha: jax.Array, b: jax.Array, tau: jax.Array, y: jax.Array, weight: jax.Array
+) -> jax.Array:
+    """(N, Q) weighted log P(y) of each observation at every quadrature node eps = tau x_q."""
+    x, _ = cell_nodes()
+    shifted = eta[:, None] + tau * jnp.asarray(x, dtype=eta.dtype)[None, :]  # (N, Q)
+    cum_logits = alpha[:, None, None] * (shifted[..., None] - b[:, None, :])  # (N, Q, K-1)
+    logp = graded_log_prob(jnp.broadcast_to(y[:, None], shifted.shape), cum_logits)
+    return jnp.where(weight[:, None] > 0, logp * weight[:, None], 0.0)
+
+
+def cell_log_lik(
+    eta: jax.Array,
+    alpha: jax.Array,
+    b: jax.Array,
+    tau: jax.Array,
+    y: jax.Array,
+    weight: jax.Array,
+    cell: jax.Array,
+    num_cells: int,
+) -> jax.Array:
+    """(M,) log-likelihood of each cell with its prompt-by-comparison effect integrated out.
+
+    log integral prod_k P(y_k | eta_k + eps) N(eps; 0, tau) d eps, by Gauss-Hermite
+    quadrature over eps = tau x (``NUM_CELL_NODES`` nodes). Per-observation args are
+    (N,) (b: (N, K-1)); an empty cell contributes 0.
+    """
+    _, log_w = cell_nodes()
+    per_cell = jax.ops.segment_sum(
+        node_log_probs(eta, alpha, b, tau, y, weight), cell, num_segments=num_cells
+    )
+    return jax.nn.logsumexp(per_cell + jnp.asarray(log_w, dtype=per_cell.dtype), axis=-1)
+
+
 def graded_response(
     comparison: jax.Array,
     item: jax.Array,
@@ -142,6 +193,9 @@ def graded_response(
     alpha_scale: float = DEFAULT_ALPHA_SCALE,
     b_scale: float = DEFAULT_B_SCALE,
     symmetric_thresholds: bool = False,
+    cell: jax.Array | None = None,
+    num_cells: int | None = None,
+    tau_scale: float = DEFAULT_TAU_SCALE,
 ) -> None:
     """The graded response model as a NumPyro function.
 
@@ -159,6 +213,12 @@ def graded_response(
             A and B are equally likely to win every prompt (A/B exchangeability).
             The paper's model (False) leaves the thresholds free; then where
             theta = 0 lies is set by the priors rather than by the data.
+        cell, num_cells: (N,) the cell (a comparison's prompt) of each observation.
+            Given, the judgments of a cell share a prompt-by-comparison effect
+            eps ~ N(0, tau) added to theta (they judge the same two responses), and
+            eps is integrated out of each cell's likelihood by Gauss-Hermite
+            quadrature, so the fit has one extra parameter (tau ~ HalfNormal(tau_scale)),
+            not one per cell. Observations are then required (no prior predictive).
 
     References:
         Samejima (1969); Sedoc & Ungar (2020), section 4.1.
@@ -186,6 +246,14 @@ def graded_response(
         )
     numpyro.factor("b_prior", dist.Normal(0.0, b_scale).log_prob(b).sum())
     alpha = jnp.exp(log_alpha)
+    if cell is not None:
+        tau = numpyro.sample("tau", dist.HalfNormal(tau_scale))
+        w = jnp.ones(comparison.shape[0]) if weight is None else weight
+        numpyro.factor(
+            "y_cells",
+            cell_log_lik(theta[comparison], alpha[item], b[item], tau, y, w, cell, num_cells).sum(),
+        )
+        return
     cum_logits = alpha[item][:, None] * (theta[comparison][:, None] - b[item])
     with numpyro.plate("obs", comparison.shape[0]):
         if weight is None:
@@ -200,6 +268,9 @@ def graded_response(
 
 __all__ = [
     "GradedResponse",
+    "cell_log_lik",
+    "cell_nodes",
+    "node_log_probs",
     "category_probs",
     "graded_log_prob",
     "graded_response",

@@ -32,6 +32,7 @@ from numpyro.infer.util import potential_energy
 from stan_free_models.graded_response import (
     DEFAULT_ALPHA_SCALE,
     DEFAULT_B_SCALE,
+    DEFAULT_TAU_SCALE,
     graded_response,
     symmetric_from_half,
 )
@@ -56,6 +57,13 @@ class GRMData:
     pair_a: np.ndarray | None = None
     pair_b: np.ndarray | None = None
     num_systems: int | None = None
+    cell: np.ndarray | None = None
+    num_cells: int | None = None
+
+    @property
+    def has_cells(self) -> bool:
+        """Observations are grouped into cells (a comparison's prompt) for the cell effect."""
+        return self.cell is not None
 
     @property
     def per_system(self) -> bool:
@@ -76,6 +84,12 @@ class GRMData:
             self.comparison.max() >= self.num_comparisons or self.item.max() >= self.num_items
         ):
             raise ValueError("comparison or item index out of range")
+        if self.has_cells and (
+            self.cell.shape != (n,)
+            or self.num_cells is None
+            or (n and self.cell.max() >= self.num_cells)
+        ):
+            raise ValueError("cell must have shape (n,) with indices below num_cells")
         if self.per_system and (
             self.pair_a.shape != (self.num_comparisons,) or self.num_systems is None
         ):
@@ -109,6 +123,8 @@ def pad_data(data: GRMData) -> GRMData:
         num_items=bucket(data.num_items),
         num_categories=data.num_categories,
     )
+    if data.has_cells:
+        out = replace(out, cell=pad(data.cell.astype(np.int32)), num_cells=bucket(data.num_cells))
     if data.per_system:
         c_pad = out.num_comparisons - data.num_comparisons
         num_systems = bucket(data.num_systems + 1, 4)
@@ -122,7 +138,9 @@ def pad_data(data: GRMData) -> GRMData:
     return out
 
 
-def _model_kwargs(data: GRMData, alpha_scale: float, b_scale: float, symmetric: bool) -> dict:
+def _model_kwargs(
+    data: GRMData, alpha_scale: float, b_scale: float, symmetric: bool, tau_scale: float
+) -> dict:
     kwargs = dict(
         comparison=jnp.asarray(data.comparison),
         item=jnp.asarray(data.item),
@@ -135,6 +153,8 @@ def _model_kwargs(data: GRMData, alpha_scale: float, b_scale: float, symmetric: 
         b_scale=b_scale,
         symmetric_thresholds=symmetric,
     )
+    if data.has_cells:
+        kwargs.update(cell=jnp.asarray(data.cell), num_cells=data.num_cells, tau_scale=tau_scale)
     if data.per_system:
         kwargs.update(
             pair_a=jnp.asarray(data.pair_a),
@@ -144,7 +164,10 @@ def _model_kwargs(data: GRMData, alpha_scale: float, b_scale: float, symmetric: 
     return kwargs
 
 
-def _static_key(data: GRMData, alpha_scale: float, b_scale: float, symmetric: bool) -> tuple:
+def _static_key(
+    data: GRMData, alpha_scale: float, b_scale: float, symmetric: bool, tau_scale: float = 1.0
+) -> tuple:
+    """Everything a compiled fit depends on; index 8 is the number of cells (None: no cell effect)."""
     return (
         data.num_obs,
         data.num_comparisons,
@@ -154,21 +177,26 @@ def _static_key(data: GRMData, alpha_scale: float, b_scale: float, symmetric: bo
         float(alpha_scale),
         float(b_scale),
         bool(symmetric),
+        data.num_cells if data.has_cells else None,
+        float(tau_scale),
     )
 
 
 def _dynamic_args(data: GRMData) -> tuple:
     pair_a = data.pair_a if data.per_system else np.zeros(1, np.int32)
     pair_b = data.pair_b if data.per_system else np.zeros(1, np.int32)
+    cell = data.cell if data.has_cells else np.zeros(1, np.int32)
     return tuple(
-        jnp.asarray(x) for x in (data.comparison, data.item, data.y, data.weight, pair_a, pair_b)
+        jnp.asarray(x)
+        for x in (data.comparison, data.item, data.y, data.weight, pair_a, pair_b, cell)
     )
 
 
 def _potential_fn(static: tuple):
-    num_obs, num_comp, num_items, num_cat, num_systems, alpha_scale, b_scale, symmetric = static
+    num_obs, num_comp, num_items, num_cat, num_systems, alpha_scale, b_scale, symmetric = static[:8]
+    num_cells, tau_scale = static[8], static[9]
 
-    def potential(params, comparison, item, y, weight, pair_a, pair_b):
+    def potential(params, comparison, item, y, weight, pair_a, pair_b, cell):
         kwargs = dict(
             comparison=comparison,
             item=item,
@@ -183,6 +211,8 @@ def _potential_fn(static: tuple):
         )
         if num_systems is not None:
             kwargs.update(pair_a=pair_a, pair_b=pair_b, num_systems=num_systems)
+        if num_cells is not None:
+            kwargs.update(cell=cell, num_cells=num_cells, tau_scale=tau_scale)
         return potential_energy(graded_response, (), kwargs, params)
 
     return potential
@@ -193,11 +223,14 @@ def _global_name(static: tuple) -> str:
 
 
 def _split_params(static: tuple, g: jax.Array, items: jax.Array) -> dict:
-    return {
-        _global_name(static): g,
-        "log_alpha": items[:, 0],
-        ("b_half" if static[7] else "b"): items[:, 1:],
-    }
+    """The global block is the abilities (or skills), then log tau when cells are modelled."""
+    params = {"log_alpha": items[:, 0], ("b_half" if static[7] else "b"): items[:, 1:]}
+    if static[8] is not None:
+        params[_global_name(static)] = g[:-1]
+        params["tau"] = g[-1]  # unconstrained: log tau
+    else:
+        params[_global_name(static)] = g
+    return params
 
 
 def default_init(data: GRMData, symmetric: bool = False) -> dict[str, np.ndarray]:
@@ -213,12 +246,22 @@ def default_init(data: GRMData, symmetric: bool = False) -> dict[str, np.ndarray
         # unconstrained ordered vector: first value, then log of increments
         b_u = np.concatenate([b0[:1], np.log(np.diff(b0))]) if k > 1 else b0
     g_size = data.num_systems if data.per_system else data.num_comparisons
-    return {
+    out = {
         "global": np.zeros(g_size, np.float32),
         "items": np.concatenate(
             [np.zeros((data.num_items, 1)), np.tile(b_u, (data.num_items, 1))], axis=1
         ).astype(np.float32),
     }
+    if data.has_cells:
+        out["log_tau"] = np.full(1, np.log(0.3), np.float32)
+    return out
+
+
+def _global_start(x0: dict[str, np.ndarray]) -> np.ndarray:
+    """The global block's starting point: abilities, then log tau when cells are modelled."""
+    if "log_tau" in x0:
+        return np.concatenate([x0["global"], x0["log_tau"]])
+    return x0["global"]
 
 
 #: NumPyro's effect-handler stack is one process-wide list, so two threads tracing a
@@ -344,6 +387,7 @@ def fit_laplace(
     alpha_scale: float = DEFAULT_ALPHA_SCALE,
     b_scale: float = DEFAULT_B_SCALE,
     symmetric_thresholds: bool = False,
+    tau_scale: float = DEFAULT_TAU_SCALE,
 ) -> Posterior:
     """MAP + Laplace approximation, warm-started from ``init`` (a previous ``Posterior.mode``).
 
@@ -363,7 +407,7 @@ def fit_laplace(
     start = time.perf_counter()
     rng_key = jax.random.PRNGKey(0) if rng_key is None else rng_key
     padded = pad_data(data)
-    static = _static_key(padded, alpha_scale, b_scale, symmetric_thresholds)
+    static = _static_key(padded, alpha_scale, b_scale, symmetric_thresholds, tau_scale)
     x0 = default_init(padded, symmetric_thresholds)
     if init is not None:
         g_prev, i_prev = np.asarray(init["global"]), np.asarray(init["items"])
@@ -372,6 +416,8 @@ def fit_laplace(
         x0["global"][:ng] = g_prev[:ng]
         if i_prev.shape[1] == x0["items"].shape[1]:
             x0["items"][:ni] = i_prev[:ni]
+        if "log_tau" in x0 and "log_tau" in init:
+            x0["log_tau"] = np.asarray(init["log_tau"], np.float32).reshape(1)
     fit = _compiled_laplace(static, int(max_iter), int(num_draws))
     args = _dynamic_args(padded)
     # The potential sums over observations, so its gradient grows like sqrt(n) at a
@@ -381,7 +427,7 @@ def fit_laplace(
     tol_now = jnp.asarray(tol * scale, dtype=jnp.float32)
     with MODEL_LOCK:
         out = jax.device_get(
-            fit(rng_key, jnp.asarray(x0["global"]), jnp.asarray(x0["items"]), args, tol_now)
+            fit(rng_key, jnp.asarray(_global_start(x0)), jnp.asarray(x0["items"]), args, tol_now)
         )
     grad_limit = max(tol * 10, 1e-2) * scale
     restarted = False
@@ -390,7 +436,13 @@ def fit_laplace(
         x0 = default_init(padded, symmetric_thresholds)
         with MODEL_LOCK:
             out = jax.device_get(
-                fit(rng_key, jnp.asarray(x0["global"]), jnp.asarray(x0["items"]), args, tol_now)
+                fit(
+                    rng_key,
+                    jnp.asarray(_global_start(x0)),
+                    jnp.asarray(x0["items"]),
+                    args,
+                    tol_now,
+                )
             )
         restarted = True
     c, p = data.num_comparisons, data.num_items
@@ -413,13 +465,31 @@ def fit_laplace(
         draws["theta"] = (skill[:, data.pair_b] - skill[:, data.pair_a])[None]
     else:
         draws["theta"] = g_draws[:, :c][None]
+    if data.has_cells:
+        draws["tau"] = np.exp(g_draws[:, -1])[None]
     converged = bool(out["finite"]) and float(out["grad_norm"]) < grad_limit
     diagnostics = Diagnostics(
         converged=converged,
         num_steps=int(out["num_steps"]),
         seconds=time.perf_counter() - start,
     )
-    mode = {"global": np.asarray(out["g"]), "items": np.asarray(out["items"])}
+    g_mode = np.asarray(out["g"])
+    la_mode, b_mode = _constrain_items(
+        np.asarray(out["items"], dtype=np.float64)[:p], symmetric_thresholds, data.num_categories
+    )
+    if data.per_system:
+        s_mode = g_mode[: data.num_systems].astype(np.float64)
+        theta_mode = s_mode[data.pair_b] - s_mode[data.pair_a]
+    else:
+        theta_mode = g_mode[:c].astype(np.float64)
+    # the mode in the model's own terms: a plug-in for functions of the parameters, whose
+    # mean over the Gaussian draws shifts where the transforms (exp, ordering) bend
+    mode_values = {"theta": theta_mode, "alpha": np.exp(la_mode), "b": b_mode}
+    if data.has_cells:
+        mode_values["tau"] = float(np.exp(g_mode[-1]))
+    mode = {"global": g_mode, "items": np.asarray(out["items"])}
+    if data.has_cells:
+        mode = {"global": g_mode[:-1], "items": mode["items"], "log_tau": g_mode[-1:]}
     info = {
         "grad_norm": float(out["grad_norm"]),
         "potential": float(out["potential"]),
@@ -427,6 +497,7 @@ def fit_laplace(
         "padded_shape": static[:5],
         # marginal covariance of the global block (skills or abilities), no padding
         "cov_global": np.asarray(out["cov_g"], dtype=np.float64)[:g_real, :g_real],
+        "mode_values": mode_values,
     }
     return Posterior(draws=draws, method="laplace", diagnostics=diagnostics, mode=mode, info=info)
 
@@ -497,7 +568,7 @@ def _cached_mcmc(
     target_accept: float,
 ):
     TRACE_COUNTS["nuts"] += 1
-    num_obs, num_comp, num_items, num_cat, num_systems, alpha_scale, b_scale, symmetric = static
+    num_obs, num_comp, num_items, num_cat, num_systems, alpha_scale, b_scale, symmetric = static[:8]
     sizes = dict(
         num_comparisons=num_comp,
         num_items=num_items,
@@ -508,6 +579,8 @@ def _cached_mcmc(
     )
     if num_systems is not None:
         sizes["num_systems"] = num_systems
+    if static[8] is not None:
+        sizes.update(num_cells=static[8], tau_scale=static[9])
     return new_mcmc(
         functools.partial(graded_response, **sizes),
         num_chains=num_chains,
@@ -532,6 +605,7 @@ def fit_nuts(
     b_scale: float = DEFAULT_B_SCALE,
     symmetric_thresholds: bool = False,
     chain_method: str | None = None,
+    tau_scale: float = DEFAULT_TAU_SCALE,
 ) -> Posterior:
     """Full posterior by NUTS, with split R-hat, bulk ESS and divergences.
 
@@ -541,12 +615,12 @@ def fit_nuts(
     start = time.perf_counter()
     rng_key = jax.random.PRNGKey(0) if rng_key is None else rng_key
     padded = pad_data(data)
-    static = _static_key(padded, alpha_scale, b_scale, symmetric_thresholds)
+    static = _static_key(padded, alpha_scale, b_scale, symmetric_thresholds, tau_scale)
     chain_method = chain_method or chain_method_for(num_chains)
     mcmc = _cached_mcmc(
         static, num_chains, num_warmup, num_samples, chain_method, progress, target_accept
     )
-    kwargs = _model_kwargs(padded, alpha_scale, b_scale, symmetric_thresholds)
+    kwargs = _model_kwargs(padded, alpha_scale, b_scale, symmetric_thresholds, tau_scale)
     arrays = {k: v for k, v in kwargs.items() if isinstance(v, jax.Array)}
     samples, diverging = sample_mcmc(mcmc, rng_key, arrays)
     c, p = data.num_comparisons, data.num_items
@@ -560,7 +634,11 @@ def fit_nuts(
         draws["skill"] = samples["skill"][:, :, : data.num_systems]
     if symmetric_thresholds:
         draws["b_half"] = samples["b_half"][:, :, :p]
-    checked = {k: v for k, v in draws.items() if k in ("theta", "log_alpha", "b_half", "skill")}
+    if data.has_cells:
+        draws["tau"] = samples["tau"]
+    checked = {
+        k: v for k, v in draws.items() if k in ("theta", "log_alpha", "b_half", "skill", "tau")
+    }
     if not symmetric_thresholds:
         checked["b"] = draws["b"]
     diagnostics = nuts_diagnostics(checked, diverging, num_samples, start)

@@ -112,3 +112,146 @@ def simulate_judgments(
                     }
                 )
     return rows, Truth(theta=theta, alpha=alpha, b=b, skill=skill)
+
+
+# ------------------------------------------------------------------ campaigns with known Δ
+
+
+def expected_signed(theta: np.ndarray, alpha: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """E[signed judgment] (+1 B, -1 A, 0 tie) of a 3-category graded response.
+
+    With b = (b1, b2): P(B) - P(A) = sigmoid(alpha (theta - b2)) - (1 - sigmoid(alpha (theta - b1))).
+    """
+    p_b = 1.0 / (1.0 + np.exp(-alpha * (theta - b[..., 1])))
+    p_not_a = 1.0 / (1.0 + np.exp(-alpha * (theta - b[..., 0])))
+    return p_b - (1.0 - p_not_a)
+
+
+@dataclass(frozen=True)
+class Campaign:
+    """Simulated per-judgment rows with the truth they were drawn from.
+
+    Attributes:
+        rows: per-judgment dicts in the common schema (``item_id, system_a, system_b,
+            annotator_id, winner, dimension``), comparisons in the order of ``pairs``.
+        theta: (C,) true ability differences (> 0: B better).
+        cell_delta: (C, P) each cell's expected signed judgment, given everything the
+            simulation drew for that cell (its prompt and its prompt-by-comparison
+            effect), for an annotator drawn at random from the campaign's pool (so a
+            share of random annotators scales it towards 0).
+        systems, prompts: names; ``pairs[i] = (a, b)`` indexes ``systems``.
+    """
+
+    rows: list[dict]
+    theta: np.ndarray
+    cell_delta: np.ndarray
+    systems: tuple[str, ...]
+    prompts: tuple[str, ...]
+    pairs: tuple[tuple[int, int], ...]
+
+    @property
+    def delta(self) -> np.ndarray:
+        """(C,) true net preference over every prompt of the campaign."""
+        return self.cell_delta.mean(axis=1)
+
+    def true_delta(self, comparison: np.ndarray, prompt: np.ndarray) -> np.ndarray:
+        """(C,) true Δ over the prompts each comparison was judged on (in these judgments).
+
+        This is the estimand of a fit to those judgments: the expected signed judgment
+        averaged over the comparison's judged prompts (NaN for a comparison without any).
+        """
+        num_c = self.cell_delta.shape[0]
+        seen = np.zeros_like(self.cell_delta, dtype=bool)
+        seen[np.asarray(comparison), np.asarray(prompt)] = True
+        with np.errstate(invalid="ignore"):
+            return np.where(
+                seen.any(axis=1),
+                (self.cell_delta * seen).sum(axis=1) / np.maximum(seen.sum(axis=1), 1),
+                np.nan,
+            )[:num_c]
+
+
+def simulate_campaign(
+    rng: np.random.Generator,
+    *,
+    num_comparisons: int = 20,
+    num_prompts: int = 200,
+    num_annotators: int = 3,
+    null: bool = False,
+    symmetric_null: bool = True,
+    cell_sd: float = 0.0,
+    random_annotators: float = 0.0,
+    num_systems: int | None = None,
+) -> Campaign:
+    """A campaign in the paper's setting (one theta per comparison) with its true Δ.
+
+    The paper's setting (``cell_sd=0, random_annotators=0``): theta ~ N(0, 1) per
+    comparison, log alpha ~ N(0, 1), thresholds sorted N(0, 2), and every judgment an
+    independent graded response. The second simulator adds what the model does not
+    assume: a prompt-by-comparison effect ``eps ~ N(0, cell_sd)`` added to theta in
+    each cell (the judgments of a cell share its two responses), and a share
+    ``random_annotators`` of annotators who pick A, tie or B uniformly at random.
+
+    Args:
+        null: every system equal (theta = 0). With ``symmetric_null`` (default) the
+            thresholds are also symmetric (b = (-d, d)), so every cell's judgments are
+            exchangeable in A and B and every true Δ is exactly 0; without it the
+            thresholds are drawn as in the paper, and each prompt's asymmetry (a lean
+            towards the system named second, common to all comparisons) makes the true
+            Δ of the judged prompts small but not 0.
+        num_systems: systems to draw the pairs from (default: just enough for
+            ``num_comparisons`` distinct pairs).
+    """
+    num_c, num_p = num_comparisons, num_prompts
+    if num_systems is None:
+        num_systems = 2
+        while num_systems * (num_systems - 1) // 2 < num_c:
+            num_systems += 1
+    all_pairs = [(a, b) for a in range(num_systems) for b in range(a + 1, num_systems)]
+    chosen = rng.choice(len(all_pairs), size=num_c, replace=False)
+    pairs = tuple(all_pairs[i] for i in sorted(chosen))
+    theta = np.zeros(num_c) if null else rng.normal(0.0, 1.0, num_c)
+    alpha = np.exp(rng.normal(0.0, 1.0, num_p))
+    if null and symmetric_null:
+        d = np.abs(rng.normal(0.0, 2.0, num_p))
+        b = np.stack([-d, d], axis=1)
+    else:
+        b = np.sort(rng.normal(0.0, 2.0, (num_p, 2)), axis=1)
+    eps = rng.normal(0.0, cell_sd, (num_c, num_p)) if cell_sd > 0 else np.zeros((num_c, num_p))
+    eta = theta[:, None] + eps
+    model_delta = expected_signed(eta, alpha[None, :], b[None, :, :])
+    # random annotators: a pool of 50, a share of them answering uniformly at random
+    pool = 50
+    is_random = rng.uniform(size=pool) < random_annotators
+    rows: list[dict] = []
+    systems = tuple(f"sys{s:02d}" for s in range(num_systems))
+    prompts = tuple(f"p{j:04d}" for j in range(num_p))
+    cum = 1.0 / (1.0 + np.exp(-alpha[None, :, None] * (eta[:, :, None] - b[None, :, :])))
+    for i, (a, bb) in enumerate(pairs):
+        for j in range(num_p):
+            for k in range(num_annotators):
+                ann = (i * 7 + j * 3 + k) % pool
+                if is_random[ann]:
+                    y = int(rng.integers(0, 3))
+                else:
+                    y = int((rng.uniform() < cum[i, j]).sum())
+                rows.append(
+                    {
+                        "item_id": prompts[j],
+                        "system_a": systems[a],
+                        "system_b": systems[bb],
+                        "annotator_id": f"w{ann:02d}",
+                        "winner": ("a", "tie", "b")[y],
+                        "dimension": "overall",
+                    }
+                )
+    # a random annotator's expected signed judgment is 0
+    cell_delta = (1.0 - is_random.mean()) * model_delta
+    return Campaign(
+        rows=rows,
+        theta=theta,
+        cell_delta=cell_delta,
+        systems=systems,
+        prompts=prompts,
+        pairs=pairs,
+    )
