@@ -278,6 +278,20 @@ def test_authentication_comes_before_the_body(server: ThreadServer) -> None:
     assert seconds < 2.0  # answered from the headers; no body was sent at all
 
 
+def test_a_browser_page_token_passes_the_guard_on_gets_only(api: httpx.Client) -> None:
+    """A page a browser opens (the dashboard) has no Authorization header: the guard takes
+    ``?token=`` or the page cookie for a GET, never for a request with a body."""
+    project_id, headers = _project(api)
+    token = headers["Authorization"].split()[1]
+    page = f"/projects/{project_id}/no-such-page"  # past the guard, the router says 404
+    assert api.get(page, params={"token": token}).status_code == 404
+    assert api.get(page, params={"token": "evs_wrong"}).status_code == 401
+    assert api.get(page, headers={"Cookie": f"evalset_token={token}"}).status_code == 404
+    assert api.get(page).status_code == 401
+    r = api.post(page, params={"token": token}, json={})
+    assert r.status_code == 401
+
+
 def test_a_stalled_body_is_cut_off(server: ThreadServer, api: httpx.Client) -> None:
     """Was: connections that stall their body stayed open indefinitely."""
     project_id, headers = _project(api)

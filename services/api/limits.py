@@ -109,6 +109,32 @@ def bearer(headers: list[tuple[bytes, bytes]]) -> str | None:
     return None
 
 
+#: the cookie in which a browser page keeps its token (``services.api.deps.PAGE_TOKEN_COOKIE``)
+PAGE_TOKEN_COOKIE = "evalset_token"
+
+
+def page_token(scope: Scope) -> str | None:
+    """The token of a GET from a browser page: ``?token=``, else the page's cookie."""
+    from http.cookies import SimpleCookie
+    from urllib.parse import parse_qs
+
+    query = scope.get("query_string", b"").decode("latin-1")
+    if "token=" in query:
+        values = parse_qs(query).get("token")
+        if values and values[0]:
+            return values[0]
+    for name, value in scope["headers"]:
+        if name == b"cookie":
+            cookie: SimpleCookie = SimpleCookie()
+            try:
+                cookie.load(value.decode("latin-1"))
+            except Exception:
+                return None
+            morsel = cookie.get(PAGE_TOKEN_COOKIE)
+            return morsel.value if morsel is not None and morsel.value else None
+    return None
+
+
 class _Bucket:
     __slots__ = ("tokens", "at")
 
@@ -184,6 +210,9 @@ class Guard:
         path = scope["path"]
         headers = scope["headers"]
         token = bearer(headers)
+        if token is None and method in ("GET", "HEAD"):
+            # a page a browser opens (the dashboard) carries its token in ?token= or a cookie
+            token = page_token(scope)
 
         # 1. who is asking, from the headers alone
         client_key: str | None = None
