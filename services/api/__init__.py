@@ -29,7 +29,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from services.api import errors
+from services.api import dashboard, docs_ui, errors
 from services.api.limits import Guard
 from services.api.routes import router as core_router
 from services.api.state import ServiceState
@@ -40,6 +40,7 @@ ROUTER_MODULES: tuple[str, ...] = (
     "services.api.next_batch",
     "services.api.crowd",
     "services.api.decisions",
+    "services.api.dashboard",
 )
 
 __all__ = ["ROUTER_MODULES", "create_app"]
@@ -93,10 +94,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ),
         version="0.1.0",
         lifespan=lifespan,
+        # served by docs_ui from vendored files: the default pages load them from a CDN
+        docs_url=None,
+        redoc_url=None,
     )
     errors.install(app)
     # authentication, rate limit and a bounded body read before any route parses anything
     app.add_middleware(Guard)
+    # in front of the Guard: the dashboard's ?token= or cookie becomes its bearer header
+    dashboard.install(app)
+    docs_ui.install(app)
     app.include_router(core_router)
     for router in _optional_routers():
         app.include_router(router)

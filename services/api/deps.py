@@ -7,11 +7,14 @@ gets what it needs by declaring parameters of these types:
   ``.settings``, ``.refresher``, ``.snapshot(project_id, dimension)``);
 * ``StoreDep`` / ``SettingsDep``: the store and the settings alone;
 * ``ProjectId``: the ``{project_id}`` path parameter, checked against the
-  request's bearer token (401 without a valid token, 403 for another project's).
+  request's bearer token (401 without a valid token, 403 for another project's);
+* ``PageProjectId``: the same for a page a browser opens (the dashboard), whose
+  token may also come from ``?token=`` or the page's cookie.
 """
 
 from __future__ import annotations
 
+import hmac
 from typing import Annotated
 
 from fastapi import Depends, Path, Request
@@ -71,3 +74,47 @@ def authorized_project(
 
 
 ProjectId = Annotated[str, Depends(authorized_project)]
+
+
+#: the cookie a ``?token=`` visit of a browser page sets, scoped to that page's path
+PAGE_TOKEN_COOKIE = "evalset_token"
+
+
+def page_token(request: Request) -> str | None:
+    """The token of a page a browser opens: the bearer header, else ``?token=``, else the cookie.
+
+    A browser sends no Authorization header when it navigates, so a page takes the
+    token from the query string once and keeps it in a cookie of that page's path
+    (see :mod:`services.api.dashboard`). API routes keep taking the header only.
+    """
+    scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    return request.query_params.get("token") or request.cookies.get(PAGE_TOKEN_COOKIE) or None
+
+
+def page_project(
+    project_id: Annotated[str, Path(min_length=1, max_length=200)],
+    request: Request,
+    state: State,
+) -> str:
+    """The path's project, when the page's token (:func:`page_token`) belongs to it.
+
+    The token is looked up by its SHA-256 (never compared character by character) and
+    the project ids are compared with ``hmac.compare_digest``; 401 and 403 as for
+    :data:`ProjectId`.
+    """
+    token = page_token(request)
+    if not token:
+        raise ApiError(
+            401, "unauthorized", "missing token (Authorization: Bearer <token>, or ?token=<token>)"
+        )
+    owner = state.tokens.get(state.store, token, state.settings.token_cache_seconds)
+    if owner is None:
+        raise ApiError(401, "unauthorized", "invalid token")
+    if not hmac.compare_digest(owner.encode(), project_id.encode()):
+        raise ApiError(403, "forbidden", "this token does not give access to that project")
+    return project_id
+
+
+PageProjectId = Annotated[str, Depends(page_project)]

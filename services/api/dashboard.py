@@ -1,0 +1,254 @@
+"""``GET /projects/{project_id}/dashboard``: a campaign at a glance, as one HTML page.
+
+Server-rendered, no JavaScript, no request beyond the page itself (inline SVG
+charts, inline CSS, a Content-Security-Policy that forbids anything else). It shows
+
+* progress: comparisons closed and open, judgments per comparison coloured by
+  decision, judgments likely still needed;
+* the leaderboard of the newest snapshot (the numbers of ``GET .../leaderboard``),
+  a forest plot coloured by each system's decision against the leader;
+* every comparison's decision (the numbers of ``GET .../decisions``: the same
+  :func:`services.api.decisions.campaign_comparisons` and :func:`adaptive.decisions.decide`);
+* annotators (judgments, A / B / tie shares, how often the response shown first won);
+* the newest snapshots' diagnostics and the latest refit events.
+
+The page reloads itself every ``refresh`` seconds (``<meta http-equiv="refresh">``),
+so it follows a campaign while judgments stream in.
+
+Authentication is the project's token, as for the API. A browser cannot send a bearer
+header when it navigates, so the page also takes ``?token=<token>`` once: that visit
+stores the token in an HttpOnly, SameSite=Strict cookie scoped to the dashboard's path
+and redirects to the address without it. :class:`PageCredentials` (installed in front
+of :class:`services.api.limits.Guard`) turns that query parameter or cookie into the
+bearer header for this one path, so the Guard checks and rate-limits it like any
+other request; no API route reads the cookie or the query parameter.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, FastAPI, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from adaptive.decisions import DecisionRule, decide, decision_rows
+from adaptive.streaming import leaderboard_rows
+from services.api.dashboard_page import FAVICON, render
+from services.api.decisions import campaign_comparisons
+from services.api.deps import PAGE_TOKEN_COOKIE, PageProjectId, State, page_token
+from services.api.errors import ApiError
+from services.store import repository as repo
+
+__all__ = ["PageCredentials", "install", "router"]
+
+router = APIRouter()
+
+_DASHBOARD_PATH = re.compile(r"^/projects/([^/]+)/dashboard/?$")
+
+#: nothing but the page itself: inline styles, inline SVG, no script, no other origin
+_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+_PAGE_HEADERS = {
+    "Content-Security-Policy": _CSP,
+    "Cache-Control": "no-store",
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+}
+
+# ---------------------------------------------------------------- authentication
+
+
+class PageCredentials:
+    """For ``GET /projects/{p}/dashboard`` only: the token of ``?token=`` or the page's
+    cookie becomes the bearer header, so :class:`services.api.limits.Guard` checks it.
+
+    Without any token the browser gets a short HTML page saying how to open the
+    dashboard (instead of a JSON 401). Every other path passes through untouched.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope["method"] not in ("GET", "HEAD")
+            or _DASHBOARD_PATH.match(scope["path"]) is None
+            or any(name == b"authorization" for name, _ in scope["headers"])
+        ):
+            await self.app(scope, receive, send)
+            return
+        token = page_token(Request(scope))
+        if token is None:
+            response = HTMLResponse(_LOGIN_PAGE, status_code=401, headers=_PAGE_HEADERS)
+            await response(scope, receive, send)
+            return
+        header = (b"authorization", b"Bearer " + token.encode("latin-1", "replace"))
+        await self.app({**scope, "headers": [*scope["headers"], header]}, receive, send)
+
+
+_LOGIN_PAGE = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>evalset dashboard: token needed</title>
+<link rel="icon" href="{FAVICON}">
+<style>body{{font:15px/1.5 system-ui,sans-serif;max-width:40em;margin:3em auto;color:#222}}
+code{{background:#f2f2f2;padding:0 .2em}}</style></head><body>
+<h1>Token needed</h1>
+<p>Open this page once as <code>/projects/&lt;project&gt;/dashboard?token=&lt;the project's
+token&gt;</code>. The token is then kept in a cookie for this page only, and the address
+loses it.</p></body></html>"""
+
+
+def install(app: FastAPI) -> None:
+    """Put :class:`PageCredentials` in front of the middleware added so far (the Guard)."""
+    app.add_middleware(PageCredentials)
+
+
+# ---------------------------------------------------------------- data
+
+
+def _recent_events(conn: Any, project_id: str, count: int) -> list[dict]:
+    """The project's newest ``count`` events, newest first (event numbers are global)."""
+    newest = repo.latest_event_seq(conn=conn, project_id=project_id)
+    span = 1000
+    while True:
+        after = max(0, newest - span)
+        # at most `span` of the project's events lie in (after, newest]: all come back
+        rows = repo.list_events(conn=conn, project_id=project_id, after_seq=after, limit=span)
+        if len(rows) >= count or after == 0:
+            return rows[-count:][::-1]
+        span *= 8
+
+
+def _annotators(rows: list[dict]) -> list[dict]:
+    """Per annotator: judgments, shares of A / B / tie, and how often the first shown won."""
+    by: dict[str, Counter] = defaultdict(Counter)
+    for r in rows:
+        c = by[r["annotator_id"]]
+        c["n"] += 1
+        c[r["winner"]] += 1
+        first = r.get("shown_first")
+        if first in ("a", "b") and r["winner"] in ("a", "b"):
+            c["ordered"] += 1
+            c["first_won"] += int(r["winner"] == first)
+    out = [
+        {
+            "annotator_id": name,
+            "n": c["n"],
+            "a": c["a"] / c["n"],
+            "b": c["b"] / c["n"],
+            "tie": c["tie"] / c["n"],
+            "first_won": c["first_won"] / c["ordered"] if c["ordered"] else None,
+        }
+        for name, c in by.items()
+    ]
+    out.sort(key=lambda r: (-r["n"], r["annotator_id"]))
+    return out
+
+
+def _leader_standing(board: list[dict], decisions: list[dict]) -> dict[str, str]:
+    """Each judged system's standing against the leader (services.plots.leader_decisions)."""
+    from services.plots import leader_decisions
+
+    judged = [{"system": r["system_id"]} for r in board if r["judged"]]
+    if not judged:
+        return {}
+    return leader_decisions(judged, decisions)
+
+
+def collect(
+    state: Any, project_id: str, dimension: str | None, rule: DecisionRule, num_events: int = 15
+) -> dict[str, Any]:
+    """Everything the page shows, read in one transaction (decisions computed as the API does)."""
+    with state.store.read() as conn:
+        project = repo.get_project(conn=conn, project_id=project_id)
+        if project is None:
+            raise ApiError(404, "not_found", f"no project {project_id!r}")
+        systems = [r["system_id"] for r in repo.list_systems(conn=conn, project_id=project_id)]
+        dims = [d["dimension_id"] for d in repo.list_dimensions(conn=conn, project_id=project_id)]
+        rows_by_dim = {
+            d: repo.fetch_judgments(conn=conn, project_id=project_id, dimension=d) for d in dims
+        }
+        num_prompts = repo.count_prompts(conn=conn, project_id=project_id)
+        num_annotators = len(repo.list_annotators(conn=conn, project_id=project_id))
+        events = _recent_events(conn, project_id, num_events)
+        if dimension is None:
+            # as the API for one dimension or "overall"; otherwise the first (a page shows one)
+            dimension = "overall" if "overall" in dims or not dims else dims[0]
+        if dimension not in dims:
+            raise ApiError(
+                404, "not_found", f"unknown dimension {dimension!r}; the project has {dims}"
+            )
+        metas = {
+            m: repo.latest_snapshot_meta(
+                conn=conn, project_id=project_id, dimension=dimension, method=m
+            )
+            for m in ("laplace", "nuts")
+        }
+    judged = {d: r for d, r in rows_by_dim.items() if r}
+    names, comp, prompt, signed = campaign_comparisons(systems, judged)
+    result = decide(comp, prompt, signed, len(names), rule)
+    decisions = [r for r in decision_rows(result, names) if r["dimension"] == dimension]
+    snap = state.snapshot(project_id, dimension)
+    board = leaderboard_rows(snap, level=0.95) if snap is not None else []
+    dim_rows = rows_by_dim.get(dimension, [])
+    return {
+        "project_id": project_id,
+        "dimension": dimension,
+        "dimensions": dims,
+        "num_systems": len(systems),
+        "num_prompts": num_prompts,
+        "num_annotators": num_annotators,
+        "num_judgments": sum(len(r) for r in rows_by_dim.values()),
+        "dim_judgments": len(dim_rows),
+        "rule": result.rule,
+        "decisions": decisions,
+        "snapshot": snap,
+        "leaderboard": board,
+        "standing": _leader_standing(board, decisions),
+        "snapshots": [m for m in metas.values() if m is not None],
+        "annotators": _annotators(dim_rows),
+        "events": events,
+    }
+
+
+@router.get("/projects/{project_id}/dashboard", include_in_schema=False, response_model=None)
+def dashboard(
+    project_id: PageProjectId,
+    request: Request,
+    state: State,
+    refresh: Annotated[int, Query(ge=0, le=3600, description="seconds between reloads")] = 15,
+    dimension: Annotated[str | None, Query(max_length=200)] = None,
+    alpha: Annotated[float, Query(gt=0.0, lt=1.0)] = 0.05,
+    margin: Annotated[float, Query(ge=0.0, lt=1.0)] = 0.1,
+    unit: Annotated[str, Query(pattern="^(prompt|judgment)$")] = "prompt",
+) -> Response:
+    """The campaign at a glance (HTML). ``?token=`` once sets a cookie for this page."""
+    path = request.url.path
+    params: dict[str, Any] = {k: v for k, v in request.query_params.items() if k != "token"}
+    if "token" in request.query_params:
+        # keep the token out of the address bar, history and later access-log lines
+        target = path + (f"?{urlencode(params)}" if params else "")
+        response = RedirectResponse(target, status_code=303, headers=_PAGE_HEADERS)
+        raw = request.scope.get("raw_path")  # the browser matches a cookie's path as sent
+        response.set_cookie(
+            PAGE_TOKEN_COOKIE,
+            page_token(request) or "",
+            path=(raw.decode("latin-1") if raw else path).rstrip("/"),
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+        )
+        return response
+    params["refresh"] = refresh
+    data = collect(
+        state, project_id, dimension, DecisionRule(alpha=alpha, margin=margin, unit=unit)
+    )
+    params["dimension"] = data["dimension"]
+    page = render(data, path=path, params=params, refresh=refresh)
+    return HTMLResponse(page, headers=_PAGE_HEADERS)
