@@ -102,8 +102,8 @@ class DecisionRule:
     mixture: float = 5.0
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.alpha < 1.0:
-            raise ValueError(f"alpha must be in (0, 1), not {self.alpha}")
+        if not 1e-12 <= self.alpha < 1.0:
+            raise ValueError(f"alpha must be in [1e-12, 1), not {self.alpha}")
         if not 0.0 <= self.margin < 1.0:
             raise ValueError(f"margin must be in [0, 1), not {self.margin}")
         if self.unit not in UNITS:

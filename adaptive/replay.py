@@ -58,7 +58,7 @@ from adaptive.decisions import (
     start,
     update,
 )
-from adaptive.recommend import DEFAULT_BURN_IN, allocate
+from adaptive.recommend import DEFAULT_BURN_IN, DEFAULT_NEED_SHARE, allocate
 
 POLICIES = ("adaptive", "uniform", "round_robin", "arena")
 #: a full-log comparison is decided clearly when its prompt-level |z| is at least this (two-sided 0.001)
@@ -73,13 +73,14 @@ class ReplayConfig:
         batch_size: judgments per batch (decisions are updated after each).
         budget: stop after this many judgments (default: no limit but the log).
         rule: the decision rule every policy shares.
-        burn_in: of the adaptive policy.
+        burn_in, need_share: of the adaptive policy (:func:`adaptive.recommend.allocate`).
     """
 
     batch_size: int = 100
     budget: int | None = None
     rule: DecisionRule = field(default_factory=DecisionRule)
     burn_in: int = DEFAULT_BURN_IN
+    need_share: float = DEFAULT_NEED_SHARE
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -216,6 +217,7 @@ def adaptive_policy(config: ReplayConfig) -> Callable:
             burn_in=config.burn_in,
             allow_repeats=config.rule.unit == "judgment",
             available=view.left,
+            need_share=config.need_share,
         )
         return comp, prompt
 

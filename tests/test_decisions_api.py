@@ -117,8 +117,9 @@ def test_decisions_match_the_library_on_the_same_judgments(client):
     assert got[("s0", "s1")]["closed_at"] == ref.closed_at[0]
     assert got[("s2", "s0")]["needed"] == int(round(ref.needed[1]))
     assert got[("s2", "s0")]["cs_low"] == pytest.approx(ref.cs_low[1])
-    bad = client.get(f"/projects/{project_id}/decisions?unit=cell", headers=headers)
-    assert bad.status_code == 422
+    for query in ("unit=cell", "alpha=5e-324", "alpha=1", "margin=-0.1"):
+        bad = client.get(f"/projects/{project_id}/decisions?{query}", headers=headers)
+        assert bad.status_code == 422, query
 
 
 def test_next_batch_skips_closed_comparisons_and_unannotatable_cells(client):

@@ -90,7 +90,9 @@ def campaign_comparisons(
 def decisions(
     project_id: ProjectId,
     state: State,
-    alpha: Annotated[float, Query(gt=0.0, lt=1.0, description="campaign-wide error")] = 0.05,
+    alpha: Annotated[
+        float, Query(ge=1e-12, lt=1.0, description="campaign-wide error bound")
+    ] = 0.05,
     margin: Annotated[
         float, Query(ge=0.0, lt=1.0, description="equivalence: |net preference| < margin")
     ] = 0.1,
