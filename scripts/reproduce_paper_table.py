@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from adaptive.data import read_judgments  # noqa: E402
-from adaptive.fitting import FitConfig  # noqa: E402
+from adaptive.fitting import preset_config  # noqa: E402
 from adaptive.pipeline import analyze  # noqa: E402
 from adaptive.significance import compare  # noqa: E402
 
@@ -84,7 +84,10 @@ def run(
     method: str, seed: int, group: bool, likelihood: str = "net", b_scale: float = 2.0
 ) -> tuple[list[dict], dict, float]:
     judgments = read_judgments(DATA)
-    config = FitConfig(method=method, likelihood=likelihood, seed=seed, b_scale=b_scale)
+    # the paper's model (``evalset significance --preset paper``)
+    config = preset_config(
+        "paper", method=method, likelihood=likelihood, seed=seed, b_scale=b_scale
+    )
     start = time.perf_counter()
     result = analyze(judgments, config=config, group_redundant=group)
     seconds = time.perf_counter() - start

@@ -23,6 +23,13 @@ KEYS = {
     "significant",
     "n_judgments",
     "n_prompts",
+    "net_preference",
+    "net_ci_low",
+    "net_ci_high",
+    "observed_net",
+    "ppc_z",
+    "sign_agrees",
+    "note",
 }
 
 
@@ -77,6 +84,7 @@ def test_significance_json_has_the_documented_keys_in_the_data_orientation(small
         ]
         assert row["ci_low"] <= row["mean"] <= row["ci_high"]
         assert row["significant"] == (row["ci_low"] > 0 or row["ci_high"] < 0)
+        assert row["net_ci_low"] <= row["net_preference"] <= row["net_ci_high"]
     # Human2's replies beat S2SAttn_Twitter's by far (the paper: 2.76*)
     twitter = next(
         r for r in rows if {r["system_a"], r["system_b"]} == {"S2SAttn_Twitter", "Human2"}
@@ -117,8 +125,18 @@ def test_same_seed_same_output_and_csv_format(small_file):
 
 
 def test_items_lists_discrimination_and_thresholds(small_file):
+    # the paper's model: six thresholds of the 7-category net rating (the default has two)
     out = evalset(
-        "items", "--data", str(small_file), "--method", "fast", "--format", "json", "--quiet"
+        "items",
+        "--data",
+        str(small_file),
+        "--method",
+        "fast",
+        "--preset",
+        "paper",
+        "--format",
+        "json",
+        "--quiet",
     )
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)

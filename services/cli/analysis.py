@@ -17,12 +17,25 @@ SIGNIFICANCE_COLUMNS = (
     "p_b_better",
     "significant",
     "significant_adjusted",
+    "net_preference",
+    "net_ci_low",
+    "net_ci_high",
+    "observed_net",
     "n_judgments",
     "n_prompts",
+    "note",
 )
 
 
 def _add_fit_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--preset",
+        choices=["default", "paper"],
+        default="default",
+        help="default: per-judgment likelihood, theta = 0 means no preference, a "
+        "prompt-by-comparison effect (docs/statistics.md); paper: Sedoc & Ungar's model "
+        "(net rating in [-3, 3], free thresholds), which reproduces their Table 3",
+    )
     parser.add_argument(
         "--method",
         choices=["nuts", "fast"],
@@ -32,8 +45,9 @@ def _add_fit_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--likelihood",
         choices=["net", "judgment"],
-        default="net",
-        help="net: the paper's net rating per cell in [-3, 3]; judgment: 3-category per judgment",
+        default=None,
+        help="net: the paper's net rating per cell in [-3, 3]; judgment: 3-category per "
+        "judgment (default: the preset's)",
     )
     parser.add_argument(
         "--parameterization",
@@ -60,8 +74,13 @@ def _add_fit_args(parser: argparse.ArgumentParser) -> None:
         "--thresholds",
         choices=["free", "symmetric"],
         default=None,
-        help="free: the paper's ordered thresholds (default with --parameterization comparison); "
-        "symmetric: b_c = -b_(K-c), so theta = 0 means no preference (default with --parameterization system)",
+        help="free: the paper's ordered thresholds (the paper preset); "
+        "symmetric: b_c = -b_(K-c), so theta = 0 means no preference (default: the preset's)",
+    )
+    parser.add_argument(
+        "--no-cell-effect",
+        action="store_true",
+        help="treat the judgments of one cell as independent (the default models their dependence)",
     )
     parser.add_argument("--alpha-scale", type=float, default=1.0, help="prior sd of log alpha")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -69,28 +88,43 @@ def _add_fit_args(parser: argparse.ArgumentParser) -> None:
 
 def _analyses(args: argparse.Namespace):
     from adaptive.data import read_judgments
-    from adaptive.fitting import FitConfig
+    from adaptive.fitting import preset_config
     from adaptive.pipeline import analyze
 
     judgments = read_judgments(args.data)
     dims = dimensions_of(judgments, args.dimension)
-    config = FitConfig(
-        method=args.method,
-        likelihood=args.likelihood,
-        parameterization=args.parameterization,
-        num_chains=args.chains,
-        num_warmup=args.warmup,
-        num_samples=args.draws,
-        seed=args.seed,
-        b_scale=args.b_scale,
-        thresholds=args.thresholds
-        or ("symmetric" if args.parameterization == "system" else "free"),
-        alpha_scale=args.alpha_scale,
-        progress=not args.quiet,
-    )
+    overrides = {}
+    if args.likelihood is not None:
+        overrides["likelihood"] = args.likelihood
+    if args.thresholds is not None:
+        overrides["thresholds"] = args.thresholds
+    elif args.preset == "paper" and args.parameterization == "system":
+        overrides["thresholds"] = "symmetric"  # free thresholds leave per-system skills adrift
+    if args.no_cell_effect or overrides.get("likelihood") == "net":
+        overrides["cell_effect"] = False
+    try:
+        config = preset_config(
+            args.preset,
+            method=args.method,
+            parameterization=args.parameterization,
+            num_chains=args.chains,
+            num_warmup=args.warmup,
+            num_samples=args.draws,
+            seed=args.seed,
+            b_scale=args.b_scale,
+            alpha_scale=args.alpha_scale,
+            progress=not args.quiet,
+            **overrides,
+        )
+    except ValueError as exc:
+        raise SystemExit(f"evalset: {exc}") from None
     for dim in dims:
         if not args.quiet:
-            log(f"fitting dimension {dim!r} ({args.method}, {args.likelihood} likelihood) ...")
+            log(
+                f"fitting dimension {dim!r} ({args.method}, {args.preset} preset: "
+                f"{config.likelihood} likelihood, {config.thresholds} thresholds"
+                f"{', prompt-by-comparison effect' if config.cell_effect else ''}) ..."
+            )
         result = analyze(
             judgments,
             dimension=dim,
@@ -119,7 +153,9 @@ def run_significance(args: argparse.Namespace) -> int:
     emit(rows, args.format, columns=columns)
     if args.format == "table":
         log(
-            f"significant: 95% interval excludes 0; significant_adjusted: {args.adjust} on posterior tail probabilities"
+            f"significant: 95% interval excludes 0; significant_adjusted: {args.adjust} on posterior tail "
+            "probabilities; net_preference: the model's expected signed judgment (+1 B, -1 A) over the "
+            "judged prompts with its 95% interval; observed_net: the data's own"
         )
     return 0
 

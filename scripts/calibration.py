@@ -1,0 +1,192 @@
+"""Calibration of `evalset significance` on simulated campaigns with known truth.
+
+Prints, per simulator, method and share of the data kept:
+
+* null campaigns: the share of campaigns with any Holm-adjusted significant comparison;
+* non-null campaigns: coverage of the 95% interval of the net preference Δ (the
+  true Δ over each comparison's judged prompts), the mean |Δ estimate - true Δ| / sd,
+  and the mean posterior sd of Δ (to compare fast with NUTS on the same data).
+
+    python scripts/calibration.py --kind null --campaigns 40 --fractions 1 0.3 0.15 --method fast
+    python scripts/calibration.py --kind paper --campaigns 20 --fractions 1 0.3 0.15 0.05 --method fast nuts
+    python scripts/calibration.py --kind varied --campaigns 20 --fractions 1 0.3 0.15 0.05 --method fast nuts
+
+``--kind``: ``null`` (all systems equal, A/B-exchangeable prompts: every true Δ is 0),
+``null-asym`` (all systems equal, thresholds drawn as in the paper), ``paper`` (the
+paper's setting), ``varied`` (prompt-by-comparison effects, sd 0.5, and 20% random
+annotators). ``--preset paper`` measures the paper's model instead of the default.
+``--jsonl FILE`` appends one line per fit, for tables made later.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import polars as pl  # noqa: E402
+
+KINDS = {
+    "null": dict(null=True),
+    "null-asym": dict(null=True, symmetric_null=False),
+    "paper": dict(),
+    "varied": dict(cell_sd=0.5, random_annotators=0.2),
+}
+
+
+def campaign(kind: str, seed: int, num_comparisons: int, num_prompts: int):
+    from stan_free_models.simulate import simulate_campaign
+
+    rng = np.random.default_rng(seed)
+    return simulate_campaign(
+        rng, num_comparisons=num_comparisons, num_prompts=num_prompts, **KINDS[kind]
+    )
+
+
+def subsample(frame: pl.DataFrame, fraction: float, seed: int) -> pl.DataFrame:
+    if fraction >= 1.0:
+        return frame
+    rng = np.random.default_rng(10_000 + seed)
+    keep = np.sort(rng.choice(frame.height, size=round(fraction * frame.height), replace=False))
+    return frame[keep]
+
+
+def fit_rows(frame: pl.DataFrame, method: str, preset: str, seed: int, args) -> tuple[list, object]:
+    from adaptive.fitting import FitConfig, preset_config
+    from adaptive.pipeline import analyze
+    from adaptive.significance import compare
+
+    overrides = {}
+    if args.thresholds:
+        overrides["thresholds"] = args.thresholds
+    if args.no_cell_effect:
+        overrides["cell_effect"] = False
+    config = preset_config(
+        preset,
+        **overrides,
+        method=method,
+        seed=seed,
+        num_chains=args.chains,
+        num_warmup=args.warmup,
+        num_samples=args.draws,
+        num_draws=1000,
+    )
+    assert isinstance(config, FitConfig)
+    result = analyze(frame, config=config, group_redundant=False)
+    return compare(result.posterior, result.cells, effect=not args.kind.startswith("null")), result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kind", choices=list(KINDS), default="null")
+    parser.add_argument("--campaigns", type=int, default=10)
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--fractions", type=float, nargs="+", default=[1.0, 0.3, 0.15])
+    parser.add_argument("--method", nargs="+", default=["fast"], choices=["fast", "nuts"])
+    parser.add_argument("--preset", default="default", choices=["default", "paper"])
+    parser.add_argument("--comparisons", type=int, default=20)
+    parser.add_argument("--prompts", type=int, default=200)
+    parser.add_argument("--chains", type=int, default=2)
+    parser.add_argument("--warmup", type=int, default=500)
+    parser.add_argument("--draws", type=int, default=500)
+    parser.add_argument("--jsonl", default=None)
+    parser.add_argument("--thresholds", default=None, choices=["free", "symmetric"])
+    parser.add_argument("--no-cell-effect", action="store_true")
+    args = parser.parse_args()
+
+    results: dict[tuple[str, float], list[dict]] = {}
+    for seed in range(args.first_seed, args.first_seed + args.campaigns):
+        camp = campaign(args.kind, seed, args.comparisons, args.prompts)
+        full = pl.DataFrame(camp.rows)
+        for fraction in args.fractions:
+            frame = subsample(full, fraction, seed)
+            for method in args.method:
+                start = time.perf_counter()
+                rows, result = fit_rows(frame, method, args.preset, seed, args)
+                seconds = time.perf_counter() - start
+                cells = result.cells
+                # the fit's comparison order is the first-seen order; map to the campaign's
+                names = cells.comparison_names()
+                index = {
+                    (camp.systems[a], camp.systems[b]): i for i, (a, b) in enumerate(camp.pairs)
+                }
+                prompt_of = {p: j for j, p in enumerate(camp.prompts)}
+                comp_true = np.array([index[n] for n in names])
+                prompt_true = np.array([prompt_of[p] for p in cells.prompts])
+                true_delta = camp.true_delta(
+                    comp_true[cells.judgment_comparison], prompt_true[cells.judgment_prompt]
+                )[comp_true]
+                rec = {
+                    "kind": args.kind,
+                    "preset": args.preset,
+                    "thresholds": result.posterior.info.get("thresholds", args.thresholds),
+                    "seed": seed,
+                    "fraction": fraction,
+                    "method": method,
+                    "seconds": seconds,
+                    "any_adjusted": any(r["significant_adjusted"] for r in rows),
+                    "num_adjusted": sum(r["significant_adjusted"] for r in rows),
+                    "any_model_adjusted": any(r["model_adjusted"] for r in rows),
+                    "any_data_adjusted": any(r["data_adjusted"] for r in rows),
+                }
+                if "net_preference" in rows[0]:
+                    est = np.array([r["net_preference"] for r in rows])
+                    sd = np.array([r["net_sd"] for r in rows])
+                    low = np.array([r["net_ci_low"] for r in rows])
+                    high = np.array([r["net_ci_high"] for r in rows])
+                    rec.update(
+                        covered=int(np.sum((low <= true_delta) & (true_delta <= high))),
+                        num=len(rows),
+                        abs_z=float(np.mean(np.abs(est - true_delta) / sd)),
+                        mean_sd=float(np.mean(sd)),
+                        sd=sd.tolist(),
+                    )
+                results.setdefault((method, fraction), []).append(rec)
+                if args.jsonl:
+                    with open(args.jsonl, "a") as fh:
+                        fh.write(json.dumps(rec) + "\n")
+                print(
+                    f"seed {seed} {method} {fraction:.2f}: adjusted flags {rec['num_adjusted']}"
+                    + (
+                        f", covered {rec['covered']}/{rec['num']}, |z| {rec['abs_z']:.2f}"
+                        if "covered" in rec
+                        else ""
+                    )
+                    + f" ({seconds:.1f} s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    print(f"kind={args.kind} preset={args.preset} campaigns={args.campaigns}")
+    print(
+        "method  fraction  campaigns_with_flag  (model alone)  (data alone)  coverage_95  "
+        "mean_abs_z  mean_sd  seconds"
+    )
+    for (method, fraction), recs in sorted(results.items(), key=lambda kv: (kv[0][0], -kv[0][1])):
+        flag = np.mean([r["any_adjusted"] for r in recs])
+        flag_model = np.mean([r["any_model_adjusted"] for r in recs])
+        flag_data = np.mean([r["any_data_adjusted"] for r in recs])
+        cov = (
+            sum(r["covered"] for r in recs) / sum(r["num"] for r in recs)
+            if "covered" in recs[0]
+            else float("nan")
+        )
+        absz = np.mean([r.get("abs_z", np.nan) for r in recs])
+        msd = np.mean([r.get("mean_sd", np.nan) for r in recs])
+        secs = np.mean([r["seconds"] for r in recs])
+        print(
+            f"{method:6s}  {fraction:8.2f}  {flag:19.3f}  {flag_model:13.3f}  {flag_data:12.3f}  "
+            f"{cov:11.3f}  {absz:10.2f}  {msd:7.4f}  {secs:7.1f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
