@@ -43,6 +43,16 @@ def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
+def _label(text: str, limit: int = 44) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def _label_width(labels: list[str]) -> int:
+    """Room for right-aligned 11px labels (about 6.3 px a character), within bounds."""
+    longest = max((len(_label(t)) for t in labels), default=0)
+    return int(min(300, max(70, 6.3 * longest + 14)))
+
+
 def _ticks(low: float, high: float, count: int = 5) -> list[float]:
     span = high - low
     if span <= 0:
@@ -63,7 +73,8 @@ def forest_svg(board: list[dict], standing: dict[str, str]) -> str:
     against the leader."""
     if not board:
         return ""
-    label_w, plot_w, row_h, top, bottom = 170, 430, 22, 10, 34
+    label_w = _label_width([r["system_id"] for r in board])
+    plot_w, row_h, top, bottom = 430, 22, 10, 34
     low = min(r["ci_low"] for r in board)
     high = max(r["ci_high"] for r in board)
     pad = 0.05 * (high - low or 1.0)
@@ -91,7 +102,7 @@ def forest_svg(board: list[dict], standing: dict[str, str]) -> str:
         parts.append(
             f'<g data-system="{_e(r["system_id"])}"><title>{_e(r["system_id"])}: '
             f"{r['mean']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}], {_e(status)}</title>"
-            f'<text x="{label_w - 8}" y="{y + 4:.1f}" class="label">{_e(r["system_id"])}</text>'
+            f'<text x="{label_w - 8}" y="{y + 4:.1f}" class="label">{_e(_label(r["system_id"]))}</text>'
             f'<line x1="{x(r["ci_low"]):.1f}" x2="{x(r["ci_high"]):.1f}" y1="{y:.1f}" '
             f'y2="{y:.1f}" stroke="{color}" stroke-width="2.5"/>'
             f'<circle cx="{x(r["mean"]):.1f}" cy="{y:.1f}" r="4.5" fill="{color}"/></g>'
@@ -108,7 +119,8 @@ def judgments_svg(decisions: list[dict]) -> str:
     likely still needed as a hatched extension."""
     if not decisions:
         return ""
-    label_w, plot_w, row_h, top, bottom = 230, 560, 18, 8, 34
+    label_w = _label_width([f"{d['system_a']} vs {d['system_b']}" for d in decisions])
+    plot_w, row_h, top, bottom = 560, 18, 8, 34
     top_n = max(
         (
             d["n_judgments"] + (d["needed"] or 0)
@@ -159,7 +171,7 @@ def judgments_svg(decisions: list[dict]) -> str:
         parts.append(
             f'<g data-a="{_e(d["system_a"])}" data-b="{_e(d["system_b"])}" data-n="{n}">'
             f"<title>{_e(tip)}</title>"
-            f'<text x="{label_w - 8}" y="{y + row_h / 2 + 4:.1f}" class="label">{_e(label)}</text>'
+            f'<text x="{label_w - 8}" y="{y + row_h / 2 + 4:.1f}" class="label">{_e(_label(label))}</text>'
             f'{bar}<text x="{end + 4:.1f}" y="{y + row_h / 2 + 4:.1f}" class="value">{n}'
             f"{f' + {needed}' if needed else ''}</text></g>"
         )
@@ -233,14 +245,17 @@ body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#
   margin:0;background:#f6f7f9}
 header{background:#fff;border-bottom:1px solid #dde;padding:.8em 1.5em}
 header h1{font-size:1.3em;margin:0 0 .2em}
-main{display:grid;grid-template-columns:repeat(auto-fit,minmax(620px,1fr));gap:1em;padding:1em 1.5em}
+main{display:flex;flex-direction:column;gap:1em;padding:1em 1.5em}
 section{background:#fff;border:1px solid #dde;border-radius:6px;padding:.6em 1em;overflow-x:auto}
-section.wide{grid-column:1/-1}
+.side{display:flex;flex-wrap:wrap;gap:.5em 2em;align-items:flex-start}
+.side>table{width:auto;flex:1 1 480px}
+details{margin-top:.6em}
+summary{cursor:pointer;color:#555}
 h2{font-size:1.05em;margin:.2em 0 .5em}
 .meta,.note{color:#555;font-size:.9em}
 .nav a{margin-right:.6em}
 .nav a.on{font-weight:600;color:#1d1d1f;text-decoration:none}
-table{border-collapse:collapse;font-variant-numeric:tabular-nums;width:100%}
+table{border-collapse:collapse;font-variant-numeric:tabular-nums}
 th,td{padding:.2em .55em;border-bottom:1px solid #eee;text-align:right;white-space:nowrap}
 th{font-weight:600;background:#fafafa}
 td.t,th.t{text-align:left}
@@ -287,7 +302,9 @@ def render(data: dict[str, Any], *, path: str, params: dict[str, Any], refresh: 
     closed = len(decisions) - counts.get("undecided", 0)
     open_ = [d for d in decisions if d["decision"] == "undecided"]
     needed_known = [d["needed"] for d in open_ if d["needed"] is not None]
-    not_compared = sum(1 for d in open_ if d["n_judgments"] == 0)
+    compared = [d for d in decisions if d["n_judgments"] > 0]
+    uncompared = [d for d in decisions if d["n_judgments"] == 0]
+    not_compared = len(uncompared)
     out_of_sight = len(open_) - len(needed_known) - not_compared
     snap = data["snapshot"]
     board = data["leaderboard"]
@@ -319,7 +336,7 @@ def render(data: dict[str, Any], *, path: str, params: dict[str, Any], refresh: 
     # progress
     sum_needed = sum(needed_known)
     progress = (
-        '<section id="progress" class="wide" '
+        '<section id="progress" '
         f'data-closed="{closed}" data-open="{len(open_)}" data-judgments="{data["dim_judgments"]}" '
         f'data-needed="{sum_needed}"><h2>Progress</h2><div class="kpis">'
         f'<div class="kpi"><b id="kpi-judgments">{data["dim_judgments"]}</b>'
@@ -340,11 +357,11 @@ def render(data: dict[str, Any], *, path: str, params: dict[str, Any], refresh: 
         + "</span></div></div>"
         + outcomes_svg(counts)
         + _legend(["B better", "A better", "equivalent", "undecided"])
-        + judgments_svg(decisions[:MAX_BARS])
+        + judgments_svg(compared[:MAX_BARS])
         + (
-            f'<p class="note">the first {MAX_BARS} of {len(decisions)} comparisons, '
+            f'<p class="note">the first {MAX_BARS} of {len(compared)} compared comparisons, '
             "in the order of the decisions table</p>"
-            if len(decisions) > MAX_BARS
+            if len(compared) > MAX_BARS
             else ""
         )
         + f'<p class="note">{_e(data["rule"])}</p></section>'
@@ -374,6 +391,7 @@ def render(data: dict[str, Any], *, path: str, params: dict[str, Any], refresh: 
             f"judgments at {_when(snap.created_at)}"
             + (f"; {behind} newer judgments not in it yet" if behind > 0 else "")
             + "</p>"
+            + '<div class="side"><div>'
             + forest_svg(board, data["standing"])
             + _legend(
                 [
@@ -384,32 +402,44 @@ def render(data: dict[str, Any], *, path: str, params: dict[str, Any], refresh: 
                     "not compared",
                 ]
             )
-            + '<table><thead><tr><th>rank</th><th class="t">system</th><th>skill</th><th>sd</th>'
-            "<th>95% interval</th><th>mean rank</th><th>P(best)</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table></section>"
+            + '</div><table><thead><tr><th>rank</th><th class="t">system</th><th>skill</th>'
+            "<th>sd</th><th>95% interval</th><th>mean rank</th><th>P(best)</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table></div></section>"
         )
 
     # decisions
-    drows = "".join(
-        f'<tr data-a="{_e(d["system_a"])}" data-b="{_e(d["system_b"])}" '
-        f'data-decision="{_e(d["decision"])}">'
-        f'<td class="t">{_e(d["system_a"])}</td><td class="t">{_e(d["system_b"])}</td>'
-        f'<td class="t decision"><i class="dot" style="background:'
-        f'{COLORS.get(d["decision"], "#999")}"></i>{_e(d["decision"])}</td>'
-        f"<td>{_num(d['net_preference'])}</td>"
-        f"<td>[{_num(d['cs_low'])}, {_num(d['cs_high'])}]</td>"
-        f'<td class="n">{d["n_judgments"]}</td><td>{d["n_used"]}</td><td>{d["n_prompts"]}</td>'
-        f'<td>{d["closed_at"] or ""}</td><td class="needed">{"" if d["needed"] is None else d["needed"]}</td></tr>'
-        for d in decisions
-    )
-    dec = (
-        '<section id="decisions" class="wide"><h2>Decisions</h2><p class="note">Net preference &Delta;: '
-        "mean over prompts of the signed judgment (+1 B, &minus;1 A, 0 tie); &Delta; &gt; 0: "
-        "B better. Valid at every look (anytime-valid).</p>"
-        '<table><thead><tr><th class="t">A</th><th class="t">B</th><th class="t">decision</th>'
+    def decision_row(d: dict) -> str:
+        return (
+            f'<tr data-a="{_e(d["system_a"])}" data-b="{_e(d["system_b"])}" '
+            f'data-decision="{_e(d["decision"])}">'
+            f'<td class="t">{_e(d["system_a"])}</td><td class="t">{_e(d["system_b"])}</td>'
+            f'<td class="t decision"><i class="dot" style="background:'
+            f'{COLORS.get(d["decision"], "#999")}"></i>{_e(d["decision"])}</td>'
+            f"<td>{_num(d['net_preference'])}</td>"
+            f"<td>[{_num(d['cs_low'])}, {_num(d['cs_high'])}]</td>"
+            f'<td class="n">{d["n_judgments"]}</td><td>{d["n_used"]}</td><td>{d["n_prompts"]}</td>'
+            f'<td>{d["closed_at"] or ""}</td><td class="needed">{"" if d["needed"] is None else d["needed"]}</td></tr>'
+        )
+
+    head_row = (
+        '<thead><tr><th class="t">A</th><th class="t">B</th><th class="t">decision</th>'
         "<th>&Delta;</th><th>confidence sequence</th><th>judgments</th><th>used</th>"
         "<th>prompts</th><th>closed at</th><th>still needed</th></tr></thead>"
-        f"<tbody>{drows}</tbody></table></section>"
+    )
+    drows = "".join(decision_row(d) for d in compared)
+    folded = (
+        f"<details><summary>{len(uncompared)} comparisons without judgments yet</summary>"
+        f'<table class="uncompared">{head_row}<tbody>'
+        + "".join(decision_row(d) for d in uncompared)
+        + "</tbody></table></details>"
+        if uncompared
+        else ""
+    )
+    dec = (
+        '<section id="decisions"><h2>Decisions</h2><p class="note">Net preference &Delta;: '
+        "mean over prompts of the signed judgment (+1 B, &minus;1 A, 0 tie); &Delta; &gt; 0: "
+        "B better. Valid at every look (anytime-valid).</p>"
+        f"<table>{head_row}<tbody>{drows}</tbody></table>{folded}</section>"
     )
 
     # annotators
@@ -457,7 +487,7 @@ def render(data: dict[str, Any], *, path: str, params: dict[str, Any], refresh: 
         for e in data["events"]
     )
     fits = (
-        '<section id="fits" class="wide"><h2>Snapshots and refits</h2>'
+        '<section id="fits"><h2>Snapshots and refits</h2>'
         + (
             '<table id="snapshots"><thead><tr><th class="t">method</th><th>version</th>'
             '<th>judgments</th><th>created</th><th>fit s</th><th class="t">diagnostics</th>'
