@@ -100,10 +100,20 @@ def main() -> int:
     parser.add_argument("--jsonl", default=None)
     parser.add_argument("--thresholds", default=None, choices=["free", "symmetric"])
     parser.add_argument("--no-cell-effect", action="store_true")
+    parser.add_argument(
+        "--summarize", nargs="+", default=None, help="print the tables of earlier --jsonl files"
+    )
     args = parser.parse_args()
 
     results: dict[tuple[str, float], list[dict]] = {}
-    for seed in range(args.first_seed, args.first_seed + args.campaigns):
+    if args.summarize:
+        for path in args.summarize:
+            for line in open(path):
+                rec = json.loads(line)
+                results.setdefault((rec["method"], rec["fraction"]), []).append(rec)
+        args.campaigns = max(len(v) for v in results.values())
+    seeds = [] if args.summarize else range(args.first_seed, args.first_seed + args.campaigns)
+    for seed in seeds:
         camp = campaign(args.kind, seed, args.comparisons, args.prompts)
         full = pl.DataFrame(camp.rows)
         for fraction in args.fractions:
@@ -164,15 +174,16 @@ def main() -> int:
                     file=sys.stderr,
                     flush=True,
                 )
-    print(f"kind={args.kind} preset={args.preset} campaigns={args.campaigns}")
+    kinds = sorted({r["kind"] for recs in results.values() for r in recs})
+    print(f"kind={','.join(kinds)} preset={args.preset} campaigns={args.campaigns}")
     print(
-        "method  fraction  campaigns_with_flag  (model alone)  (data alone)  coverage_95  "
+        "method  fraction    n  campaigns_with_flag  (model alone)  (data alone)  coverage_95  "
         "mean_abs_z  mean_sd  seconds"
     )
     for (method, fraction), recs in sorted(results.items(), key=lambda kv: (kv[0][0], -kv[0][1])):
         flag = np.mean([r["any_adjusted"] for r in recs])
-        flag_model = np.mean([r["any_model_adjusted"] for r in recs])
-        flag_data = np.mean([r["any_data_adjusted"] for r in recs])
+        flag_model = np.mean([r.get("any_model_adjusted", np.nan) for r in recs])
+        flag_data = np.mean([r.get("any_data_adjusted", np.nan) for r in recs])
         cov = (
             sum(r["covered"] for r in recs) / sum(r["num"] for r in recs)
             if "covered" in recs[0]
@@ -182,7 +193,7 @@ def main() -> int:
         msd = np.mean([r.get("mean_sd", np.nan) for r in recs])
         secs = np.mean([r["seconds"] for r in recs])
         print(
-            f"{method:6s}  {fraction:8.2f}  {flag:19.3f}  {flag_model:13.3f}  {flag_data:12.3f}  "
+            f"{method:6s}  {fraction:8.2f}  {len(recs):3d}  {flag:19.3f}  {flag_model:13.3f}  {flag_data:12.3f}  "
             f"{cov:11.3f}  {absz:10.2f}  {msd:7.4f}  {secs:7.1f}"
         )
     return 0
