@@ -276,34 +276,55 @@ def decision_observations(
 def _needed_sign(k, m, t, a: float, level: float) -> np.ndarray:
     """Judgments likely still needed for a sign e-process to reach 1/level ((n,) arrays in).
 
-    Extrapolates the observed share of B among non-ties (with a +1/+1 prior) and
-    the observed tie share: the first m' >= m where the e-value at k' = q m'
-    reaches the threshold (m' - m on a geometric grid, 1% steps), converted to judgments.
+    Continues the counts so far with the observed share q of the leading side among
+    non-ties (with a +1/+1 prior) and the observed tie share: the first m' > m where
+    the e-value at k' = k + q (m' - m) reaches the threshold (m' - m on a geometric
+    grid, 1% steps), converted to judgments. Progress already made counts, so a
+    comparison whose evidence is near the boundary comes first.
     """
     k, m, t = (np.atleast_1d(np.asarray(v, np.float64)) for v in (k, m, t))
     q = (k + 1.0) / (m + 2.0)
+    # continue from the counts so far on the side they lean to: progress already made counts
+    lead = np.where(q >= 0.5, k, m - k)
     q = np.maximum(q, 1.0 - q)
     non_tie = np.maximum((m + 1.0) / (t + 2.0), 1e-3)
     extra = np.unique(np.round(np.geomspace(1.0, NEEDED_HORIZON, 1400)))[None, :]
     grid = m[:, None] + extra
-    log_e = log_sign_evalue(q[:, None] * grid, grid, a)
+    log_e = log_sign_evalue(lead[:, None] + q[:, None] * extra, grid, a)
     reached = log_e >= np.log(1.0 / level)
     first = np.argmax(reached, axis=1)
     more = extra[0, first] / non_tie
     return np.where(reached.any(axis=1), more, np.inf)
 
 
-def _needed_equivalence(net: float, low: float, high: float, t: float, margin: float) -> float:
-    """Judgments likely still needed for the CS to fit inside (-margin, margin).
+_GRID = np.unique(np.round(np.geomspace(1.0, NEEDED_HORIZON, 400)))
 
-    The half-width shrinks about as 1 / sqrt(n): n' = t (half / gap)^2.
+
+def _needed_equivalence(net, sigma2, n, margin: float, each: float) -> np.ndarray:
+    """Judgments likely still needed for the confidence sequence to fit inside (-margin, margin).
+
+    The half-width the sequence would have after N observations of variance
+    ``sigma2`` (on [0, 1]) centred at the current estimate: (log(2 / each) +
+    sigma2 sum psi(lambda_i)) / sum lambda_i with the sequence's own bets
+    lambda_i, the sums integrated over a geometric grid; the first N where twice
+    it (the Δ scale) is below margin - |net|. Slower than 1 / sqrt(N) by a log
+    factor, as the sequence is. ((n,) arrays in, (n,) out; inf beyond the horizon.)
     """
-    gap = margin - abs(net)
-    half = (high - low) / 2.0
-    if gap <= 0.0 or t == 0:
-        return np.inf
-    more = t * ((half / gap) ** 2 - 1.0)
-    return max(more, 1.0) if more < NEEDED_HORIZON else np.inf
+    net, sigma2, n = (np.atleast_1d(np.asarray(v, np.float64)) for v in (net, sigma2, n))
+    log_term = np.log(2.0 / each)
+    g = _GRID[None, :]
+    s2 = np.maximum(sigma2, 1e-4)[:, None]
+    lam = np.minimum(np.sqrt(2.0 * log_term / (s2 * g * np.log1p(g))), 0.5)
+    psi = -np.log1p(-lam) - lam
+    width = np.diff(g, axis=1, prepend=0.0)
+    sum_lam = np.cumsum(lam * width, axis=1)
+    sum_psi = np.cumsum(psi * width, axis=1)
+    half = 2.0 * (log_term + s2 * sum_psi) / sum_lam
+    gap = margin - np.abs(net)
+    ok = (half < gap[:, None]) & (g > n[:, None])
+    first = np.argmax(ok, axis=1)
+    more = np.maximum(_GRID[first] - n, 1.0)
+    return np.where(ok.any(axis=1) & (gap > 0), more, np.inf)
 
 
 class DecisionState(NamedTuple):
@@ -494,10 +515,10 @@ def decisions_of(state: DecisionState) -> Decisions:
     if open_.size:
         n = state.n[open_].astype(np.float64)
         sign = _needed_sign(state.k[open_], state.m[open_], n, rule.mixture, each / 2.0)
-        for i, c in enumerate(open_.tolist()):
-            used_mean = 2.0 * state.sum_x[c] / n[i] - 1.0
-            eq = _needed_equivalence(used_mean, low[c], high[c], n[i], rule.margin)
-            needed[c] = min(float(sign[i]), eq)
+        used_mean = 2.0 * state.sum_x[open_] / n - 1.0
+        sigma2 = (0.25 + state.sum_sq[open_]) / (n + 1.0)
+        eq = _needed_equivalence(used_mean, sigma2, n, rule.margin, each)
+        needed[open_] = np.minimum(sign, eq)
     return Decisions(
         outcome=state.outcome.copy(),
         closed_at=state.closed_at.copy(),

@@ -10,9 +10,9 @@ import numpy as np
 from adaptive.decisions import Decisions
 
 #: observations every open comparison gets before it is ordered by its need
-DEFAULT_BURN_IN = 20
+DEFAULT_BURN_IN = 10
 #: share of a comparison's estimated remaining need it gets in one batch
-DEFAULT_NEED_SHARE = 0.5
+DEFAULT_NEED_SHARE = 1.0
 #: shown_first codes
 SHOW_A, SHOW_B = 0, 1
 #: why a cell was chosen (Batch.reason indexes this)

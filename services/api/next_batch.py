@@ -24,6 +24,7 @@ from fastapi import APIRouter, Header
 from pydantic import BaseModel, ConfigDict, Field
 
 from adaptive.recommend import (
+    DEFAULT_BURN_IN,
     REASON_CODES,
     SHOW_A,
     CellState,
@@ -69,7 +70,7 @@ class NextBatchCreate(BaseModel):
     )
     lease_seconds: float = Field(default=3600.0, ge=1.0, le=7 * 24 * 3600.0)
     burn_in: int = Field(
-        default=20,
+        default=DEFAULT_BURN_IN,
         ge=0,
         le=1000,
         description="judgments every open comparison gets before the closest-to-a-decision order",

@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from adaptive.recommend.state import DEFAULT_BURN_IN
 from services.cli import CliError
 from services.cli.common import FORMATS, dimensions_of, emit, log
 from services.cli.decisions import add_rule_args
@@ -418,7 +419,16 @@ def plot_anytime(rows: list[dict], path: str, title: str = "") -> None:
         ax.set_xlabel("judgments used")
         ax.set_ylabel("comparisons closed")
         ax.set_ylim(0, max(r["comparisons"] for r in rows) + 0.5)
-        ax.legend(loc="lower right", fontsize=7, framealpha=0.9)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="lower right", fontsize=7, framealpha=0.9)
+        else:
+            ax.text(
+                0.5,
+                0.5,
+                "no comparison closed in every replay",
+                ha="center",
+                transform=ax.transAxes,
+            )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -454,8 +464,9 @@ def register(sub) -> None:
     p.add_argument(
         "--burn-in",
         type=int,
-        default=20,
-        help="judgments every open comparison gets before the closest-first order (default: 20)",
+        default=DEFAULT_BURN_IN,
+        help=f"judgments every open comparison gets before the closest-first order "
+        f"(default: {DEFAULT_BURN_IN})",
     )
     p.add_argument(
         "--max-per-cell", type=int, default=1, help="tasks of one cell per batch (default: 1)"
