@@ -73,6 +73,7 @@ class Snapshot:
     alpha: np.ndarray
     b: np.ndarray
     mode: dict[str, np.ndarray] | None = None
+    tau: np.ndarray | None = None  # (D',) sd of the prompt-by-comparison effect, if modelled
 
     @property
     def num_draws(self) -> int:
@@ -140,6 +141,9 @@ def snapshot_from_posterior(
         mode=None
         if posterior.mode is None
         else {k: np.asarray(v, dtype=np.float32) for k, v in posterior.mode.items()},
+        tau=None
+        if "tau" not in posterior.draws
+        else _thin(posterior.flat("tau"), min(max_draws, max_item_draws)).astype(np.float32),
     )
 
 
@@ -154,6 +158,10 @@ def encode_snapshot(snapshot: Snapshot) -> bytes:
     if snapshot.mode is not None:
         arrays["mode_global"] = snapshot.mode["global"]
         arrays["mode_items"] = snapshot.mode["items"]
+        if "log_tau" in snapshot.mode:
+            arrays["mode_log_tau"] = snapshot.mode["log_tau"]
+    if snapshot.tau is not None:
+        arrays["tau"] = snapshot.tau
     buf = io.BytesIO()
     np.savez(buf, **arrays)  # type: ignore[arg-type]
     return buf.getvalue()
@@ -178,6 +186,9 @@ def decode_snapshot(
     mode = None
     if "mode_global" in arrays:
         mode = {"global": arrays.pop("mode_global"), "items": arrays.pop("mode_items")}
+        if "mode_log_tau" in arrays:
+            mode["log_tau"] = arrays.pop("mode_log_tau")
+    tau = arrays.pop("tau", None)
     return Snapshot(
         dimension=dimension,
         version=version,
@@ -190,6 +201,7 @@ def decode_snapshot(
         systems=tuple(names["systems"]),
         items=tuple(names["items"]),
         mode=mode,
+        tau=tau,
         **{k: arrays[k] for k in _ARRAYS},
     )
 
@@ -205,10 +217,18 @@ def stream_config(method: str = "fast", **kwargs: Any) -> FitConfig:
     then turns that arbitrary offset into wrong orderings (on the AI Teacher Test
     free thresholds rank GPT-3 above Blender, against the raw win shares and Tack &
     Piech; symmetric thresholds give Teacher > Blender > GPT-3).
+
+    The judgments of one cell share a prompt-by-comparison effect by default (the
+    default model, ``adaptive.fitting.preset_config``), so a cell judged three times
+    does not count as three independent prompts. Skill-only updates
+    (:mod:`stan_free_models.incremental`) treat judgments as independent, so with the
+    cell effect every batch gets a full fast fit instead (``cell_effect=False``
+    brings them back).
     """
     from adaptive.fitting import FitConfig
 
     kwargs.setdefault("thresholds", "symmetric")
+    kwargs.setdefault("cell_effect", True)
     return FitConfig(method=method, likelihood="judgment", parameterization="system", **kwargs)
 
 
@@ -223,6 +243,8 @@ def remap_init(
 
     data = model_data(cells, likelihood="judgment", parameterization="system")
     init = default_init(data, symmetric)
+    if "log_tau" in previous.mode:
+        init["log_tau"] = np.asarray(previous.mode["log_tau"], np.float32).reshape(1)
     old_g, old_i = previous.mode["global"], previous.mode["items"]
     sys_at = {s: i for i, s in enumerate(previous.systems)}
     for i, s in enumerate(cells.systems):
@@ -315,6 +337,7 @@ def _skill_base(snapshot: Snapshot, cells: CellData, posterior: Posterior, confi
 
     if (
         posterior.mode is None
+        or config.cell_effect  # skill-only updates assume independent judgments
         or "cov_global" not in posterior.info
         or not posterior.diagnostics.converged
         or cells.num_items != len(cells.prompts)  # redundancy groups: items are not prompts
@@ -660,9 +683,15 @@ class RefreshConfig:
     ``items_sync_below`` judgments (where a full fit takes a fraction of a second)
     the update does the full fit itself instead. Without ``skill_updates`` every
     fast update is a full MAP + Laplace fit.
+
+    ``cell_effect`` (default) fits the default model, whose prompt-by-comparison
+    effect makes the judgments of a cell dependent; skill-only updates assume
+    independent judgments, so with it every fast update is a full MAP + Laplace fit
+    and ``skill_updates`` has no effect.
     """
 
     fast_num_draws: int = 500
+    cell_effect: bool = True
     fast_min_interval: float = 0.0
     skill_updates: bool = True
     items_every_judgments: int = 500
@@ -976,6 +1005,7 @@ class Refresher:
             systems=source.systems,
             config=stream_config(
                 "fast",
+                cell_effect=cfg.cell_effect,
                 num_draws=cfg.fast_num_draws,
                 seed=(cfg.seed + source.num_judgments) % 2**31,
             ),
@@ -1070,6 +1100,7 @@ class Refresher:
                 systems=source.systems,
                 config=stream_config(
                     "nuts",
+                    cell_effect=cfg.cell_effect,
                     num_chains=cfg.nuts_chains,
                     num_warmup=cfg.nuts_warmup,
                     num_samples=cfg.nuts_samples,

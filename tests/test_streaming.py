@@ -234,7 +234,11 @@ def test_full_refit_is_published_only_when_diagnostics_pass() -> None:
 def test_skill_updates_hold_items_until_an_items_refresh_replaces_them() -> None:
     memory = Memory(simulate(400, seed=4))
     config = st.RefreshConfig(
-        nuts=False, fast_num_draws=400, max_draws=400, items_every_judgments=100
+        nuts=False,
+        fast_num_draws=400,
+        max_draws=400,
+        items_every_judgments=100,
+        cell_effect=False,  # skill-only updates assume independent judgments
     )
     refresher = memory.refresher(config)
     memory.visible = 200
@@ -251,7 +255,7 @@ def test_skill_updates_hold_items_until_an_items_refresh_replaces_them() -> None
         memory.frame.head(260),
         dimension="overall",
         systems=SYSTEMS,
-        config=st.stream_config("fast", num_draws=400),
+        config=st.stream_config("fast", num_draws=400, cell_effect=False),
         last_seq=260,
     )
     sd = full.skill.std(axis=0)
@@ -286,7 +290,9 @@ def test_judgments_on_a_new_prompt_wait_for_the_items_refresh() -> None:
         (pl.int_range(pl.len()) + 1).cast(pl.Int64).alias("seq"),
     )
     memory = Memory(frame)
-    config = st.RefreshConfig(nuts=False, fast_num_draws=200, max_draws=200, items_sync_below=0)
+    config = st.RefreshConfig(
+        nuts=False, fast_num_draws=200, max_draws=200, items_sync_below=0, cell_effect=False
+    )
     refresher = memory.refresher(config)
     memory.visible = 200
     assert refresher.update("k") is not None
