@@ -319,7 +319,7 @@ def test_anonymous_project_creation_is_rate_limited(tmp_path: Path) -> None:
     settings = _settings(
         f"sqlite:///{tmp_path / 'open.db'}", open=True, create_project_per_minute=30.0
     )
-    with ThreadServer(settings) as srv, httpx.Client(base_url=srv.url) as client:
+    with ThreadServer(settings) as srv, httpx.Client(base_url=srv.url, timeout=60) as client:
         codes = [
             client.post("/projects", json={"project_id": f"o{i}"}).status_code for i in range(200)
         ]
@@ -331,7 +331,7 @@ def test_rate_limit_answers_429_with_retry_after(tmp_path: Path) -> None:
     settings = _settings(
         f"sqlite:///{tmp_path / 'rate.db'}", rate_limit_per_second=2.0, rate_limit_burst=3
     )
-    with ThreadServer(settings) as srv, httpx.Client(base_url=srv.url) as client:
+    with ThreadServer(settings) as srv, httpx.Client(base_url=srv.url, timeout=60) as client:
         statuses = [
             client.post("/projects", json={"project_id": f"r{i}"}).status_code for i in range(5)
         ]
@@ -368,7 +368,7 @@ def test_admin_token_is_compared_in_constant_time(
 
     monkeypatch.setattr(limits.hmac, "compare_digest", spy)
     settings = _settings(f"sqlite:///{tmp_path / 'admin.db'}", admin_token="s3cret-admin")
-    with ThreadServer(settings) as srv, httpx.Client(base_url=srv.url) as client:
+    with ThreadServer(settings) as srv, httpx.Client(base_url=srv.url, timeout=60) as client:
         assert client.post("/projects", json={"project_id": "a"}).status_code == 401
         bad = {"Authorization": "Bearer s3cret-admiN"}
         assert client.post("/projects", json={"project_id": "a"}, headers=bad).status_code == 401
@@ -506,7 +506,7 @@ def test_a_dead_worker_is_restarted_without_traffic(tmp_path: Path) -> None:
         nuts=False,
         supervise_seconds=0.5,
     )
-    with ThreadServer(settings) as srv, httpx.Client(base_url=srv.url) as client:
+    with ThreadServer(settings) as srv, httpx.Client(base_url=srv.url, timeout=60) as client:
         health = client.get("/health").json()
         assert health["worker"] == {
             "mode": "process",
@@ -548,7 +548,7 @@ def test_refit_events_are_stored_and_readable(tmp_path: Path) -> None:
     settings = _settings(
         f"sqlite:///{tmp_path / 'ev.db'}", streaming=True, worker="thread", nuts=False
     )
-    with ThreadServer(settings) as srv, httpx.Client(base_url=srv.url) as client:
+    with ThreadServer(settings) as srv, httpx.Client(base_url=srv.url, timeout=60) as client:
         project_id, headers = _project(client)
         refresher = srv.state.refresher
         reason = "max R-hat 1.31, 4 divergences"
