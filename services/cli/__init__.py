@@ -49,7 +49,26 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # that group of commands is not installed
             raise
         module.register(sub)
+    for command in sub.choices.values():
+        _show_defaults(command)
     return parser
+
+
+def _show_defaults(parser: argparse.ArgumentParser) -> None:
+    """Every flag's help says its default (nested subcommands too), unless it already does."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _show_defaults(child)
+            continue
+        if (
+            action.help
+            and action.help != argparse.SUPPRESS
+            and action.option_strings
+            and action.default not in (None, False, argparse.SUPPRESS)
+            and "default" not in action.help
+        ):
+            action.help += " (default: %(default)s)"
 
 
 def main(argv: list[str] | None = None) -> int:
