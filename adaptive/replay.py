@@ -323,19 +323,35 @@ def decision_sign(outcome: np.ndarray) -> np.ndarray:
     return np.where(outcome == B_BETTER, 1, np.where(outcome == A_BETTER, -1, 0))
 
 
-def summarize(traces: Sequence[ReplayTrace], log: Log, rule: DecisionRule | None = None) -> dict:
-    """Effort and outcome of one policy over seeds (the replay's JSON row)."""
+def summarize(
+    traces: Sequence[ReplayTrace], logs: Log | Sequence[Log], rule: DecisionRule | None = None
+) -> dict:
+    """Effort and outcome of one policy over seeds (the replay's JSON row).
+
+    ``logs``: the log every trace replayed, or one log per trace (fresh simulated
+    campaigns); each trace is judged against its own log's sign and truth.
+    """
     rule = rule or DecisionRule()
+    per_trace = [logs] * len(traces) if isinstance(logs, Log) else list(logs)
+    if len(per_trace) != len(traces):
+        raise ValueError("give one log, or one log per trace")
     used = np.array([t.used for t in traces], np.float64)
     closed = np.array([int((t.outcome != 0).sum()) for t in traces], np.float64)
-    sign, absz = full_log_sign(log)
-    reversals = [int(((decision_sign(t.outcome) * sign) < 0).sum()) for t in traces]
-    clear = absz >= CLEAR_Z
-    agreement = [
-        float((decision_sign(t.outcome)[clear] == sign[clear]).mean()) if clear.any() else np.nan
-        for t in traces
-    ]
-    C = log.num_comparisons
+    reversals, agreement, clear_counts = [], [], []
+    wrong_sign, wrong_eq = [], []
+    for t, log in zip(traces, per_trace):
+        sign, absz = full_log_sign(log)
+        got = decision_sign(t.outcome)
+        reversals.append(int(((got * sign) < 0).sum()))
+        clear = absz >= CLEAR_Z
+        clear_counts.append(int(clear.sum()))
+        if clear.any():
+            agreement.append(float((got[clear] == sign[clear]).mean()))
+        if log.true_net is not None:
+            wrong_sign.append(int(((got * np.sign(log.true_net)) < 0).sum()))
+            far = np.abs(log.true_net) >= rule.margin
+            wrong_eq.append(int(((t.outcome == EQUIVALENT) & far).sum()))
+    C = per_trace[0].num_comparisons
     # anytime curve: judgments until k comparisons are closed (mean over seeds reaching k)
     curve = []
     for k in range(1, C + 1):
@@ -348,17 +364,18 @@ def summarize(traces: Sequence[ReplayTrace], log: Log, rule: DecisionRule | None
                 "share_of_seeds": len(reached) / len(traces),
             }
         )
+    size = np.mean([log.num_judgments for log in per_trace])
     row = {
         "policy": traces[0].policy,
         "seeds": len(traces),
         "judgments_mean": float(used.mean()),
         "judgments_sd": float(used.std(ddof=1)) if len(used) > 1 else 0.0,
-        "share_of_log": float(used.mean() / max(log.num_judgments, 1)),
+        "share_of_log": float(used.mean() / max(size, 1)),
         "comparisons": C,
         "closed_mean": float(closed.mean()),
         "reversals_max": int(max(reversals)),
-        "agreement_clear": float(np.nanmean(agreement)) if clear.any() else None,
-        "clear_comparisons": int(clear.sum()),
+        "agreement_clear": float(np.mean(agreement)) if agreement else None,
+        "clear_comparisons": float(np.mean(clear_counts)),
         "wrong_sign_rate": None,
         "wrong_equivalence_rate": None,
         "campaigns_with_error": None,
@@ -366,21 +383,11 @@ def summarize(traces: Sequence[ReplayTrace], log: Log, rule: DecisionRule | None
         "spent_on_closed_mean": float(np.mean([t.spent_on_closed for t in traces])),
         "curve": curve,
     }
-    if log.true_net is not None:
-        truth = np.sign(log.true_net)
-        wrong_sign = np.array(
-            [((decision_sign(t.outcome) * truth) < 0).sum() for t in traces], np.float64
-        )
-        wrong_eq = np.array(
-            [
-                ((t.outcome == EQUIVALENT) & (np.abs(log.true_net) >= rule.margin)).sum()
-                for t in traces
-            ],
-            np.float64,
-        )
-        row["wrong_sign_rate"] = float(wrong_sign.sum() / (len(traces) * C))
-        row["wrong_equivalence_rate"] = float(wrong_eq.sum() / (len(traces) * C))
-        row["campaigns_with_error"] = float(((wrong_sign + wrong_eq) > 0).mean())
+    if len(wrong_sign) == len(traces):
+        ws, we = np.array(wrong_sign, float), np.array(wrong_eq, float)
+        row["wrong_sign_rate"] = float(ws.sum() / (len(traces) * C))
+        row["wrong_equivalence_rate"] = float(we.sum() / (len(traces) * C))
+        row["campaigns_with_error"] = float(((ws + we) > 0).mean())
     return row
 
 

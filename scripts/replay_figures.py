@@ -42,11 +42,11 @@ def run(label, logs, rule, seeds, batch_size=100):
     config = ReplayConfig(batch_size=batch_size, rule=rule)
     rows = []
     for policy in POLICIES:
-        traces, last = [], None
+        traces, replayed = [], []
         for seed in range(seeds):
-            last = logs(seed) if callable(logs) else logs
-            traces.append(replay(seed, last, policy, config))
-        rows.append({"setting": label, "unit": rule.unit, **summarize(traces, last, rule)})
+            replayed.append(logs(seed) if callable(logs) else logs)
+            traces.append(replay(seed, replayed[-1], policy, config))
+        rows.append({"setting": label, "unit": rule.unit, **summarize(traces, replayed, rule)})
     base = next(r["judgments_mean"] for r in rows if r["policy"] == "uniform")
     rr = next(r["half_closed_judgments"] for r in rows if r["policy"] == "round_robin")
     for r in rows:

@@ -213,3 +213,21 @@ def test_recommend_never_serves_identical_or_missing_responses(tmp_path, capsys)
     for t in tasks:
         assert t["response_first"] and t["response_second"]
         assert t["response_first"].casefold() != t["response_second"].casefold()
+
+
+def test_fresh_campaigns_are_each_judged_against_their_own_truth():
+    base = Log(np.array([0, 0]), np.array([0, 1]), np.array([1.0, 1.0]), 1, 2)
+    up = base._replace(true_net=np.array([0.3]))
+    down = base._replace(signed=np.array([-1.0, -1.0]), true_net=np.array([-0.3]))
+    right = [
+        ReplayTrace("adaptive", 0, np.array([2]), np.array([1]), 2, np.array([B_BETTER]),
+                    np.array([2.0])),
+        ReplayTrace("adaptive", 1, np.array([2]), np.array([1]), 2, np.array([A_BETTER]),
+                    np.array([2.0])),
+    ]  # fmt: skip
+    row = summarize(right, [up, down])
+    assert row["wrong_sign_rate"] == 0.0 and row["reversals_max"] == 0
+    # judged against one campaign's truth, the other's right answer would look wrong
+    assert summarize(right, down)["wrong_sign_rate"] == 0.5
+    with pytest.raises(ValueError, match="one log per trace"):
+        summarize(right, [up])

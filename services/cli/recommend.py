@@ -343,16 +343,18 @@ def run_replay(args: argparse.Namespace) -> int:
             )
         by_policy = {}
         for policy in policies:
-            traces, last = [], log_
+            traces, replayed = [], []
             progress = _progress(f"{dim} {policy}", args.seeds, args.quiet)
             for seed in range(args.seed, args.seed + args.seeds):
+                last = log_
                 if truth is not None:
                     # one fresh campaign per seed, the same for every policy
                     rng = np.random.default_rng([seed, 1])
                     last = semi_synthetic(rng, log_, truth, prompts_factor=args.prompts_factor)
+                replayed.append(last)
                 traces.append(replay(seed, last, policy, config))
                 progress()
-            by_policy[policy] = summarize(traces, last, rule)
+            by_policy[policy] = summarize(traces, replayed, rule)
         base = by_policy.get("uniform", {}).get("judgments_mean")
         for summary in by_policy.values():
             row = {"dimension": dim, "data": kind, "unit": rule.unit, **summary}
