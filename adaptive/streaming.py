@@ -607,13 +607,20 @@ def pair_rows(
 
 
 def leaderboard_rows(snapshot: Snapshot, *, level: float = 0.95) -> list[dict[str, Any]]:
-    """Per-system skill with its interval, mean rank and P(best), best first."""
+    """Per-system skill with its interval, mean rank and P(best), best first.
+
+    A system with no judgments yet is listed last, unranked (rank, mean rank
+    and P(best) null): its skill is only the prior.
+    """
     skill = snapshot.skill.astype(np.float64)
     tail = (1.0 - level) / 2.0
     low, high = np.quantile(skill, [tail, 1.0 - tail], axis=0)
-    # rank 1 = best, per draw
-    ranks = (-skill).argsort(axis=1).argsort(axis=1) + 1
     compared = set(snapshot.pair_a.tolist()) | set(snapshot.pair_b.tolist())
+    judged = np.array(sorted(compared), np.int64)
+    # rank 1 = best, per draw, among the systems with judgments
+    ranks = np.full(skill.shape, np.nan)
+    if judged.size:
+        ranks[:, judged] = (-skill[:, judged]).argsort(axis=1).argsort(axis=1) + 1
     rows: list[dict[str, Any]] = [
         {
             "dimension": snapshot.dimension,
@@ -622,15 +629,15 @@ def leaderboard_rows(snapshot: Snapshot, *, level: float = 0.95) -> list[dict[st
             "sd": float(skill[:, i].std(ddof=1)) if skill.shape[0] > 1 else 0.0,
             "ci_low": float(low[i]),
             "ci_high": float(high[i]),
-            "mean_rank": float(ranks[:, i].mean()),
-            "p_best": float((ranks[:, i] == 1).mean()),
+            "mean_rank": float(ranks[:, i].mean()) if i in compared else None,
+            "p_best": float((ranks[:, i] == 1).mean()) if i in compared else None,
             "judged": i in compared,
         }
         for i, name in enumerate(snapshot.systems)
     ]
-    rows.sort(key=lambda r: -r["mean"])
+    rows.sort(key=lambda r: (not r["judged"], -r["mean"]))
     for rank, row in enumerate(rows, start=1):
-        row["rank"] = rank
+        row["rank"] = rank if row["judged"] else None
     return rows
 
 
