@@ -151,7 +151,7 @@ def main() -> int:
             )
 
         label = f"synthetic regime, 10 comparisons x 1,000 prompts: {name}"
-        settings.append((label, campaign, DecisionRule(), args.synthetic_seeds, 200))
+        settings.append((label, campaign, DecisionRule(), args.synthetic_seeds, 50))
 
     results = []
     for label, logs, rule, seeds, batch in settings:

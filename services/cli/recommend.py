@@ -11,22 +11,11 @@ from adaptive.recommend.state import DEFAULT_BURN_IN
 from services.cli import CliError
 from services.cli.common import FORMATS, dimensions_of, emit, log
 from services.cli.decisions import add_rule_args
+from services.crowd.tasks import TASK_COLUMNS as CROWD_TASK_COLUMNS
 
-TASK_COLUMNS = (
-    "task_id",
-    "item_id",
-    "dimension",
-    "prompt",
-    "system_first",
-    "response_first",
-    "system_second",
-    "response_second",
-    "system_a",
-    "system_b",
-    "shown_first",
-    "reason",
-    "needed",
-)
+#: a recommended task: the crowd round trip's task columns (without the batch id, given at export)
+#: and why the cell was chosen
+TASK_COLUMNS = tuple(c for c in CROWD_TASK_COLUMNS if c != "batch_id") + ("reason", "needed")
 
 
 # --------------------------------------------------------------------- recommend
