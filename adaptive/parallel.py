@@ -17,6 +17,7 @@ different nodes when a cluster has several.
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ class MapInfo:
     workers: int
     seconds: float
     node_ids: list[str] = field(default_factory=list)
+    node_ips: list[str] = field(default_factory=list)
+    hostnames: list[str] = field(default_factory=list)
     pids: list[int] = field(default_factory=list)
     item_seconds: list[float] = field(default_factory=list)
 
@@ -41,11 +44,15 @@ ProgressFn = Callable[[int, int], None]
 
 
 @ray.remote(num_cpus=1)
-def _run_item(fn: Callable[[Any, Any], Any], shared: Any, item: Any) -> tuple[Any, str, int, float]:
+def _run_item(
+    fn: Callable[[Any, Any], Any], shared: Any, item: Any
+) -> tuple[Any, str, str, str, int, float]:
     start = time.perf_counter()
     result = fn(shared, item)
     node = ray.get_runtime_context().get_node_id()
-    return result, node, os.getpid(), time.perf_counter() - start
+    # hosts that share a kernel (network namespaces, containers) differ by node IP, not name
+    ip = ray.util.get_node_ip_address()
+    return result, node, ip, socket.gethostname(), os.getpid(), time.perf_counter() - start
 
 
 def _ensure_ray(workers: int) -> None:
@@ -96,6 +103,8 @@ def map_items(
             workers=1,
             seconds=time.perf_counter() - start,
             node_ids=["local"] * total,
+            node_ips=["local"] * total,
+            hostnames=[socket.gethostname()] * total,
             pids=[pid] * total,
             item_seconds=secs,
         )
@@ -104,7 +113,8 @@ def map_items(
     _ensure_ray(workers)
     shared_ref = ray.put(shared)
     fn_ref = ray.put(fn)
-    task = _run_item.options(scheduling_strategy="SPREAD")
+    # each task is named after its item ("fold_task[3]") in the Ray dashboard and state API
+    name = getattr(fn, "__name__", "item")
     slots: list[Any] = [None] * total
     index_of: dict[Any, int] = {}
     pending: list[Any] = []
@@ -112,6 +122,7 @@ def map_items(
     done = 0
     while next_item < total or pending:
         while next_item < total and len(pending) < workers:
+            task = _run_item.options(scheduling_strategy="SPREAD", name=f"{name}[{next_item}]")
             ref = task.remote(fn_ref, shared_ref, items[next_item])
             index_of[ref] = next_item
             pending.append(ref)
@@ -127,8 +138,10 @@ def map_items(
         workers=workers,
         seconds=time.perf_counter() - start,
         node_ids=[s[1] for s in slots],
-        pids=[s[2] for s in slots],
-        item_seconds=[s[3] for s in slots],
+        node_ips=[s[2] for s in slots],
+        hostnames=[s[3] for s in slots],
+        pids=[s[4] for s in slots],
+        item_seconds=[s[5] for s in slots],
     )
     return [s[0] for s in slots], info
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import socket
 import time
 from pathlib import Path
 
@@ -80,6 +81,10 @@ def test_ray_matches_serial(local_ray):
     )
     assert remote == serial  # bit for bit, in item order
     assert info.backend == "ray" and done == list(range(1, 8))
+    # where each item ran, for diagnostics: one entry per item, an address of this machine
+    assert len(info.node_ids) == len(info.node_ips) == len(info.hostnames) == len(items)
+    assert all(ip.count(".") == 3 for ip in info.node_ips)
+    assert set(info.hostnames) == {socket.gethostname()}
 
 
 @pytest.mark.ray
