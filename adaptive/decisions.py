@@ -80,6 +80,9 @@ UNITS = ("prompt", "judgment")
 CORRECTIONS = ("bonferroni", "none")
 #: "needed" estimates beyond this many judgments are reported as out of sight (inf)
 NEEDED_HORIZON = 1_000_000
+#: the optimistic need (:attr:`Decisions.needed_optimistic`) continues the counts with the
+#: leading side's share at this upper quantile of its Beta(1 + lead, 1 + trail) posterior
+OPTIMISM = 0.8
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,11 @@ class Decisions(NamedTuple):
             out of sight, e.g. Δ near 0 with a margin not reachable).
         alpha_each: error bound of each comparison.
         rule: the rule in words.
+        needed_optimistic: the same if the leading side's share of non-ties is at
+            its upper :data:`OPTIMISM` posterior quantile (<= ``needed``). The
+            recommender orders open comparisons by it (an upper confidence bound
+            on how soon each could close, so that one which looked weak by chance
+            early is not starved); ``needed`` is the estimate users read.
     """
 
     outcome: np.ndarray
@@ -167,6 +175,7 @@ class Decisions(NamedTuple):
     needed: np.ndarray
     alpha_each: float
     rule: str
+    needed_optimistic: np.ndarray | None = None
 
     @property
     def closed(self) -> np.ndarray:
@@ -273,20 +282,24 @@ def decision_observations(
     return used
 
 
-def _needed_sign(k, m, t, a: float, level: float) -> np.ndarray:
+def _needed_sign(k, m, t, a: float, level: float, quantile: float | None = None) -> np.ndarray:
     """Judgments likely still needed for a sign e-process to reach 1/level ((n,) arrays in).
 
     Continues the counts so far with the observed share q of the leading side among
     non-ties (with a +1/+1 prior) and the observed tie share: the first m' > m where
     the e-value at k' = k + q (m' - m) reaches the threshold (m' - m on a geometric
     grid, 1% steps), converted to judgments. Progress already made counts, so a
-    comparison whose evidence is near the boundary comes first.
+    comparison whose evidence is near the boundary comes first. With ``quantile``,
+    q is that quantile of the leading share's Beta(1 + lead, 1 + trail) posterior
+    (at least 1/2) instead of its mean.
     """
     k, m, t = (np.atleast_1d(np.asarray(v, np.float64)) for v in (k, m, t))
     q = (k + 1.0) / (m + 2.0)
     # continue from the counts so far on the side they lean to: progress already made counts
     lead = np.where(q >= 0.5, k, m - k)
     q = np.maximum(q, 1.0 - q)
+    if quantile is not None:
+        q = np.maximum(stats.beta.ppf(quantile, lead + 1.0, m - lead + 1.0), 0.5)
     non_tie = np.maximum((m + 1.0) / (t + 2.0), 1e-3)
     extra = np.unique(np.round(np.geomspace(1.0, NEEDED_HORIZON, 1400)))[None, :]
     grid = m[:, None] + extra
@@ -511,6 +524,7 @@ def decisions_of(state: DecisionState) -> Decisions:
         net = np.where(num_prompts > 0, cell_mean.sum(axis=1) / num_prompts, np.nan)
     low, high = 2.0 * state.low01 - 1.0, 2.0 * state.high01 - 1.0
     needed = np.where(state.outcome != UNDECIDED, 0.0, np.inf)
+    optimistic = needed.copy()
     open_ = np.flatnonzero((state.outcome == UNDECIDED) & (state.n > 0))
     if open_.size:
         n = state.n[open_].astype(np.float64)
@@ -519,6 +533,8 @@ def decisions_of(state: DecisionState) -> Decisions:
         sigma2 = (0.25 + state.sum_sq[open_]) / (n + 1.0)
         eq = _needed_equivalence(used_mean, sigma2, n, rule.margin, each)
         needed[open_] = np.minimum(sign, eq)
+        soon = _needed_sign(state.k[open_], state.m[open_], n, rule.mixture, each / 2.0, OPTIMISM)
+        optimistic[open_] = np.minimum(np.minimum(soon, eq), needed[open_])
     return Decisions(
         outcome=state.outcome.copy(),
         closed_at=state.closed_at.copy(),
@@ -533,6 +549,7 @@ def decisions_of(state: DecisionState) -> Decisions:
         needed=needed,
         alpha_each=each,
         rule=rule.describe(state.num_tests),
+        needed_optimistic=optimistic,
     )
 
 

@@ -142,8 +142,11 @@ def allocate(
 
     Each comparison has a remaining need for this batch: ``burn_in`` minus its
     observations while it has fewer (so every open comparison gets an
-    estimate), else the judgments its decision likely still needs
-    (``decisions.needed``). One judgment at a time goes to the comparison with
+    estimate), else the judgments its decision could still need if its lead is
+    as large as its data plausibly allow (``decisions.needed_optimistic``, an
+    upper confidence bound on how soon it closes: LUCB's optimism, so that a
+    comparison that looked weak by chance early is not starved; ``needed`` when
+    absent). One judgment at a time goes to the comparison with
     the smallest remaining need (burn-in first); a comparison whose need is met
     for this batch gets more only when every other need is met, and those with
     no closure in sight (``needed`` infinite) come last, least observed first.
@@ -174,11 +177,13 @@ def allocate(
     pos = np.zeros(num_c, np.int64)
     obs = decisions.num_obs.astype(np.float64)
     needed = decisions.needed.astype(np.float64)
+    soon = needed if decisions.needed_optimistic is None else decisions.needed_optimistic
+    soon = np.asarray(soon, np.float64)
     in_burn = obs < burn_in
     # the need is an estimate: give a comparison part of it per batch, so that a batch
     # does not overshoot a decision that closes sooner than estimated
-    need = np.where(in_burn, burn_in - obs, np.ceil(needed * need_share))
-    stage = np.where(in_burn, 0, np.where(np.isfinite(needed), 1, 2)).astype(np.int64)
+    need = np.where(in_burn, burn_in - obs, np.ceil(soon * need_share))
+    stage = np.where(in_burn, 0, np.where(np.isfinite(soon), 1, 2)).astype(np.int64)
     given = np.zeros(num_c, np.float64)
     targeted = np.zeros(num_c, bool) if targeted is None else targeted
     comps, prompts, reasons, needs = [], [], [], []
