@@ -32,6 +32,11 @@ Policies (``policy(rng, view, size) -> (comparison, prompt)``, view: :class:`Vie
   over every comparison (it does not know about decisions), then a random
   fresh cell of it.
 
+A reference, not a policy: ``oracle`` (simulated logs only) knows the true Δ and
+serves the open comparisons largest |Δ| first, each until it closes, with no
+burn-in: no policy that has to learn the effects can close the first half of
+them much sooner, so its anytime curve bounds what ordering can buy.
+
 Uniform and arena keep spending on closed comparisons; that, not the order, is
 what the adaptive policy saves. The order decides how early decisions arrive:
 the anytime curve (judgments until k comparisons are closed) shows it.
@@ -61,6 +66,8 @@ from adaptive.decisions import (
 from adaptive.recommend import DEFAULT_BURN_IN, DEFAULT_NEED_SHARE, allocate
 
 POLICIES = ("adaptive", "uniform", "round_robin", "arena")
+#: the reference that knows the truth (simulated logs only; not offered as a policy)
+ORACLE = "oracle"
 #: a full-log comparison is decided clearly when its prompt-level |z| is at least this (two-sided 0.001)
 CLEAR_Z = 3.2905267314919255
 
@@ -224,6 +231,24 @@ def adaptive_policy(config: ReplayConfig) -> Callable:
     return policy
 
 
+def oracle_policy(true_net: np.ndarray) -> Callable:
+    """The reference that knows the truth: largest true |Δ| first, each until it closes."""
+    order = np.argsort(-np.abs(np.asarray(true_net, np.float64)), kind="stable")
+
+    def policy(rng, view: View, size: int):
+        comps: list[int] = []
+        prompts: list[int] = []
+        for c in order:
+            if view.decisions.closed[c] or len(comps) >= size:
+                continue
+            options = rng.permutation(np.flatnonzero(view.useful[c]))[: size - len(comps)]
+            comps += [int(c)] * len(options)
+            prompts += options.tolist()
+        return np.asarray(comps, np.int64), np.asarray(prompts, np.int64)
+
+    return policy
+
+
 def policy_fn(name: str, config: ReplayConfig) -> Callable:
     if name == "adaptive":
         return adaptive_policy(config)
@@ -243,7 +268,12 @@ def replay(seed: int, log: Log, policy: str, config: ReplayConfig | None = None)
     come out, and the policy's random choices, derive from it.
     """
     config = config or ReplayConfig()
-    choose = policy_fn(policy, config)
+    if policy == ORACLE:
+        if log.true_net is None:
+            raise ValueError("the oracle needs a simulated log (one with true_net)")
+        choose = oracle_policy(log.true_net)
+    else:
+        choose = policy_fn(policy, config)
     rng = np.random.default_rng(seed)
     C, P = log.num_comparisons, log.num_prompts
     # each cell's judgments in a seeded random order: queue[c, p] -> row indices

@@ -14,6 +14,7 @@ from adaptive.cells import build_cells
 from adaptive.data import read_judgments
 from adaptive.decisions import A_BETTER, B_BETTER, DecisionRule
 from adaptive.replay import (
+    ORACLE,
     POLICIES,
     CampaignTruth,
     Log,
@@ -59,6 +60,30 @@ def test_adaptive_spends_nothing_on_closed_comparisons_and_less_than_uniform():
     assert all(t.spent_on_closed > 0 for t in uniform)
     mean = lambda traces: np.mean([t.used for t in traces])  # noqa: E731
     assert mean(adaptive) < 0.8 * mean(uniform)
+
+
+def test_closest_first_closes_half_the_comparisons_sooner_than_round_robin():
+    # heterogeneous effects: ordering by need must beat taking turns, and the oracle
+    # (which knows the truth) closes the largest effect first and bounds both
+    logs = []
+    for seed in range(10):
+        rng = np.random.default_rng([seed, 9])
+        effects = rng.uniform(0.05, 0.6, 10) * rng.choice([-1, 1], 10)
+        logs.append(synthetic_campaign(rng, effects, num_prompts=600, random_share=0.1))
+    config = ReplayConfig(batch_size=50)
+    half = {}
+    for policy in ("adaptive", "round_robin", ORACLE):
+        traces = [replay(s, log, policy, config) for s, log in enumerate(logs)]
+        half[policy] = summarize(traces, logs)["half_closed_judgments"]
+        if policy == ORACLE:
+            for t, log in zip(traces, logs):
+                assert np.argmin(t.closed_total) == np.argmax(np.abs(log.true_net))
+    assert half[ORACLE] < half["adaptive"] < 0.85 * half["round_robin"]
+
+
+def test_the_oracle_needs_known_truth(ncm_log):
+    with pytest.raises(ValueError, match="simulated log"):
+        replay(0, ncm_log, ORACLE)
 
 
 def test_summary_counts_reversals_against_the_full_logs_own_sign():
