@@ -1,0 +1,91 @@
+"""What every part of the repository shares: errors, results, row checks, time, SQL helpers."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, Table
+from sqlalchemy.dialects import postgresql, sqlite
+
+from services.store.validation import row_problems
+
+#: columns of a judgment as the common schema names them (adaptive.data)
+JUDGMENT_FIELDS: tuple[str, ...] = (
+    "judgment_id",
+    "item_id",
+    "system_a",
+    "system_b",
+    "annotator_id",
+    "winner",
+    "dimension",
+    "shown_first",
+    "timestamp",
+)
+#: chunk size for IN (...) lookups and multi-row inserts (SQLite's variable limit)
+CHUNK = 500
+
+
+class StoreError(Exception):
+    """A request the store refuses; ``code`` is stable, ``message`` says why."""
+
+    def __init__(self, code: str, message: str, *, problems: list[dict] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.problems = problems or []
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What a batch of judgments did to the store."""
+
+    inserted: int
+    duplicates: int
+    dimensions: tuple[str, ...] = field(default_factory=tuple)
+    last_seq: int = 0  # the highest sequence number written (0 if none)
+
+
+def check_rows(rows: Sequence[dict], what: str, **fields: Any) -> None:
+    """Refuse rows with a bad id or text (:mod:`services.store.validation`), naming row and field.
+
+    Raises:
+        StoreError: ``validation_error``; nothing was written.
+    """
+    problems = row_problems(rows, **fields)
+    if problems:
+        rows_hit = sorted({p["row"] for p in problems})
+        raise StoreError(
+            "validation_error",
+            f"{len(problems)} invalid field(s) in {what} (row(s) {rows_hit[:10]}); "
+            "nothing was stored",
+            problems=problems,
+        )
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def as_utc(value: datetime) -> datetime:
+    """Datetimes read back from SQLite have no zone; they were written in UTC."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def hash_token(token: str) -> str:
+    """The stored form of an API token: its SHA-256 (tokens are 256-bit random, no salt needed)."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _insert(conn: Connection, table: Table) -> Any:
+    if conn.dialect.name == "postgresql":
+        return postgresql.insert(table)
+    return sqlite.insert(table)
+
+
+def _chunks(values: Sequence[Any], size: int = CHUNK) -> Iterable[Sequence[Any]]:
+    for start in range(0, len(values), size):
+        yield values[start : start + size]

@@ -1,0 +1,151 @@
+"""The catalogue of a project: systems, prompts and dimensions, upserted idempotently."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import Connection, Table, func, select
+
+from services.store import tables as t
+from services.store.repository._common import (
+    _chunks,
+    _insert,
+    check_rows,
+    utcnow,
+)
+
+
+def _upsert(
+    conn: Connection, table: Table, key: str, rows: list[dict], update: Sequence[str]
+) -> int:
+    """Insert rows, updating ``update`` columns of existing keys; returns how many were new."""
+    if not rows:
+        return 0
+    # one row per key, the last one winning (PostgreSQL refuses to upsert a row twice)
+    rows = list({r[key]: r for r in rows}.values())
+    project_id = rows[0]["project_id"]
+    ids = [r[key] for r in rows]
+    existing: set[str] = set()
+    for chunk in _chunks(ids):
+        existing.update(
+            conn.scalars(
+                select(table.c[key]).where(
+                    table.c.project_id == project_id, table.c[key].in_(chunk)
+                )
+            )
+        )
+    for chunk in _chunks(rows, 200):
+        stmt = _insert(conn, table).values(list(chunk))
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["project_id", key], set_={c: stmt.excluded[c] for c in update}
+        )
+        conn.execute(stmt)
+    return len(set(ids) - existing)
+
+
+def upsert_systems(
+    *, conn: Connection, project_id: str, systems: Sequence[dict], now: datetime | None = None
+) -> int:
+    """Register systems (``system_id``, ``description``); existing ones are updated."""
+    now = now or utcnow()
+    check_rows(systems, "the systems", ids=("system_id",), texts=("description",))
+    rows = [
+        {
+            "project_id": project_id,
+            "system_id": s["system_id"],
+            "description": s.get("description", ""),
+            "created_at": now,
+        }
+        for s in systems
+    ]
+    return _upsert(conn, t.systems, "system_id", rows, ["description"])
+
+
+def upsert_prompts(
+    *, conn: Connection, project_id: str, prompts: Sequence[dict], now: datetime | None = None
+) -> int:
+    """Register prompts (``prompt_id``, ``text``, ``responses`` by system id)."""
+    now = now or utcnow()
+    check_rows(
+        prompts, "the prompts", ids=("prompt_id",), texts=("text",), text_maps=("responses",)
+    )
+    rows = [
+        {
+            "project_id": project_id,
+            "prompt_id": p["prompt_id"],
+            "text": p.get("text", ""),
+            "responses": dict(p.get("responses") or {}),
+            "created_at": now,
+        }
+        for p in prompts
+    ]
+    return _upsert(conn, t.prompts, "prompt_id", rows, ["text", "responses"])
+
+
+def upsert_dimensions(
+    *, conn: Connection, project_id: str, dimensions: Sequence[dict], now: datetime | None = None
+) -> int:
+    """Register dimensions (``dimension_id``, ``description``)."""
+    now = now or utcnow()
+    check_rows(dimensions, "the dimensions", ids=("dimension_id",), texts=("description",))
+    rows = [
+        {
+            "project_id": project_id,
+            "dimension_id": d["dimension_id"],
+            "description": d.get("description", ""),
+            "created_at": now,
+        }
+        for d in dimensions
+    ]
+    return _upsert(conn, t.dimensions, "dimension_id", rows, ["description"])
+
+
+def list_systems(*, conn: Connection, project_id: str) -> list[dict]:
+    rows = conn.execute(
+        select(t.systems.c.system_id, t.systems.c.description)
+        .where(t.systems.c.project_id == project_id)
+        .order_by(t.systems.c.system_id)
+    )
+    return [r._asdict() for r in rows]
+
+
+def list_dimensions(*, conn: Connection, project_id: str) -> list[dict]:
+    rows = conn.execute(
+        select(t.dimensions.c.dimension_id, t.dimensions.c.description)
+        .where(t.dimensions.c.project_id == project_id)
+        .order_by(t.dimensions.c.dimension_id)
+    )
+    return [r._asdict() for r in rows]
+
+
+def list_prompts(
+    *, conn: Connection, project_id: str, offset: int = 0, limit: int | None = None
+) -> list[dict]:
+    stmt = (
+        select(t.prompts.c.prompt_id, t.prompts.c.text, t.prompts.c.responses)
+        .where(t.prompts.c.project_id == project_id)
+        .order_by(t.prompts.c.prompt_id)
+        .offset(offset)
+    )
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    return [r._asdict() for r in conn.execute(stmt)]
+
+
+def count_prompts(*, conn: Connection, project_id: str) -> int:
+    return int(conn.scalar(select(func.count()).where(t.prompts.c.project_id == project_id)) or 0)
+
+
+def _known(conn: Connection, table: Table, key: str, project_id: str, ids: set[str]) -> set[str]:
+    found: set[str] = set()
+    values = sorted(ids)
+    for chunk in _chunks(values):
+        found.update(
+            conn.scalars(
+                select(table.c[key]).where(
+                    table.c.project_id == project_id, table.c[key].in_(chunk)
+                )
+            )
+        )
+    return found

@@ -1,0 +1,286 @@
+"""Judgments: validated batch ingestion (all or nothing, idempotent) and reads."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, func, select, text
+
+from services.store import tables as t
+from services.store.repository._common import (
+    JUDGMENT_FIELDS,
+    IngestResult,
+    StoreError,
+    _chunks,
+    _insert,
+    utcnow,
+)
+from services.store.repository.catalogue import (
+    _known,
+    upsert_dimensions,
+    upsert_prompts,
+    upsert_systems,
+)
+from services.store.validation import row_problems
+
+
+def _check_judgments(judgments: Sequence[dict]) -> None:
+    """Ids, texts and enumerations of every row (before anything touches the database)."""
+    problems = row_problems(
+        judgments,
+        ids=("judgment_id", "item_id", "system_a", "system_b", "dimension"),
+        optional_ids=("annotator_id", "timestamp"),
+        key="judgment_id",
+    )
+    bad_fields = {(p["row"], p["field"]) for p in problems}
+    for i, j in enumerate(judgments):
+        jid = j.get("judgment_id") if (i, "judgment_id") not in bad_fields else None
+        if j.get("winner") not in ("a", "b", "tie"):
+            problems.append(
+                {
+                    "row": i,
+                    "judgment_id": jid,
+                    "field": "winner",
+                    "message": f"winner must be a, b or tie (got {j.get('winner')!r})",
+                }
+            )
+        if j.get("shown_first") not in (None, "", "a", "b"):
+            problems.append(
+                {
+                    "row": i,
+                    "judgment_id": jid,
+                    "field": "shown_first",
+                    "message": f"shown_first must be a or b (got {j.get('shown_first')!r})",
+                }
+            )
+    if problems:
+        problems.sort(key=lambda p: p["row"])
+        raise StoreError(
+            "validation_error",
+            f"{len(problems)} invalid field(s) in the batch; nothing was stored",
+            problems=problems,
+        )
+
+
+def add_judgments(
+    *,
+    conn: Connection,
+    project_id: str,
+    judgments: Sequence[dict],
+    now: datetime | None = None,
+    register_unknown: bool = False,
+) -> IngestResult:
+    """Append a batch of judgments, all or nothing, idempotent by ``judgment_id``.
+
+    Rows must already be well-formed (``adaptive.data.validate_judgments`` or the
+    API schema checked winners and self-comparisons). This checks what needs the
+    store: systems, prompts and dimensions must be registered (unless
+    ``register_unknown``, used by bulk import), and a ``judgment_id`` seen before
+    must carry the same judgment (a retry), not a different one.
+
+    Raises:
+        StoreError: ``invalid_batch`` with one problem per bad row (0-based ``row``);
+            nothing was written.
+    """
+    now = now or utcnow()
+    _check_judgments(judgments)
+    # One writer per project at a time: sequence numbers are then committed in order, so a
+    # reader tailing by ``seq`` never sees a later batch before an earlier one (PostgreSQL
+    # hands out numbers at insert, not at commit), and a judgment_id raced by two batches
+    # is checked against the stored one. SQLite's BEGIN IMMEDIATE already serialises.
+    # FOR NO KEY UPDATE: inserts that reference the project (snapshots, leases) go on
+    conn.execute(
+        select(t.projects.c.project_id)
+        .where(t.projects.c.project_id == project_id)
+        .with_for_update(key_share=True)
+    )
+    rows: list[dict[str, Any]] = [{k: j.get(k) for k in JUDGMENT_FIELDS} for j in judgments]
+    for r in rows:
+        # an empty optional field is a missing one (CSV round trips)
+        r["shown_first"] = r["shown_first"] or None
+        r["timestamp"] = r["timestamp"] or None
+        r["annotator_id"] = r["annotator_id"] or ""
+    problems: list[dict] = []
+
+    def problem(i: int, column: str, message: str) -> None:
+        problems.append(
+            {"row": i, "judgment_id": rows[i]["judgment_id"], "field": column, "message": message}
+        )
+
+    systems_used: set[str] = {r["system_a"] for r in rows} | {r["system_b"] for r in rows}
+    prompts_used: set[str] = {r["item_id"] for r in rows}
+    dims_used: set[str] = {r["dimension"] for r in rows}
+    if register_unknown:
+        for kind, table, key, used in (
+            ("systems", t.systems, "system_id", systems_used),
+            ("prompts", t.prompts, "prompt_id", prompts_used),
+            ("dimensions", t.dimensions, "dimension_id", dims_used),
+        ):
+            missing = used - _known(conn, table, key, project_id, used)
+            entries = [{key: m} for m in sorted(missing)]
+            if entries and kind == "systems":
+                upsert_systems(conn=conn, project_id=project_id, systems=entries, now=now)
+            elif entries and kind == "prompts":
+                upsert_prompts(conn=conn, project_id=project_id, prompts=entries, now=now)
+            elif entries:
+                upsert_dimensions(conn=conn, project_id=project_id, dimensions=entries, now=now)
+    known_systems = _known(conn, t.systems, "system_id", project_id, systems_used)
+    known_prompts = _known(conn, t.prompts, "prompt_id", project_id, prompts_used)
+    known_dims = _known(conn, t.dimensions, "dimension_id", project_id, dims_used)
+    for i, r in enumerate(rows):
+        for column in ("system_a", "system_b"):
+            if r[column] not in known_systems:
+                problem(i, column, f"unknown system {r[column]!r}; register it first")
+        if r["item_id"] not in known_prompts:
+            problem(i, "item_id", f"unknown prompt {r['item_id']!r}; register it first")
+        if r["dimension"] not in known_dims:
+            problem(i, "dimension", f"unknown dimension {r['dimension']!r}; register it first")
+        if r["system_a"] == r["system_b"]:
+            problem(i, "system_b", "a system compared with itself")
+
+    ids = [r["judgment_id"] for r in rows]
+    existing: dict[str, dict] = {}
+    cols = [t.judgments.c[k] for k in JUDGMENT_FIELDS]
+    for chunk in _chunks(ids):
+        for row in conn.execute(
+            select(*cols).where(
+                t.judgments.c.project_id == project_id, t.judgments.c.judgment_id.in_(chunk)
+            )
+        ):
+            existing[row.judgment_id] = row._asdict()
+    new_rows = []
+    for i, r in enumerate(rows):
+        old = existing.get(r["judgment_id"])
+        if old is None:
+            new_rows.append(r)
+        elif old != r:
+            differs = [k for k in JUDGMENT_FIELDS if old[k] != r[k]]
+            problem(
+                i,
+                "judgment_id",
+                f"judgment_id {r['judgment_id']!r} was already stored with different "
+                f"{', '.join(differs)}; a judgment cannot be changed",
+            )
+    if problems:
+        problems.sort(key=lambda p: p["row"])
+        raise StoreError(
+            "invalid_batch",
+            f"{len(problems)} problem(s) in the batch; nothing was stored",
+            problems=problems,
+        )
+    inserted = 0
+    last_seq = 0
+    if new_rows:
+        annotators = sorted({r["annotator_id"] for r in new_rows})
+        conn.execute(
+            _insert(conn, t.annotators)
+            .values(
+                [
+                    {"project_id": project_id, "annotator_id": a, "created_at": now}
+                    for a in annotators
+                ]
+            )
+            .on_conflict_do_nothing()
+        )
+        for chunk in _chunks(new_rows, 400):
+            stmt = (
+                _insert(conn, t.judgments)
+                .values([{**r, "project_id": project_id, "received_at": now} for r in chunk])
+                .on_conflict_do_nothing(index_elements=["project_id", "judgment_id"])
+                .returning(t.judgments.c.seq)
+            )
+            seqs = [int(s) for (s,) in conn.execute(stmt)]
+            inserted += len(seqs)
+            last_seq = max([last_seq, *seqs])
+    return IngestResult(
+        inserted=inserted,
+        duplicates=len(rows) - inserted,
+        dimensions=tuple(sorted({r["dimension"] for r in new_rows})),
+        last_seq=last_seq,
+    )
+
+
+#: PostgreSQL channel on which a stored batch names its project (wakes the leading replica)
+JUDGMENTS_CHANNEL = "evalset_judgments"
+
+
+def announce_judgments(*, conn: Connection, project_id: str) -> None:
+    """Tell listening replicas (at commit) that the project has new judgments; PostgreSQL only."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(
+            text("SELECT pg_notify(:channel, :project)"),
+            {"channel": JUDGMENTS_CHANNEL, "project": project_id},
+        )
+
+
+def count_judgments(
+    *, conn: Connection, project_id: str, dimension: str | None = None, after_seq: int = 0
+) -> int:
+    stmt = (
+        select(func.count()).select_from(t.judgments).where(t.judgments.c.project_id == project_id)
+    )
+    if after_seq:
+        stmt = stmt.where(t.judgments.c.seq > after_seq)
+    if dimension is not None:
+        stmt = stmt.where(t.judgments.c.dimension == dimension)
+    return int(conn.scalar(stmt) or 0)
+
+
+def judgment_counts_by_dimension(
+    *, conn: Connection, project_id: str
+) -> dict[str, tuple[int, int]]:
+    """dimension -> (number of judgments, last seq)."""
+    rows = conn.execute(
+        select(t.judgments.c.dimension, func.count(), func.max(t.judgments.c.seq))
+        .where(t.judgments.c.project_id == project_id)
+        .group_by(t.judgments.c.dimension)
+    )
+    return {d: (int(n), int(s)) for d, n, s in rows}
+
+
+def fetch_judgments(
+    *,
+    conn: Connection,
+    project_id: str,
+    dimension: str | None = None,
+    after_seq: int = 0,
+    limit: int | None = None,
+) -> list[dict]:
+    """Judgments in arrival order (with ``seq``), optionally after a sequence number."""
+    cols = [t.judgments.c.seq] + [t.judgments.c[k] for k in JUDGMENT_FIELDS]
+    stmt = (
+        select(*cols)
+        .where(t.judgments.c.project_id == project_id, t.judgments.c.seq > after_seq)
+        .order_by(t.judgments.c.seq)
+    )
+    if dimension is not None:
+        stmt = stmt.where(t.judgments.c.dimension == dimension)
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    return [r._asdict() for r in conn.execute(stmt)]
+
+
+def fetch_judgment_columns(
+    *, conn: Connection, project_id: str, dimension: str, after_seq: int = 0
+) -> tuple[list[tuple], int]:
+    """Rows (seq, item_id, system_a, system_b, annotator_id, winner) after ``after_seq``, fast."""
+    c = t.judgments.c
+    rows = conn.execute(
+        select(c.seq, c.item_id, c.system_a, c.system_b, c.annotator_id, c.winner)
+        .where(c.project_id == project_id, c.dimension == dimension, c.seq > after_seq)
+        .order_by(c.seq)
+    ).all()
+    last = int(rows[-1][0]) if rows else after_seq
+    return [tuple(r) for r in rows], last
+
+
+def list_annotators(*, conn: Connection, project_id: str) -> list[str]:
+    return list(
+        conn.scalars(
+            select(t.annotators.c.annotator_id)
+            .where(t.annotators.c.project_id == project_id)
+            .order_by(t.annotators.c.annotator_id)
+        )
+    )

@@ -1,0 +1,122 @@
+"""Projects and their API tokens (create, look up, rotate, revoke)."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import Connection, select
+
+from services.store import tables as t
+from services.store.repository._common import (
+    StoreError,
+    _insert,
+    as_utc,
+    check_rows,
+    hash_token,
+    utcnow,
+)
+from services.store.repository.catalogue import upsert_dimensions
+
+
+def create_project(
+    *,
+    conn: Connection,
+    project_id: str,
+    name: str,
+    description: str = "",
+    dimensions: Sequence[dict] = (),
+    now: datetime | None = None,
+) -> dict:
+    """Create a project and its dimensions; ``project_exists`` if the id is taken."""
+    now = now or utcnow()
+    check_rows(
+        [{"project_id": project_id, "name": name, "description": description}],
+        "the project",
+        ids=("project_id",),
+        optional_ids=("name",),
+        texts=("description",),
+    )
+    row = {"project_id": project_id, "name": name, "description": description, "created_at": now}
+    stmt = (
+        _insert(conn, t.projects)
+        .values(**row)
+        .on_conflict_do_nothing()
+        .returning(t.projects.c.project_id)
+    )
+    # rowcount is not reliable for INSERT .. ON CONFLICT on every driver; RETURNING is
+    if conn.execute(stmt).first() is None:
+        raise StoreError("project_exists", f"project {project_id!r} already exists")
+    upsert_dimensions(conn=conn, project_id=project_id, dimensions=dimensions, now=now)
+    return row
+
+
+def get_project(*, conn: Connection, project_id: str) -> dict | None:
+    row = conn.execute(select(t.projects).where(t.projects.c.project_id == project_id)).first()
+    return None if row is None else {**row._asdict(), "created_at": as_utc(row.created_at)}
+
+
+def list_project_ids(*, conn: Connection) -> list[str]:
+    return list(conn.scalars(select(t.projects.c.project_id).order_by(t.projects.c.project_id)))
+
+
+def create_token(
+    *, conn: Connection, project_id: str, label: str = "", now: datetime | None = None
+) -> str:
+    """A new bearer token for the project; only its hash is stored, the token is returned once."""
+    check_rows([{"label": label}], "the token", optional_ids=("label",))
+    token = "evs_" + secrets.token_urlsafe(32)
+    conn.execute(
+        t.api_tokens.insert().values(
+            token_hash=hash_token(token),
+            project_id=project_id,
+            label=label,
+            created_at=now or utcnow(),
+        )
+    )
+    return token
+
+
+def project_for_token(*, conn: Connection, token: str) -> str | None:
+    """The project a bearer token belongs to, or None."""
+    return conn.scalar(
+        select(t.api_tokens.c.project_id).where(t.api_tokens.c.token_hash == hash_token(token))
+    )
+
+
+def token_id(token_hash: str) -> str:
+    """The public name of a token: the first 16 hex digits of its hash (shows nothing of it)."""
+    return token_hash[:16]
+
+
+def list_tokens(*, conn: Connection, project_id: str) -> list[dict]:
+    """The project's tokens (``token_id``, ``label``, ``created_at``), oldest first."""
+    rows = conn.execute(
+        select(t.api_tokens.c.token_hash, t.api_tokens.c.label, t.api_tokens.c.created_at)
+        .where(t.api_tokens.c.project_id == project_id)
+        .order_by(t.api_tokens.c.created_at, t.api_tokens.c.token_hash)
+    )
+    return [
+        {"token_id": token_id(r.token_hash), "label": r.label, "created_at": as_utc(r.created_at)}
+        for r in rows
+    ]
+
+
+def revoke_token(*, conn: Connection, project_id: str, token_id: str) -> dict | None:
+    """Delete the project's token named ``token_id``; returns it (or None if there is none).
+
+    A token id of fewer than 16 hex digits names nothing (a prefix must not match several).
+    """
+    if len(token_id) != 16 or any(c not in "0123456789abcdef" for c in token_id):
+        return None
+    row = conn.execute(
+        select(t.api_tokens.c.token_hash, t.api_tokens.c.label, t.api_tokens.c.created_at).where(
+            t.api_tokens.c.project_id == project_id,
+            t.api_tokens.c.token_hash.startswith(token_id, autoescape=True),
+        )
+    ).first()
+    if row is None:
+        return None
+    conn.execute(t.api_tokens.delete().where(t.api_tokens.c.token_hash == row.token_hash))
+    return {"token_id": token_id, "label": row.label, "created_at": as_utc(row.created_at)}
