@@ -52,6 +52,18 @@ OPTIONAL_COLUMNS: tuple[str, ...] = (
     "both_bad",
 )
 WINNERS: tuple[str, ...] = ("a", "b", "tie")
+#: one judgment as the service stores, exports and imports it (in this order)
+JUDGMENT_FIELDS: tuple[str, ...] = (
+    "judgment_id",
+    "item_id",
+    "system_a",
+    "system_b",
+    "annotator_id",
+    "winner",
+    "dimension",
+    "shown_first",
+    "timestamp",
+)
 DEFAULT_DIMENSION = "overall"
 
 

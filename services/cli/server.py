@@ -22,18 +22,6 @@ from services.cli.common import log
 if TYPE_CHECKING:
     from services.settings import Settings
 
-EXPORT_COLUMNS = (
-    "judgment_id",
-    "item_id",
-    "system_a",
-    "system_b",
-    "annotator_id",
-    "winner",
-    "dimension",
-    "shown_first",
-    "timestamp",
-)
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     serve = sub.add_parser("serve", help="run the HTTP API (OpenAPI docs at /docs)")
@@ -313,6 +301,7 @@ def run_token(args: argparse.Namespace) -> int:
 def run_export(args: argparse.Namespace) -> int:
     import polars as pl
 
+    from adaptive.data import JUDGMENT_FIELDS
     from services.cli import CliError
     from services.store import Store
     from services.store import repository as repo
@@ -327,8 +316,8 @@ def run_export(args: argparse.Namespace) -> int:
     finally:
         store.dispose()
     frame = pl.DataFrame(
-        [{c: r[c] for c in EXPORT_COLUMNS} for r in rows],
-        schema=dict.fromkeys(EXPORT_COLUMNS, pl.Utf8),
+        [{c: r[c] for c in JUDGMENT_FIELDS} for r in rows],
+        schema=dict.fromkeys(JUDGMENT_FIELDS, pl.Utf8),
     )
     if not args.output:
         sys.stdout.write(frame.write_csv())

@@ -34,7 +34,13 @@ from typing import Any, NamedTuple
 
 import polars as pl
 
-from adaptive.data import DataError, RowProblem, as_polars, validate_judgments
+from adaptive.data import (
+    JUDGMENT_FIELDS,
+    DataError,
+    RowProblem,
+    as_polars,
+    validate_judgments,
+)
 from services.crowd.export import ANSWER_NAME
 
 FIRST, SECOND, TIE = "first", "second", "tie"
@@ -51,18 +57,6 @@ _CHOICES = {
     "same": TIE,
     "equal": TIE,
 }
-
-JUDGMENT_COLUMNS = (
-    "judgment_id",
-    "item_id",
-    "system_a",
-    "system_b",
-    "annotator_id",
-    "winner",
-    "dimension",
-    "shown_first",
-    "timestamp",
-)
 
 
 class CrowdImport(NamedTuple):
@@ -334,10 +328,10 @@ def read_results(source: Any, tasks: pl.DataFrame, platform: str | None = None) 
     done = {a.task_id for a in answers if a.key in {r["judgment_id"] for r in rows}}
     unanswered = tuple(t for t in tasks["task_id"].to_list() if t not in done)
     if rows:
-        frame = pl.DataFrame(rows, schema={c: pl.Utf8 for c in JUDGMENT_COLUMNS})
+        frame = pl.DataFrame(rows, schema={c: pl.Utf8 for c in JUDGMENT_FIELDS})
         judgments = validate_judgments(frame, source=name).drop("row")
     else:
-        judgments = pl.DataFrame(schema={c: pl.Utf8 for c in JUDGMENT_COLUMNS})
+        judgments = pl.DataFrame(schema={c: pl.Utf8 for c in JUDGMENT_FIELDS})
     return CrowdImport(
         judgments=judgments,
         platform=platform,

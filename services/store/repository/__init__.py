@@ -11,9 +11,9 @@ share is in :mod:`._common`. Callers import the package
 
 from __future__ import annotations
 
+from adaptive.data import JUDGMENT_FIELDS
 from services.store.repository._common import (
     CHUNK,
-    JUDGMENT_FIELDS,
     IngestResult,
     StoreError,
     as_utc,

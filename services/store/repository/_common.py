@@ -13,18 +13,6 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from services.store.validation import row_problems
 
-#: columns of a judgment as the common schema names them (adaptive.data)
-JUDGMENT_FIELDS: tuple[str, ...] = (
-    "judgment_id",
-    "item_id",
-    "system_a",
-    "system_b",
-    "annotator_id",
-    "winner",
-    "dimension",
-    "shown_first",
-    "timestamp",
-)
 #: chunk size for IN (...) lookups and multi-row inserts (SQLite's variable limit)
 CHUNK = 500
 

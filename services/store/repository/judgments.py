@@ -8,9 +8,9 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select, text
 
+from adaptive.data import JUDGMENT_FIELDS
 from services.store import tables as t
 from services.store.repository._common import (
-    JUDGMENT_FIELDS,
     IngestResult,
     StoreError,
     _chunks,
