@@ -4,10 +4,12 @@ Starts ``evalset serve`` on a free loopback port (a fresh SQLite file unless
 ``--database-url``), registers a campaign, posts a warm-up so that a first
 snapshot exists, then for ``--duration`` seconds posts batches of ``--batch``
 judgments from ``--writers`` client threads while ``--readers`` threads ask for
-significance. Prints throughput and p50/p99 latencies as JSON.
+significance. Prints throughput and p50/p99 latencies as JSON, with the offered
+rate (``--rate`` batches/s x ``--batch``), the CPU seconds the server and its
+worker process spent while measuring, and the load average before and after.
 
 Example:
-    python benchmarks/load_test.py --duration 30
+    python benchmarks/load_test.py --duration 30 --rate 10 --worker process  # 500/s offered
     python benchmarks/load_test.py --database-url postgresql+psycopg://postgres@127.0.0.1/bench
 """
 
@@ -39,6 +41,37 @@ def free_port() -> int:
 
 def percentiles(values: list[float]) -> dict[str, float | int]:
     return summarize_ms(values, quantiles=(50, 99), digits=2)
+
+
+def cpu_seconds(pid: int) -> dict[str, float]:
+    """CPU time (user + system) of a process and of each of its children, from ``/proc``.
+
+    The server's own figure is the request path; a child's is the re-estimation worker
+    (``EVALSET_WORKER=process``) or the multiprocessing resource tracker. Linux only:
+    empty elsewhere.
+    """
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+    def read(p: int) -> tuple[int, float] | None:
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        # after the command: state, ppid, ..., utime (12th), stime (13th)
+        return int(fields[1]), (int(fields[11]) + int(fields[12])) / tick
+
+    out: dict[str, float] = {}
+    own = read(pid)
+    if own is None:
+        return out
+    out["server"] = own[1]
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != pid:
+            child = read(int(entry))
+            if child is not None and child[0] == pid:
+                out[f"child_{entry}"] = child[1]
+    return out
 
 
 class Campaign:
@@ -230,12 +263,15 @@ def main(argv: list[str] | None = None) -> int:
 
         threads = [threading.Thread(target=writer) for _ in range(args.writers)]
         threads += [threading.Thread(target=reader) for _ in range(args.readers)]
+        load_before = os.getloadavg()
+        cpu_before = cpu_seconds(proc.pid) if proc is not None else {}
         t_start = time.monotonic()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         elapsed = time.monotonic() - t_start
+        cpu_after = cpu_seconds(proc.pid) if proc is not None else {}
         with httpx.Client(base_url=base, timeout=60, headers=headers) as c:
             status = c.get(f"/projects/{project}").json()
         report = {
@@ -243,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
             "worker": args.worker,
             "batch": args.batch,
             "writers": args.writers,
+            "offered_judgments_per_s": args.rate * args.batch if args.rate > 0 else None,
             "judgments_accepted": accepted[0],
             "throughput_judgments_per_s": round(accepted[0] / elapsed, 1),
             "post": percentiles(post_lat),
@@ -253,7 +290,15 @@ def main(argv: list[str] | None = None) -> int:
             "snapshot_versions_seen_by_readers": len(versions),
             "stored_judgments": status["num_judgments"],
             "latest_snapshot": status["snapshots"][0] if status["snapshots"] else None,
+            # CPU seconds spent during the measured window: the server (request path) and
+            # its children (the worker process, when EVALSET_WORKER=process)
+            "cpu_s": {
+                k: round(v - cpu_before.get(k, 0.0), 2)
+                for k, v in cpu_after.items()
+                if v - cpu_before.get(k, 0.0) >= 0.01
+            },
             "cpu_count": os.cpu_count(),
+            "load_average_before": load_before,
             "load_average": os.getloadavg(),
         }
         print(json.dumps(report, indent=1, default=str))

@@ -98,6 +98,12 @@ class Settings(BaseSettings):
     worker_nice: int = Field(
         default=5, ge=0, le=19, description="scheduling priority offset of the worker process"
     )
+    worker_cpus: int = Field(
+        default=0,
+        ge=0,
+        description="CPUs the worker process may use; 0: all but one (at least one), so the "
+        "requests always have a CPU of their own",
+    )
     skill_updates: bool = Field(
         default=True,
         description="between full fast fits, update only the skills (item parameters held)",
