@@ -264,22 +264,35 @@ def net_effect(
         max_draws=max_draws,
     )
     delta = implied.delta
-    mode = posterior.info.get("mode_values")
-    if mode is not None:
+    components = posterior.info.get("components")
+    if components is None and posterior.info.get("mode_values") is not None:
+        components = [
+            {"start": 0, "stop": posterior.num_draws, "mode_values": posterior.info["mode_values"]}
+        ]
+    if components is not None:
         # Laplace: the draws are Gaussian in the unconstrained space, and Δ bends under
         # the transforms (a log-normal threshold gap, the ordering), so their mean drifts
         # off the mode (by 2 sd on simulated campaigns). Centre them on the plug-in at the
-        # mode, as the Laplace approximation (a normal around the mode) says.
-        at_mode = implied_net_preference(
-            data,
-            mode["theta"][None],
-            mode["alpha"][None],
-            mode["b"][None],
-            np.array([mode["tau"]]) if cell_effect else None,
-            rng_key=jax.random.PRNGKey(1),
-            noise=False,
-        )
-        delta = delta - delta.mean(axis=0) + at_mode.delta[0]
+        # mode, as the Laplace approximation (a normal around the mode) says; with tau
+        # integrated over a grid, each grid point's draws on its own mode.
+        num = posterior.num_draws
+        kept = np.linspace(0, num - 1, min(num, max_draws)).round().astype(np.int64)
+        delta = delta.copy()
+        for comp in components:
+            rows = (kept >= comp["start"]) & (kept < comp["stop"])
+            if not rows.any():
+                continue
+            mode = comp["mode_values"]
+            at_mode = implied_net_preference(
+                data,
+                mode["theta"][None],
+                mode["alpha"][None],
+                mode["b"][None],
+                np.array([mode["tau"]]) if cell_effect else None,
+                rng_key=jax.random.PRNGKey(1),
+                noise=False,
+            )
+            delta[rows] = delta[rows] - delta[rows].mean(axis=0) + at_mode.delta[0]
     tail = (1.0 - level) / 2.0
     low, high = np.quantile(delta, [tail, 1.0 - tail], axis=0)
     observed = net_preference(

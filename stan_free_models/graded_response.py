@@ -179,6 +179,66 @@ def cell_log_lik(
     return jax.nn.logsumexp(per_cell + jnp.asarray(log_w, dtype=per_cell.dtype), axis=-1)
 
 
+def graded_log_probs_all(cum_logits: jax.Array) -> jax.Array:
+    """(..., K) log P(y = c) of every category, from the (..., K-1) cumulative logits.
+
+    log P(c) = log(sigmoid(u) - sigmoid(l)) = log_sigmoid(u) + log_sigmoid(-l) + log(1 - exp(l - u))
+    with u, l the logits at c and c + 1, as :func:`graded_log_prob`, but each log_sigmoid
+    is computed once for all categories (log_sigmoid(-x) = log_sigmoid(x) - x), which
+    halves the transcendental functions of the likelihood's inner loop.
+    """
+    ls_pos = jax.nn.log_sigmoid(cum_logits)  # log P(y >= c)
+    ls_neg = ls_pos - cum_logits  # log P(y < c)
+    first = ls_neg[..., :1]
+    last = ls_pos[..., -1:]
+    upper, lower = cum_logits[..., :-1], cum_logits[..., 1:]
+    # log(-expm1(x)) is accurate to ~1e-7 in absolute terms for every x < 0, which is
+    # all a log-likelihood needs; the clip keeps tied thresholds finite
+    gap = jnp.minimum(lower - upper, -1e-6)
+    middle = ls_pos[..., :-1] + ls_neg[..., 1:] + jnp.log(-jnp.expm1(gap))
+    return jnp.concatenate([first, middle, last], axis=-1)
+
+
+def cell_counts_log_lik(
+    eta: jax.Array, alpha: jax.Array, b: jax.Array, tau: jax.Array, counts: jax.Array
+) -> jax.Array:
+    """(M,) cell log-likelihoods from each cell's (weighted) count of every category.
+
+    The same integral as :func:`cell_log_lik`, from sufficient statistics: the judgments
+    of a cell differ only in their category, so sum_k w_k log P(y_k | eps) =
+    sum_c n_c log P(c | eps), and the cost is O(cells x nodes x K) rather than
+    O(judgments x nodes). Per-cell args: eta (M,), alpha (M,), b (M, K-1), counts (M, K).
+    """
+    x, log_w = cell_nodes()
+    shifted = eta[:, None] + tau * jnp.asarray(x, dtype=eta.dtype)[None, :]  # (M, Q)
+    cum_logits = alpha[:, None, None] * (shifted[..., None] - b[:, None, :])  # (M, Q, K-1)
+    logp = graded_log_probs_all(cum_logits)  # (M, Q, K)
+    per_node = jnp.sum(jnp.where(counts[:, None, :] > 0, logp * counts[:, None, :], 0.0), axis=-1)
+    return jax.nn.logsumexp(per_node + jnp.asarray(log_w, dtype=per_node.dtype), axis=-1)
+
+
+def cell_counts(
+    cell: np.ndarray,
+    comparison: np.ndarray,
+    item: np.ndarray,
+    y: np.ndarray,
+    weight: np.ndarray,
+    num_cells: int,
+    num_categories: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-cell comparison, item and weighted category counts (M,), (M,), (M, K) of observations."""
+    cell = np.asarray(cell, np.int64)
+    counts = np.zeros((num_cells, num_categories), np.float32)
+    np.add.at(counts, (cell, np.asarray(y, np.int64)), np.asarray(weight, np.float32))
+    cell_comparison = np.zeros(num_cells, np.int32)
+    cell_item = np.zeros(num_cells, np.int32)
+    # padding (weight 0) shares cell 0 with real observations: it must not relabel it
+    real = np.asarray(weight) > 0
+    cell_comparison[cell[real]] = np.asarray(comparison)[real]
+    cell_item[cell[real]] = np.asarray(item)[real]
+    return cell_comparison, cell_item, counts
+
+
 def graded_response(
     comparison: jax.Array,
     item: jax.Array,
@@ -196,6 +256,9 @@ def graded_response(
     cell: jax.Array | None = None,
     num_cells: int | None = None,
     tau_scale: float = DEFAULT_TAU_SCALE,
+    cell_comparison: jax.Array | None = None,
+    cell_item: jax.Array | None = None,
+    cell_y_counts: jax.Array | None = None,
 ) -> None:
     """The graded response model as a NumPyro function.
 
@@ -219,6 +282,10 @@ def graded_response(
             eps is integrated out of each cell's likelihood by Gauss-Hermite
             quadrature, so the fit has one extra parameter (tau ~ HalfNormal(tau_scale)),
             not one per cell. Observations are then required (no prior predictive).
+        cell_comparison, cell_item, cell_y_counts: the cells' sufficient statistics
+            (:func:`cell_counts`); given with ``cell``, the likelihood is computed per
+            cell from them (the same value, at a cost that does not grow with the
+            judgments per cell).
 
     References:
         Samejima (1969); Sedoc & Ungar (2020), section 4.1.
@@ -248,11 +315,14 @@ def graded_response(
     alpha = jnp.exp(log_alpha)
     if cell is not None:
         tau = numpyro.sample("tau", dist.HalfNormal(tau_scale))
-        w = jnp.ones(comparison.shape[0]) if weight is None else weight
-        numpyro.factor(
-            "y_cells",
-            cell_log_lik(theta[comparison], alpha[item], b[item], tau, y, w, cell, num_cells).sum(),
-        )
+        if cell_y_counts is not None:
+            lik = cell_counts_log_lik(
+                theta[cell_comparison], alpha[cell_item], b[cell_item], tau, cell_y_counts
+            )
+        else:
+            w = jnp.ones(comparison.shape[0]) if weight is None else weight
+            lik = cell_log_lik(theta[comparison], alpha[item], b[item], tau, y, w, cell, num_cells)
+        numpyro.factor("y_cells", lik.sum())
         return
     cum_logits = alpha[item][:, None] * (theta[comparison][:, None] - b[item])
     with numpyro.plate("obs", comparison.shape[0]):
@@ -268,7 +338,10 @@ def graded_response(
 
 __all__ = [
     "GradedResponse",
+    "cell_counts",
+    "cell_counts_log_lik",
     "cell_log_lik",
+    "graded_log_probs_all",
     "cell_nodes",
     "node_log_probs",
     "category_probs",

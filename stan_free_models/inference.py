@@ -33,6 +33,7 @@ from stan_free_models.graded_response import (
     DEFAULT_ALPHA_SCALE,
     DEFAULT_B_SCALE,
     DEFAULT_TAU_SCALE,
+    cell_counts,
     graded_response,
     symmetric_from_half,
 )
@@ -155,6 +156,7 @@ def _model_kwargs(
     )
     if data.has_cells:
         kwargs.update(cell=jnp.asarray(data.cell), num_cells=data.num_cells, tau_scale=tau_scale)
+        kwargs.update(zip(_CELL_STATS, (jnp.asarray(x) for x in _cell_stats(data))))
     if data.per_system:
         kwargs.update(
             pair_a=jnp.asarray(data.pair_a),
@@ -182,13 +184,33 @@ def _static_key(
     )
 
 
+_CELL_STATS = ("cell_comparison", "cell_item", "cell_y_counts")
+
+
+def _cell_stats(data: GRMData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The cells' sufficient statistics: comparison, item and weighted category counts."""
+    return cell_counts(
+        data.cell,
+        data.comparison,
+        data.item,
+        data.y,
+        data.weight,
+        data.num_cells,
+        data.num_categories,
+    )
+
+
 def _dynamic_args(data: GRMData) -> tuple:
     pair_a = data.pair_a if data.per_system else np.zeros(1, np.int32)
     pair_b = data.pair_b if data.per_system else np.zeros(1, np.int32)
     cell = data.cell if data.has_cells else np.zeros(1, np.int32)
+    if data.has_cells:
+        stats = _cell_stats(data)
+    else:
+        stats = (np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros((1, 1), np.float32))
     return tuple(
         jnp.asarray(x)
-        for x in (data.comparison, data.item, data.y, data.weight, pair_a, pair_b, cell)
+        for x in (data.comparison, data.item, data.y, data.weight, pair_a, pair_b, cell, *stats)
     )
 
 
@@ -196,7 +218,7 @@ def _potential_fn(static: tuple):
     num_obs, num_comp, num_items, num_cat, num_systems, alpha_scale, b_scale, symmetric = static[:8]
     num_cells, tau_scale = static[8], static[9]
 
-    def potential(params, comparison, item, y, weight, pair_a, pair_b, cell):
+    def potential(params, comparison, item, y, weight, pair_a, pair_b, cell, *stats):
         kwargs = dict(
             comparison=comparison,
             item=item,
@@ -213,6 +235,7 @@ def _potential_fn(static: tuple):
             kwargs.update(pair_a=pair_a, pair_b=pair_b, num_systems=num_systems)
         if num_cells is not None:
             kwargs.update(cell=cell, num_cells=num_cells, tau_scale=tau_scale)
+            kwargs.update(zip(_CELL_STATS, stats))
         return potential_energy(graded_response, (), kwargs, params)
 
     return potential
@@ -274,17 +297,24 @@ TRACE_COUNTS: dict[str, int] = {"laplace": 0, "nuts": 0}
 
 
 @functools.lru_cache(maxsize=32)
-def _compiled_laplace(static: tuple, max_iter: int, num_draws: int):
+def _compiled_laplace(static: tuple, max_iter: int, num_draws: int, fixed_tau: bool = False):
+    """MAP + Laplace; with ``fixed_tau`` the cell effect's log tau is an argument, not fitted.
+
+    The fixed-tau fit also returns the Laplace estimate of log p(y, log tau) (up to a
+    constant): -U at the conditional mode - 0.5 log det of its Hessian.
+    """
     potential = _potential_fn(static)
     num_cat = static[3]
     num_item_params = 1 + ((num_cat - 1) // 2 if static[7] else num_cat - 1)
 
-    def objective(g, items, args):
+    def objective(g, items, args, log_tau):
+        if fixed_tau:
+            g = jnp.concatenate([g, jnp.reshape(log_tau, (1,)).astype(g.dtype)])
         return potential(_split_params(static, g, items), *args)
 
-    def fit(rng_key, g0, items0, args, tol):
+    def fit(rng_key, g0, items0, args, tol, log_tau):
         TRACE_COUNTS["laplace"] += 1  # runs at trace time only
-        fun = lambda p: objective(p[0], p[1], args)  # noqa: E731
+        fun = lambda p: objective(p[0], p[1], args, log_tau)  # noqa: E731
         opt = optax.lbfgs()
         value_and_grad = optax.value_and_grad_from_state(fun)
 
@@ -310,7 +340,7 @@ def _compiled_laplace(static: tuple, max_iter: int, num_draws: int):
         grad_fn = jax.grad(objective, argnums=(0, 1))
 
         def hvp(vg, vi):
-            return jax.jvp(lambda a, b: grad_fn(a, b, args), (g, items), (vg, vi))[1]
+            return jax.jvp(lambda a, b: grad_fn(a, b, args, log_tau), (g, items), (vg, vi))[1]
 
         size_g = g.shape[0]
         eye_g = jnp.eye(size_g, dtype=g.dtype)
@@ -353,6 +383,10 @@ def _compiled_laplace(static: tuple, max_iter: int, num_draws: int):
             "num_steps": num_steps,
             "finite": jnp.all(jnp.isfinite(chol_s)) & jnp.all(jnp.isfinite(chol_d)),
             "potential": fun(params),
+            # Laplace's log marginal: -U(mode) - 0.5 log det H, H = blockdiag(D) with Schur S
+            "log_marginal": -fun(params)
+            - jnp.sum(jnp.log(jnp.diagonal(chol_s)))
+            - 0.5 * jnp.sum(jnp.linalg.slogdet(d_blocks)[1]),
         }
 
     return jax.jit(fit)
@@ -376,6 +410,44 @@ def _constrain_items(
     return log_alpha, _ordered(raw)
 
 
+#: the coarse grid of tau (sd of the prompt-by-comparison effect) that the fast path
+#: integrates over: log-uniform from "no cell effect" to well past HalfNormal(1)'s bulk
+TAU_GRID = tuple(float(t) for t in np.exp(np.linspace(np.log(0.05), np.log(3.0), 8)))
+#: refinement rounds: halve the spacing around the heaviest grid point while it holds
+#: more than ``REFINE_ABOVE`` of the weight
+TAU_REFINE_ROUNDS = 2
+REFINE_ABOVE = 0.4
+#: a grid point this far (in log marginal) below the best is not worth extending past
+NEGLIGIBLE_LOG_WEIGHT = 7.0
+
+
+def _tau_weights(log_taus: np.ndarray, log_marginal: np.ndarray) -> np.ndarray:
+    """Posterior weights of grid points of log tau: Laplace marginal x the width each point stands for."""
+    order = np.argsort(log_taus)
+    x = log_taus[order]
+    if len(x) == 1:
+        return np.ones(1)
+    edges = np.concatenate(
+        [[x[0] - (x[1] - x[0]) / 2], (x[1:] + x[:-1]) / 2, [x[-1] + (x[-1] - x[-2]) / 2]]
+    )
+    logw = log_marginal[order] + np.log(np.diff(edges))
+    logw = np.where(np.isfinite(logw), logw, -np.inf)
+    w = np.exp(logw - logw.max())
+    out = np.empty_like(w)
+    out[order] = w / w.sum()
+    return out
+
+
+def _allocate(weights: np.ndarray, total: int) -> np.ndarray:
+    """Integer counts summing to ``total`` in proportion to ``weights`` (largest remainder)."""
+    raw = weights * total
+    counts = np.floor(raw).astype(int)
+    rest = total - counts.sum()
+    if rest > 0:
+        counts[np.argsort(-(raw - counts), kind="stable")[:rest]] += 1
+    return counts
+
+
 def fit_laplace(
     data: GRMData,
     *,
@@ -388,6 +460,7 @@ def fit_laplace(
     b_scale: float = DEFAULT_B_SCALE,
     symmetric_thresholds: bool = False,
     tau_scale: float = DEFAULT_TAU_SCALE,
+    integrate_tau: bool = True,
 ) -> Posterior:
     """MAP + Laplace approximation, warm-started from ``init`` (a previous ``Posterior.mode``).
 
@@ -399,10 +472,22 @@ def fit_laplace(
         num_draws: draws from the Gaussian approximation.
         max_iter, tol: L-BFGS limits; it stops when the gradient norm of the
             potential falls below ``tol * max(1, sqrt(num_obs / 1000))``.
+        integrate_tau: with a cell effect, integrate tau out over a grid (nested
+            Laplace: a conditional mode and Gaussian at every grid value of tau,
+            weighted by the Laplace estimate of p(y | tau) p(tau)) instead of fixing it
+            at the joint mode. The joint mode of tau collapses towards 0 when most cells
+            have one judgment (tau then trades off with every prompt's discrimination,
+            and hundreds of discrimination priors outvote tau's one), which made the
+            intervals of Δ too narrow; NUTS puts tau near its prior there.
 
     Returns:
         A :class:`Posterior` with ``method="laplace"``; ``mode`` is the warm start
-        for the next call.
+        for the next call. With the tau grid, draws are a mixture: ``info["components"]``
+        lists each grid point's weight, its slice of the draws and its mode.
+
+    References:
+        Rue, Martino & Chopin (2009), integrated nested Laplace approximations (the
+        grid over a hyperparameter, weighted by Laplace marginals).
     """
     start = time.perf_counter()
     rng_key = jax.random.PRNGKey(0) if rng_key is None else rng_key
@@ -418,41 +503,97 @@ def fit_laplace(
             x0["items"][:ni] = i_prev[:ni]
         if "log_tau" in x0 and "log_tau" in init:
             x0["log_tau"] = np.asarray(init["log_tau"], np.float32).reshape(1)
-    fit = _compiled_laplace(static, int(max_iter), int(num_draws))
     args = _dynamic_args(padded)
     # The potential sums over observations, so its gradient grows like sqrt(n) at a
     # fixed accuracy of the estimates: the tolerance scales with it (a runtime value,
     # so a new batch does not recompile).
     scale = max(1.0, math.sqrt(data.num_obs / 1000))
     tol_now = jnp.asarray(tol * scale, dtype=jnp.float32)
-    with MODEL_LOCK:
-        out = jax.device_get(
-            fit(rng_key, jnp.asarray(_global_start(x0)), jnp.asarray(x0["items"]), args, tol_now)
-        )
     grad_limit = max(tol * 10, 1e-2) * scale
-    restarted = False
-    if init is not None and not (bool(out["finite"]) and float(out["grad_norm"]) < grad_limit):
-        # a warm start that lands somewhere unusable: start again from the default point
-        x0 = default_init(padded, symmetric_thresholds)
+    grid = data.has_cells and integrate_tau
+
+    def usable(out) -> bool:
+        return bool(out["finite"]) and float(out["grad_norm"]) < grad_limit
+
+    fit = _compiled_laplace(static, int(max_iter), int(num_draws), grid)
+
+    def run(key, g0, items0, log_tau):
         with MODEL_LOCK:
-            out = jax.device_get(
+            return jax.device_get(
                 fit(
-                    rng_key,
-                    jnp.asarray(_global_start(x0)),
-                    jnp.asarray(x0["items"]),
+                    key,
+                    jnp.asarray(g0),
+                    jnp.asarray(items0),
                     args,
                     tol_now,
+                    jnp.asarray(log_tau, jnp.float32),
                 )
             )
-        restarted = True
+
+    restarted = False
+    if not grid:
+        out = run(rng_key, _global_start(x0), x0["items"], 0.0)
+        if init is not None and not usable(out):
+            # a warm start that lands somewhere unusable: start again from the default point
+            x0 = default_init(padded, symmetric_thresholds)
+            out = run(rng_key, _global_start(x0), x0["items"], 0.0)
+            restarted = True
+        components = [(1.0, out, None)]
+    else:
+        fits: dict[float, dict] = {}
+
+        def fit_at(log_tau: float, g0, items0, key):
+            nonlocal restarted
+            out = run(key, g0, items0, log_tau)
+            if not usable(out):
+                cold = default_init(padded, symmetric_thresholds)
+                out = run(key, cold["global"], cold["items"], log_tau)
+                restarted = True
+            fits[log_tau] = out
+            return out
+
+        keys = iter(jax.random.split(rng_key, len(TAU_GRID) + 4 * TAU_REFINE_ROUNDS))
+        log_grid = np.log(np.asarray(TAU_GRID))
+        # sweep outwards from the grid point nearest the warm start, each fit warm-starting
+        # the next, until the marginal has fallen far below the best point seen
+        first = int(np.argmin(np.abs(log_grid - float(x0["log_tau"][0]))))
+        base = fit_at(float(log_grid[first]), x0["global"], x0["items"], next(keys))
+        for direction in (range(first - 1, -1, -1), range(first + 1, len(log_grid))):
+            prev = base
+            for k in direction:
+                best = max(float(o["log_marginal"]) for o in fits.values())
+                if float(prev["log_marginal"]) < best - NEGLIGIBLE_LOG_WEIGHT:
+                    break
+                prev = fit_at(float(log_grid[k]), prev["g"], prev["items"], next(keys))
+        step = float(log_grid[1] - log_grid[0])
+        for _ in range(TAU_REFINE_ROUNDS):
+            lt = np.array(sorted(fits))
+            w = _tau_weights(lt, np.array([float(fits[t]["log_marginal"]) for t in lt]))
+            if w.max() <= REFINE_ABOVE:
+                break
+            top = float(lt[int(np.argmax(w))])
+            step /= 2
+            for new in (top - step, top + step):
+                if new not in fits:
+                    fit_at(new, fits[top]["g"], fits[top]["items"], next(keys))
+        lt = np.array(sorted(fits))
+        w = _tau_weights(lt, np.array([float(fits[t]["log_marginal"]) for t in lt]))
+        components = [(float(wk), fits[t], float(t)) for wk, t in zip(w, lt) if wk > 0]
     c, p = data.num_comparisons, data.num_items
     g_real = data.num_systems if data.per_system else c
-    g_draws = np.asarray(out["g_draws"], dtype=np.float64)
-    log_alpha, b = _constrain_items(
-        np.asarray(out["item_draws"], dtype=np.float64)[:, :p],
-        symmetric_thresholds,
-        data.num_categories,
-    )
+    counts = _allocate(np.array([wk for wk, _, _ in components]), int(num_draws))
+    g_parts, i_parts, tau_parts, comp_info = [], [], [], []
+    cursor = 0
+    for (wk, out, log_tau), n_k in zip(components, counts):
+        g_parts.append(np.asarray(out["g_draws"], np.float64)[:n_k])
+        i_parts.append(np.asarray(out["item_draws"], np.float64)[:n_k])
+        if log_tau is not None:
+            tau_parts.append(np.full(n_k, np.exp(log_tau)))
+        comp_info.append((wk, cursor, cursor + int(n_k), out, log_tau))
+        cursor += int(n_k)
+    g_draws = np.concatenate(g_parts)
+    item_draws = np.concatenate(i_parts)
+    log_alpha, b = _constrain_items(item_draws[:, :p], symmetric_thresholds, data.num_categories)
     draws: dict[str, np.ndarray] = {
         "log_alpha": log_alpha[None],
         "alpha": np.exp(log_alpha)[None],
@@ -466,39 +607,73 @@ def fit_laplace(
     else:
         draws["theta"] = g_draws[:, :c][None]
     if data.has_cells:
-        draws["tau"] = np.exp(g_draws[:, -1])[None]
-    converged = bool(out["finite"]) and float(out["grad_norm"]) < grad_limit
+        draws["tau"] = (np.concatenate(tau_parts) if grid else np.exp(g_draws[:, -1]))[None]
+
+    def mode_values_of(out, log_tau):
+        g_mode = np.asarray(out["g"], np.float64)
+        la_mode, b_mode = _constrain_items(
+            np.asarray(out["items"], dtype=np.float64)[:p],
+            symmetric_thresholds,
+            data.num_categories,
+        )
+        if data.per_system:
+            s_mode = g_mode[: data.num_systems]
+            theta_mode = s_mode[data.pair_b] - s_mode[data.pair_a]
+        else:
+            theta_mode = g_mode[:c]
+        values = {"theta": theta_mode, "alpha": np.exp(la_mode), "b": b_mode}
+        if data.has_cells:
+            values["tau"] = float(np.exp(g_mode[-1] if log_tau is None else log_tau))
+        return values
+
+    # the heaviest component stands for the mode (the warm start of the next fit)
+    top = max(range(len(comp_info)), key=lambda k: comp_info[k][0])
+    _, _, _, out, top_log_tau = comp_info[top]
+    g_mode = np.asarray(out["g"])
+    mode: dict[str, np.ndarray] = {"global": g_mode, "items": np.asarray(out["items"])}
+    if data.has_cells:
+        if grid:
+            mode["log_tau"] = np.full(1, top_log_tau, np.float32)
+        else:
+            mode = {"global": g_mode[:-1], "items": mode["items"], "log_tau": g_mode[-1:]}
+    # marginal covariance of the global block (skills or abilities), no padding: within
+    # each component plus between their means
+    means = [np.asarray(o["g"], np.float64)[:g_real] for _, _, _, o, _ in comp_info]
+    weights = np.array([wk for wk, *_ in comp_info])
+    weights = weights / weights.sum()
+    centre = sum(wk * m for wk, m in zip(weights, means))
+    cov_global = sum(
+        wk
+        * (np.asarray(o["cov_g"], np.float64)[:g_real, :g_real] + np.outer(m - centre, m - centre))
+        for wk, m, (_, _, _, o, _) in zip(weights, means, comp_info)
+    )
+    converged = all(usable(o) for wk, _, _, o, _ in comp_info if wk > 0.01)
     diagnostics = Diagnostics(
         converged=converged,
-        num_steps=int(out["num_steps"]),
+        num_steps=int(sum(int(o["num_steps"]) for *_, o, _ in comp_info)),
         seconds=time.perf_counter() - start,
     )
-    g_mode = np.asarray(out["g"])
-    la_mode, b_mode = _constrain_items(
-        np.asarray(out["items"], dtype=np.float64)[:p], symmetric_thresholds, data.num_categories
-    )
-    if data.per_system:
-        s_mode = g_mode[: data.num_systems].astype(np.float64)
-        theta_mode = s_mode[data.pair_b] - s_mode[data.pair_a]
-    else:
-        theta_mode = g_mode[:c].astype(np.float64)
-    # the mode in the model's own terms: a plug-in for functions of the parameters, whose
-    # mean over the Gaussian draws shifts where the transforms (exp, ordering) bend
-    mode_values = {"theta": theta_mode, "alpha": np.exp(la_mode), "b": b_mode}
-    if data.has_cells:
-        mode_values["tau"] = float(np.exp(g_mode[-1]))
-    mode = {"global": g_mode, "items": np.asarray(out["items"])}
-    if data.has_cells:
-        mode = {"global": g_mode[:-1], "items": mode["items"], "log_tau": g_mode[-1:]}
     info = {
         "grad_norm": float(out["grad_norm"]),
         "potential": float(out["potential"]),
         "restarted_cold": restarted,
         "padded_shape": static[:5],
-        # marginal covariance of the global block (skills or abilities), no padding
-        "cov_global": np.asarray(out["cov_g"], dtype=np.float64)[:g_real, :g_real],
-        "mode_values": mode_values,
+        "cov_global": cov_global,
+        # the mode in the model's own terms: a plug-in for functions of the parameters, whose
+        # mean over the Gaussian draws shifts where the transforms (exp, ordering) bend
+        "mode_values": mode_values_of(out, top_log_tau),
     }
+    if grid:
+        info["components"] = [
+            {
+                "weight": wk,
+                "start": lo,
+                "stop": hi,
+                "tau": float(np.exp(lt)),
+                "mode_values": mode_values_of(o, lt),
+            }
+            for wk, lo, hi, o, lt in comp_info
+        ]
     return Posterior(draws=draws, method="laplace", diagnostics=diagnostics, mode=mode, info=info)
 
 

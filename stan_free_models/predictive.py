@@ -27,7 +27,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from stan_free_models.graded_response import GradedResponse, cell_nodes, node_log_probs
+from stan_free_models.graded_response import (
+    GradedResponse,
+    cell_counts,
+    cell_nodes,
+    graded_log_probs_all,
+)
 from stan_free_models.inference import GRMData, bucket
 
 
@@ -68,17 +73,18 @@ def _compiled(
 ):
     x_np, log_w_np = cell_nodes()
 
-    def one(draw, comparison, item, y, weight, cell, cell_comp, cell_item, cell_n):
+    def one(draw, counts, cell_comp, cell_item, cell_n):
         theta, alpha, b, tau, key = draw
         x = jnp.asarray(x_np, theta.dtype)
         log_w = jnp.asarray(log_w_np, theta.dtype)
         tau = tau if cells_modelled else jnp.zeros_like(tau)
-        # node weights of each cell: the prior's, times the cell's likelihood at each node
-        lp = node_log_probs(theta[comparison], alpha[item], b[item], tau, y, weight)
-        per_cell = jax.ops.segment_sum(lp, cell, num_segments=num_cells) + log_w
-        post_w = jax.nn.softmax(per_cell, axis=-1)  # (M, Q)
         eta = theta[cell_comp][:, None] + tau * x[None, :]  # (M, Q)
         cum = alpha[cell_item][:, None, None] * (eta[..., None] - b[cell_item][:, None, :])
+        # node weights of each cell: the prior's, times the cell's likelihood at each node
+        # (from its category counts, the sufficient statistics of its judgments)
+        logp = graded_log_probs_all(cum)  # (M, Q, K)
+        lik = jnp.sum(jnp.where(counts[:, None, :] > 0, logp * counts[:, None, :], 0.0), -1)
+        post_w = jax.nn.softmax(lik + log_w, axis=-1)  # (M, Q)
         m, v = signed_moments(cum)  # (M, Q)
         prior_w = jnp.exp(log_w)[None, :]
         cell_mean = (post_w * m).sum(-1)
@@ -143,9 +149,11 @@ def implied_net_preference(
     num_real = int(cell.max()) + 1 if len(cell) else 1
     num_cells = bucket(num_real)
     num_c, num_p = bucket(data.num_comparisons), bucket(data.num_items)
-    n_pad = bucket(data.num_obs, 64) - data.num_obs
-    cell_comp = np.full(num_cells, num_c, np.int32)
-    cell_item = np.zeros(num_cells, np.int32)
+    cell_comp, cell_item, counts = cell_counts(
+        cell, data.comparison, data.item, data.y, data.weight, num_cells, data.num_categories
+    )
+    # padded cells belong to comparison ``num_c``, cut off the result
+    cell_comp[:] = num_c
     cell_comp[cell] = data.comparison
     cell_item[cell] = data.item
     cell_n = np.bincount(cell, minlength=num_cells).astype(np.float32)
@@ -167,11 +175,7 @@ def implied_net_preference(
         jnp.asarray(b[keep], jnp.float32),
         jnp.asarray(tau_d, jnp.float32),
         keys,
-        jnp.asarray(pad(np.asarray(data.comparison), n_pad), jnp.int32),
-        jnp.asarray(pad(np.asarray(data.item), n_pad), jnp.int32),
-        jnp.asarray(pad(np.asarray(data.y), n_pad), jnp.int32),
-        jnp.asarray(pad(np.asarray(data.weight), n_pad), jnp.float32),
-        jnp.asarray(pad(cell, n_pad)),
+        jnp.asarray(counts, jnp.float32),
         jnp.asarray(cell_comp),
         jnp.asarray(cell_item),
         jnp.asarray(np.maximum(cell_n, 1.0)),

@@ -93,3 +93,51 @@ def test_symmetric_thresholds_make_theta_zero_a_tie_in_expectation():
     assert np.allclose(np.asarray(symmetric_from_half(jnp.array([0.5]), 4)), [-0.5, 0.0, 0.5])
     p = np.asarray(category_probs(jnp.array(0.0), jnp.array(1.7), b[0]))
     assert np.allclose(p, p[::-1], atol=1e-7)  # A and B equally likely at theta = 0
+
+
+@pytest.mark.parametrize("num_categories", [2, 3, 7])
+def test_all_category_log_probs_match_the_one_category_formula(num_categories):
+    from stan_free_models.graded_response import graded_log_probs_all
+
+    rng = np.random.default_rng(num_categories)
+    # decreasing cumulative logits, from near-ties to far-apart extremes
+    cum = -np.sort(rng.normal(0.0, 4.0, (500, num_categories - 1)), axis=1)
+    cum = jnp.asarray(cum * rng.exponential(2.0, (500, 1)), jnp.float32)
+    got = np.asarray(graded_log_probs_all(cum))
+    want = np.stack(
+        [np.asarray(graded_log_prob(jnp.full(500, c), cum)) for c in range(num_categories)],
+        axis=-1,
+    )
+    finite = np.isfinite(want)
+    assert np.abs(got - want)[finite].max() < 1e-4
+    np.testing.assert_allclose(np.exp(got).sum(-1), 1.0, atol=1e-5)
+
+
+def test_cell_likelihood_from_category_counts_equals_the_sum_over_judgments():
+    from stan_free_models.graded_response import cell_counts, cell_counts_log_lik, cell_log_lik
+
+    rng = np.random.default_rng(3)
+    n, num_cells = 40, 9
+    cell = rng.integers(0, num_cells, n)
+    comparison = cell % 4  # a cell belongs to one comparison and one item
+    item = cell % 5
+    y = rng.integers(0, 3, n)
+    weight = rng.choice([1.0, 0.5, 1.0 / 3.0], n).astype(np.float32)
+    theta = jnp.asarray(rng.normal(size=4), jnp.float32)
+    alpha = jnp.asarray(np.exp(rng.normal(size=5)), jnp.float32)
+    b = jnp.asarray(np.sort(rng.normal(0, 2, (5, 2)), axis=1), jnp.float32)
+    tau = 0.7
+    per_judgment = cell_log_lik(
+        theta[comparison],
+        alpha[item],
+        b[item],
+        tau,
+        jnp.asarray(y),
+        jnp.asarray(weight),
+        jnp.asarray(cell),
+        num_cells,
+    )
+    cc, ci, counts = cell_counts(cell, comparison, item, y, weight, num_cells, 3)
+    per_cell = cell_counts_log_lik(theta[cc], alpha[ci], b[ci], tau, jnp.asarray(counts))
+    np.testing.assert_allclose(np.asarray(per_cell), np.asarray(per_judgment), atol=2e-4)
+    assert counts.sum() == pytest.approx(weight.sum(), rel=1e-5)

@@ -171,3 +171,50 @@ def test_fits_in_several_threads_do_not_corrupt_each_others_traces():
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_tau_grid_weights_integrate_a_known_marginal_on_an_uneven_grid():
+    log_tau = np.array([-3.0, -2.0, -1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 1.0, 2.0])
+    log_marginal = -0.5 * ((log_tau + 0.25) / 0.6) ** 2  # N(-0.25, 0.6) in log tau
+    w = inference._tau_weights(log_tau, log_marginal)
+    assert w.sum() == pytest.approx(1.0)
+    assert (w * log_tau).sum() == pytest.approx(-0.25, abs=0.03)
+    # a grid point whose fit failed (non-finite marginal) gets no weight
+    w = inference._tau_weights(log_tau, np.where(log_tau > 1.5, np.nan, log_marginal))
+    assert w[-1] == 0 and w.sum() == pytest.approx(1.0)
+    assert inference._allocate(np.array([0.5, 0.3, 0.2]), 7).tolist() == [4, 2, 1]
+
+
+def test_laplace_integrates_tau_when_cells_have_one_judgment():
+    """One judgment per cell: tau is not identified, and the grid keeps its prior's width.
+
+    The joint mode puts tau near 0.1 there (it trades off with every prompt's
+    discrimination), which made the fast path's intervals of the net preference too
+    narrow; NUTS's tau on such data sits near 1 (docs/statistics.md).
+    """
+    rng = np.random.default_rng(5)
+    truth = draw_truth(rng, 6, 60, 3)
+    comp, item = np.meshgrid(np.arange(6), np.arange(60), indexing="ij")
+    comp, item = comp.ravel(), item.ravel()
+    y = simulate_net_ratings(rng, truth).y  # one 3-category response per cell
+    data = GRMData(
+        comparison=comp,
+        item=item,
+        y=y,
+        weight=np.ones(len(y)),
+        num_comparisons=6,
+        num_items=60,
+        num_categories=3,
+        cell=np.arange(len(y)),
+        num_cells=len(y),
+    )
+    post = fit_laplace(data, num_draws=400)
+    comps = post.info["components"]
+    assert sum(c["weight"] for c in comps) == pytest.approx(1.0)
+    assert sum(c["stop"] - c["start"] for c in comps) == 400
+    tau = post.flat("tau")
+    for c in comps:
+        assert np.all(tau[c["start"] : c["stop"]] == pytest.approx(c["tau"]))
+    assert np.median(tau) > 0.3
+    assert post.diagnostics.converged
+    assert np.corrcoef(post.mean("theta"), truth.theta)[0, 1] > 0.8
