@@ -158,6 +158,8 @@ def main() -> int:
                         abs_z=float(np.mean(np.abs(est - true_delta) / sd)),
                         mean_sd=float(np.mean(sd)),
                         sd=sd.tolist(),
+                        est=est.tolist(),
+                        truth=true_delta.tolist(),
                     )
                 results.setdefault((method, fraction), []).append(rec)
                 if args.jsonl:
@@ -196,6 +198,28 @@ def main() -> int:
             f"{method:6s}  {fraction:8.2f}  {len(recs):3d}  {flag:19.3f}  {flag_model:13.3f}  {flag_data:12.3f}  "
             f"{cov:11.3f}  {absz:10.2f}  {msd:7.4f}  {secs:7.1f}"
         )
+    # fast vs NUTS on the same campaigns: ratio of the posterior sds of Δ, comparison by comparison
+    for fraction in sorted({f for _, f in results}, reverse=True):
+        fast = {r["seed"]: r for r in results.get(("fast", fraction), []) if "sd" in r}
+        nuts = {r["seed"]: r for r in results.get(("nuts", fraction), []) if "sd" in r}
+        both = sorted(set(fast) & set(nuts))
+        if not both:
+            continue
+        ratio = np.concatenate([np.array(fast[s]["sd"]) / np.array(nuts[s]["sd"]) for s in both])
+        line = (
+            f"fast/nuts sd of Δ at {fraction:.2f} ({len(both)} campaigns, {len(ratio)} comparisons): "
+            f"mean {ratio.mean():.3f}, median {np.median(ratio):.3f}, "
+            f"5-95% {np.quantile(ratio, 0.05):.2f}-{np.quantile(ratio, 0.95):.2f}"
+        )
+        if all("est" in fast[s] for s in both):
+            shift = np.concatenate(
+                [
+                    (np.array(fast[s]["est"]) - np.array(nuts[s]["est"])) / np.array(nuts[s]["sd"])
+                    for s in both
+                ]
+            )
+            line += f"; mean abs (fast - nuts estimate) / nuts sd {np.abs(shift).mean():.2f}"
+        print(line)
     return 0
 
 
