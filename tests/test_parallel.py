@@ -130,3 +130,19 @@ def test_loco_folds_identical_serial_and_ray(local_ray):
         assert s.fold == r.fold and s.se_full == r.se_full
         for policy in TINY.policies:
             np.testing.assert_array_equal(s.se[policy], r.se[policy])
+
+
+@pytest.mark.filterwarnings(*RAY_WARNINGS)
+def test_ray_up_config_passes_rays_own_checks():
+    """deploy/ray-cluster.yaml as `ray up` prepares and validates it (no hosts contacted)."""
+    yaml = pytest.importorskip("yaml")
+    pytest.importorskip("jsonschema")
+    from ray.autoscaler._private.util import prepare_config, validate_config
+
+    config = prepare_config(yaml.safe_load((ROOT / "deploy" / "ray-cluster.yaml").read_text()))
+    validate_config(config)
+    node = config["available_node_types"][config["head_node_type"]]
+    assert node["min_workers"] == len(config["provider"]["worker_ips"])
+    # every host installs this checkout and starts Ray from its venv: the CLI's fold code is there
+    assert any("pip install -q -e ." in c for c in config["setup_commands"])
+    assert "--address=$RAY_HEAD_IP:6379" in " ".join(config["worker_start_ray_commands"])
