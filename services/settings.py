@@ -104,6 +104,11 @@ class Settings(BaseSettings):
         description="CPUs the worker process may use; 0: all but one (at least one), so the "
         "requests always have a CPU of their own",
     )
+    cell_effect: bool = Field(
+        default=True,
+        description="fit the default model's prompt-by-comparison effect; its judgments are "
+        "not independent, so every fast update is then a full fit (skill_updates has no effect)",
+    )
     skill_updates: bool = Field(
         default=True,
         description="between full fast fits, update only the skills (item parameters held)",
@@ -113,6 +118,18 @@ class Settings(BaseSettings):
     )
     items_every_share: float = Field(
         default=0.05, gt=0, le=1, description="... or this share of the judgments, if more"
+    )
+    items_max_lag: float = Field(
+        default=4.0,
+        gt=0,
+        description="past this many such windows without a refresh under way, a fast update "
+        "is a full fit",
+    )
+    items_sync_below: int = Field(
+        default=20_000,
+        ge=0,
+        description="below this many judgments, judgments on a new prompt get a full fit at "
+        "once instead of waiting for the items refresh",
     )
     refit_every_judgments: int = Field(
         default=1000, ge=1, description="full NUTS refit after this many new judgments"

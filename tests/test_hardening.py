@@ -21,9 +21,9 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from adaptive.streaming import RefreshEvent
 from services.api import limits
 from services.api import next_batch as nb
+from services.api.refresher import RefreshEvent
 from services.cli import main as cli_main
 from services.settings import Settings
 from services.store import Store

@@ -14,6 +14,16 @@ import polars as pl
 import pytest
 
 from adaptive import streaming as st
+from services.answers import item_rows, leaderboard_rows, pair_rows
+from services.api.refresher import (
+    KeyState,
+    Refresher,
+    UpdatePlan,
+    next_key,
+    nuts_due,
+    plan_update,
+)
+from services.settings import Settings
 from stan_free_models.inference import TRACE_COUNTS
 
 # the last system is registered but never judged
@@ -60,9 +70,9 @@ class Memory:
         fast = [s for s in self.published if s.method == st.FAST]
         return fast[-1] if fast else None
 
-    def refresher(self, config: st.RefreshConfig) -> st.Refresher:
+    def refresher(self, config: Settings) -> Refresher:
         """A worker on this store (not started: tests call ``update`` themselves)."""
-        return st.Refresher(
+        return Refresher(
             load_fn=self.load, publish_fn=self.publish, latest_fn=self.latest, config=config
         )
 
@@ -101,8 +111,8 @@ def test_snapshot_round_trips_through_bytes(snapshot: st.Snapshot) -> None:
 
 
 def test_pair_orientation_flips_sign_and_probability(snapshot: st.Snapshot) -> None:
-    ab = st.pair_rows(snapshot, [("s0", "s4")])[0]
-    ba = st.pair_rows(snapshot, [("s4", "s0")])[0]
+    ab = pair_rows(snapshot, [("s0", "s4")])[0]
+    ba = pair_rows(snapshot, [("s4", "s0")])[0]
     assert ab["system_a"] == "s0" and ba["system_a"] == "s4"
     assert ab["mean"] == pytest.approx(-ba["mean"])
     assert ab["ci_low"] == pytest.approx(-ba["ci_high"])
@@ -112,16 +122,16 @@ def test_pair_orientation_flips_sign_and_probability(snapshot: st.Snapshot) -> N
 
 
 def test_never_compared_system_gets_a_wide_interval(snapshot: st.Snapshot) -> None:
-    row = st.pair_rows(snapshot, [("s2", "never_judged")])[0]
-    judged = st.pair_rows(snapshot, [("s2", "s3")])[0]
+    row = pair_rows(snapshot, [("s2", "never_judged")])[0]
+    judged = pair_rows(snapshot, [("s2", "s3")])[0]
     assert row["n_judgments"] == 0 and judged["n_judgments"] > 0
     assert row["sd"] > 2 * judged["sd"]
     assert not row["significant"]
 
 
 def test_family_adjustment_grows_with_all_pairs(snapshot: st.Snapshot) -> None:
-    compared = st.pair_rows(snapshot)
-    everything = st.pair_rows(snapshot, all_pairs=True)
+    compared = pair_rows(snapshot)
+    everything = pair_rows(snapshot, all_pairs=True)
     assert len(compared) == 10 and compared[0]["family_size"] == 10
     assert len(everything) == 15 and everything[0]["family_size"] == 15
     # Holm is never more liberal than the unadjusted verdict
@@ -129,7 +139,7 @@ def test_family_adjustment_grows_with_all_pairs(snapshot: st.Snapshot) -> None:
 
 
 def test_leaderboard_recovers_the_order(snapshot: st.Snapshot) -> None:
-    rows = st.leaderboard_rows(snapshot)
+    rows = leaderboard_rows(snapshot)
     judged = [r["system_id"] for r in rows if r["judged"]]
     assert judged == ["s4", "s3", "s2", "s1", "s0"]
     # a system with no judgments is listed last and not ranked
@@ -140,19 +150,21 @@ def test_leaderboard_recovers_the_order(snapshot: st.Snapshot) -> None:
 
 
 def test_item_rows_have_ordered_thresholds(snapshot: st.Snapshot) -> None:
-    rows = st.item_rows(snapshot)
+    rows = item_rows(snapshot)
     assert len(rows) == 12
     assert all(r["b_mean"][0] < r["b_mean"][1] for r in rows)
 
 
 def test_batches_reuse_the_compiled_fit_and_warm_start() -> None:
     memory = Memory(simulate(256, seed=1))
-    refresher = st.Refresher(
+    refresher = Refresher(
         load_fn=memory.load,
         publish_fn=memory.publish,
         latest_fn=memory.latest,
         # every fast update a full fit (the skill-only updates have their own test)
-        config=st.RefreshConfig(nuts=False, fast_num_draws=200, max_draws=200, skill_updates=False),
+        config=Settings(
+            nuts=False, fast_num_draws=200, snapshot_max_draws=200, skill_updates=False
+        ),
     )
     memory.visible = 200  # 200..256 judgments share one padded shape bucket
     refresher.notify("k", last_seq=200)
@@ -177,10 +189,10 @@ def test_batches_reuse_the_compiled_fit_and_warm_start() -> None:
 def test_restart_restores_the_stored_snapshot_instead_of_refitting() -> None:
     memory = Memory(simulate(200, seed=2))
     memory.visible = 200
-    config = st.RefreshConfig(nuts=False, fast_num_draws=200, max_draws=200)
+    config = Settings(nuts=False, fast_num_draws=200, snapshot_max_draws=200)
     before = memory.refresher(config)
     assert before.update("k") is not None
-    after = st.Refresher(  # a new process: nothing in memory
+    after = Refresher(  # a new process: nothing in memory
         load_fn=memory.load, publish_fn=memory.publish, latest_fn=memory.latest, config=config
     )
     assert after.update("k") is None
@@ -189,11 +201,11 @@ def test_restart_restores_the_stored_snapshot_instead_of_refitting() -> None:
 
 def test_background_worker_publishes_after_notify() -> None:
     memory = Memory(simulate(240, seed=3))
-    refresher = st.Refresher(
+    refresher = Refresher(
         load_fn=memory.load,
         publish_fn=memory.publish,
         latest_fn=memory.latest,
-        config=st.RefreshConfig(nuts=False, fast_num_draws=200, max_draws=200),
+        config=Settings(nuts=False, fast_num_draws=200, snapshot_max_draws=200),
     ).start()
     try:
         memory.visible = 200
@@ -212,20 +224,20 @@ def test_background_worker_publishes_after_notify() -> None:
 def test_full_refit_is_published_only_when_diagnostics_pass() -> None:
     memory = Memory(simulate(120, seed=4))
     memory.visible = 120
-    common = dict(nuts_chains=2, nuts_warmup=150, nuts_samples=150, max_draws=200)
-    strict = st.Refresher(
+    common = dict(nuts_chains=2, nuts_warmup=150, nuts_samples=150, snapshot_max_draws=200)
+    strict = Refresher(
         load_fn=memory.load,
         publish_fn=memory.publish,
         latest_fn=memory.latest,
-        config=st.RefreshConfig(nuts_max_rhat=1.0 + 1e-9, **common),
+        config=Settings(nuts_max_rhat=1.0 + 1e-9, **common),
     )
     assert strict.refit("k") is None
     assert strict.events[-1].kind == "rejected" and not memory.published
-    lenient = st.Refresher(
+    lenient = Refresher(
         load_fn=memory.load,
         publish_fn=memory.publish,
         latest_fn=memory.latest,
-        config=st.RefreshConfig(nuts_max_rhat=1.5, nuts_max_divergences=1000, **common),
+        config=Settings(nuts_max_rhat=1.5, nuts_max_divergences=1000, **common),
     )
     snap = lenient.refit("k")
     assert snap is not None and snap.method == st.FULL and snap.version == 1
@@ -235,10 +247,10 @@ def test_full_refit_is_published_only_when_diagnostics_pass() -> None:
 
 def test_skill_updates_hold_items_until_an_items_refresh_replaces_them() -> None:
     memory = Memory(simulate(400, seed=4))
-    config = st.RefreshConfig(
+    config = Settings(
         nuts=False,
         fast_num_draws=400,
-        max_draws=400,
+        snapshot_max_draws=400,
         items_every_judgments=100,
         cell_effect=False,  # skill-only updates assume independent judgments
     )
@@ -292,8 +304,12 @@ def test_judgments_on_a_new_prompt_wait_for_the_items_refresh() -> None:
         (pl.int_range(pl.len()) + 1).cast(pl.Int64).alias("seq"),
     )
     memory = Memory(frame)
-    config = st.RefreshConfig(
-        nuts=False, fast_num_draws=200, max_draws=200, items_sync_below=0, cell_effect=False
+    config = Settings(
+        nuts=False,
+        fast_num_draws=200,
+        snapshot_max_draws=200,
+        items_sync_below=0,
+        cell_effect=False,
     )
     refresher = memory.refresher(config)
     memory.visible = 200
@@ -321,11 +337,11 @@ def test_on_small_data_a_new_prompt_gets_a_full_fit_at_once() -> None:
         (pl.int_range(pl.len()) + 1).cast(pl.Int64).alias("seq"),
     )
     memory = Memory(frame)
-    refresher = st.Refresher(
+    refresher = Refresher(
         load_fn=memory.load,
         publish_fn=memory.publish,
         latest_fn=memory.latest,
-        config=st.RefreshConfig(nuts=False, fast_num_draws=200, max_draws=200),
+        config=Settings(nuts=False, fast_num_draws=200, snapshot_max_draws=200),
     )
     memory.visible = 200
     refresher.update("k")
@@ -350,7 +366,7 @@ def test_a_superseded_fit_hands_over_to_the_newer_stored_snapshot() -> None:
     """Two replicas: the slower one's fit of older judgments is refused by the store; it then
     continues from the stored snapshot instead of claiming its own as published."""
     memory = NewestOnlyMemory(simulate(256, seed=4))
-    config = st.RefreshConfig(nuts=False, fast_num_draws=200, max_draws=200, skill_updates=False)
+    config = Settings(nuts=False, fast_num_draws=200, snapshot_max_draws=200, skill_updates=False)
     slow, fast = memory.refresher(config), memory.refresher(config)
     memory.visible = 200
     assert slow.update("k") is not None
@@ -368,3 +384,48 @@ def test_a_superseded_fit_hands_over_to_the_newer_stored_snapshot() -> None:
     memory.visible = 256
     slow.notify("k", last_seq=256)
     assert slow.update("k") is None and len(slow.events) == events
+
+
+# ---------------------------------------------------------------- scheduling, without threads
+
+
+def test_next_key_takes_dirty_keys_only_and_spaces_their_updates() -> None:
+    states = {
+        "clean": KeyState(dirty=False),
+        "recent": KeyState(dirty=True, last_fast_at=9.8),
+        "old": KeyState(dirty=True, last_fast_at=5.0),
+    }
+    assert next_key(states, now=10.0, min_interval=0.0) == "recent"
+    assert next_key(states, now=10.0, min_interval=1.0) == "old"
+    assert next_key(states, now=10.0, min_interval=10.0) is None
+    assert next_key({"clean": KeyState()}, now=10.0, min_interval=0.0) is None
+
+
+def test_plan_update_refreshes_items_past_the_window_and_keeps_skill_updates() -> None:
+    config = Settings(items_every_judgments=500, items_every_share=0.05, items_max_lag=4.0)
+    # the window is max(500, 5% of 20,000) = 1,000 judgments
+    plan = lambda n, running=False: plan_update(  # noqa: E731
+        config, base_judgments=20_000, num_judgments=n, items_running=running
+    )
+    assert plan(21_000) == UpdatePlan(skills=True, refresh_items=False)
+    assert plan(21_001) == UpdatePlan(skills=True, refresh_items=True)
+    # far behind: the refresh this update starts (or one under way) carries the skills on
+    assert plan(30_000) == UpdatePlan(skills=True, refresh_items=True)
+    assert plan(30_000, running=True) == UpdatePlan(skills=True, refresh_items=True)
+    for settings, base in ((config, None), (Settings(skill_updates=False), 20_000)):
+        assert plan_update(
+            settings, base_judgments=base, num_judgments=21_001, items_running=False
+        ) == UpdatePlan(skills=False, refresh_items=False)
+
+
+def test_nuts_is_due_by_judgments_or_by_time_and_never_twice_at_once() -> None:
+    config = Settings(refit_every_judgments=1000, refit_every_seconds=600)
+    state = KeyState(published_judgments=1999, nuts_judgments=1000, nuts_at=0.0)
+    assert not nuts_due(state, now=599.0, config=config)
+    assert nuts_due(state, now=600.0, config=config)
+    state.published_judgments = 2000
+    assert nuts_due(state, now=1.0, config=config)
+    state.nuts_running = True
+    assert not nuts_due(state, now=1e6, config=config)
+    unchanged = KeyState(published_judgments=1000, nuts_judgments=1000, nuts_at=0.0)
+    assert not nuts_due(unchanged, now=1e6, config=config)

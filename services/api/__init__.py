@@ -23,16 +23,16 @@ Errors raised as :class:`services.api.errors.ApiError` become the common JSON er
 from __future__ import annotations
 
 import importlib
-import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from services.api import dashboard, docs_ui, errors
+from services.api import analysis, dashboard, docs_ui, errors
 from services.api.limits import Guard
 from services.api.routes import router as core_router
-from services.api.state import ServiceState
+from services.api.state import ServiceState, configure_jax
+from services.api.worker import WorkerProcess
 from services.settings import Settings
 
 #: optional routers: included when the module exists (it must expose ``router``)
@@ -59,24 +59,15 @@ def _optional_routers() -> list:
     return routers
 
 
-def _configure_jax() -> None:
-    cache = os.environ.get("EVALSET_JAX_CACHE_DIR")
-    if cache:
-        import jax
-
-        # restarts reuse compiled fits instead of recompiling every shape bucket
-        jax.config.update("jax_compilation_cache_dir", cache)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
-
-
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The API over the store named by ``settings`` (default: from ``EVALSET_*``)."""
     settings = settings or Settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        _configure_jax()
-        state = ServiceState.create(settings)
+        configure_jax()
+        # the worker process, when there is one, is only a notifier to the state
+        state = ServiceState.create(settings, worker_fn=WorkerProcess)
         app.state.service = state
         state.start()
         try:
@@ -105,6 +96,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     dashboard.install(app)
     docs_ui.install(app)
     app.include_router(core_router)
+    app.include_router(analysis.router)
     for router in _optional_routers():
         app.include_router(router)
     errors.declare_errors(app)

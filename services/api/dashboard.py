@@ -36,7 +36,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from adaptive.decisions import DecisionRule, decide, decision_rows
-from adaptive.streaming import leaderboard_rows
+from services.answers import leaderboard_rows
 from services.api.dashboard_page import FAVICON, render
 from services.api.decisions import campaign_comparisons
 from services.api.deps import PAGE_TOKEN_COOKIE, PageProjectId, State, page_token

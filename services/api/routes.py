@@ -1,97 +1,23 @@
-"""The HTTP routes: thin functions from validated requests to store calls and snapshot reads."""
+"""The HTTP routes of the service, projects, tokens, catalogue and judgments: thin functions
+from validated requests to store calls (the answers from snapshots are in
+:mod:`services.api.analysis`)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.security import HTTPAuthorizationCredentials
 
-from adaptive.streaming import Snapshot, item_rows, leaderboard_rows, pair_rows
 from services import schemas as s
+from services.api.analysis import snapshot_public
 from services.api.deps import ProjectId, SettingsDep, State, _bearer
 from services.api.errors import ApiError, error_responses
 from services.api.limits import admin_token_ok
-from services.api.state import Pending
 from services.store import repository as repo
 
 router = APIRouter()
-
-Rule = Annotated[
-    Literal["holm", "bonferroni", "none"], Query(description="multiplicity adjustment")
-]
-Level = Annotated[float, Query(gt=0.5, lt=1.0, description="posterior interval level")]
-Alpha = Annotated[float, Query(gt=0.0, lt=0.5, description="family-wise error rate")]
-Method = Annotated[
-    Literal["latest", "laplace", "nuts"] | None,
-    Query(description="latest snapshot (default), or the latest of one method"),
-]
-Dimension = Annotated[
-    str | None,
-    Query(max_length=200, description="default: the project's only dimension, or 'overall'"),
-]
-
-
-# ---------------------------------------------------------------- helpers
-
-
-def _snapshot_public(meta: dict) -> s.SnapshotPublic:
-    return s.SnapshotPublic(
-        dimension=meta["dimension"],
-        version=meta["version"],
-        num_judgments=meta["num_judgments"],
-        method=meta["method"],
-        created_at=meta["created_at"],
-        fit_seconds=meta["fit_seconds"],
-        diagnostics=meta["diagnostics"],
-    )
-
-
-def _from_snapshot(snap: Snapshot) -> s.SnapshotPublic:
-    return s.SnapshotPublic(
-        dimension=snap.dimension,
-        version=snap.version,
-        num_judgments=snap.num_judgments,
-        method=snap.method,
-        created_at=datetime.fromtimestamp(snap.created_at, UTC),
-        fit_seconds=snap.fit_seconds,
-        diagnostics=snap.diagnostics,
-    )
-
-
-def _dimension(state: State, project_id: str, dimension: str | None) -> str:
-    with state.store.read() as conn:
-        known = [d["dimension_id"] for d in repo.list_dimensions(conn=conn, project_id=project_id)]
-    if dimension is None:
-        if len(known) == 1:
-            return known[0]
-        if "overall" in known:
-            return "overall"
-        raise ApiError(
-            422, "validation_error", f"the project has several dimensions {known}; name one"
-        )
-    if dimension not in known:
-        raise ApiError(
-            404, "not_found", f"unknown dimension {dimension!r}; the project has {known}"
-        )
-    return dimension
-
-
-def _snapshot(state: State, project_id: str, dimension: str, method: str | None) -> Snapshot:
-    snap = state.snapshot(project_id, dimension, None if method in (None, "latest") else method)
-    if snap is None:
-        with state.store.read() as conn:
-            n = repo.count_judgments(conn=conn, project_id=project_id, dimension=dimension)
-        which = "" if method in (None, "latest") else f" {method}"
-        raise ApiError(
-            409,
-            "no_snapshot",
-            f"no{which} snapshot of dimension {dimension!r} yet ({n} judgments stored); "
-            "re-estimation runs after each accepted batch, try again shortly",
-        )
-    return snap
-
 
 # ---------------------------------------------------------------- health, projects
 
@@ -210,7 +136,7 @@ def get_project(project_id: ProjectId, state: State) -> s.ProjectStatus:
             num_annotators=len(repo.list_annotators(conn=conn, project_id=project_id)),
             num_judgments=repo.count_judgments(conn=conn, project_id=project_id),
             dimensions=[s.DimensionPublic(**d) for d in dims],
-            snapshots=[_snapshot_public(m) for m in snaps],
+            snapshots=[snapshot_public(m) for m in snaps],
         )
 
 
@@ -404,7 +330,7 @@ def add_judgments(
         accepted=result.inserted,
         duplicates=result.duplicates,
         num_judgments=total,
-        snapshots=[_snapshot_public(m) for m in metas if m is not None],
+        snapshots=[snapshot_public(m) for m in metas if m is not None],
     )
 
 
@@ -423,202 +349,4 @@ def list_judgments(
     return s.JudgmentsPublic(
         judgments=[s.JudgmentPublic.model_construct(**r) for r in rows],
         next_after_seq=rows[-1]["seq"] if len(rows) == limit else None,
-    )
-
-
-# ---------------------------------------------------------------- answers from snapshots
-
-
-@router.get("/projects/{project_id}/snapshots", operation_id="list_snapshots", tags=["analysis"])
-def list_snapshots(project_id: ProjectId, state: State) -> s.SnapshotsPublic:
-    """Stored snapshots, newest first per dimension (older fast ones are pruned)."""
-    with state.store.read() as conn:
-        metas = repo.list_snapshots(conn=conn, project_id=project_id)
-    return s.SnapshotsPublic(snapshots=[_snapshot_public(m) for m in metas])
-
-
-@router.get(
-    "/projects/{project_id}/significance",
-    operation_id="significance",
-    tags=["analysis"],
-    responses=error_responses(404, 409),
-)
-def significance(
-    project_id: ProjectId,
-    state: State,
-    dimension: Dimension = None,
-    all_pairs: Annotated[
-        bool, Query(description="every pair of systems, not only compared ones")
-    ] = False,
-    rule: Rule = "holm",
-    alpha: Alpha = 0.05,
-    level: Level = 0.95,
-    method: Method = None,
-) -> s.SignificancePublic:
-    """Every comparison: theta = s_B - s_A (> 0: B better), interval, P(B better), verdicts."""
-    dim = _dimension(state, project_id, dimension)
-    snap = _snapshot(state, project_id, dim, method)
-    rows = pair_rows(snap, all_pairs=all_pairs, rule=rule, alpha=alpha, level=level)
-    return s.SignificancePublic(
-        snapshot=_from_snapshot(snap), rows=[s.SignificanceRow(**r) for r in rows]
-    )
-
-
-@router.get(
-    "/projects/{project_id}/significance/{system_a}/{system_b}",
-    operation_id="significance_pair",
-    tags=["analysis"],
-    responses=error_responses(404, 409),
-)
-def significance_pair(
-    project_id: ProjectId,
-    system_a: str,
-    system_b: str,
-    state: State,
-    dimension: Dimension = None,
-    all_pairs: bool = False,
-    rule: Rule = "holm",
-    alpha: Alpha = 0.05,
-    level: Level = 0.95,
-    method: Method = None,
-) -> s.SignificancePublic:
-    """One pair in the orientation asked (A vs B); works for pairs never compared too."""
-    if system_a == system_b:
-        raise ApiError(422, "validation_error", "system_b must differ from system_a")
-    dim = _dimension(state, project_id, dimension)
-    snap = _snapshot(state, project_id, dim, method)
-    for name in (system_a, system_b):
-        if name not in snap.systems:
-            raise ApiError(404, "not_found", f"unknown system {name!r} in snapshot {snap.version}")
-    rows = pair_rows(
-        snap, [(system_a, system_b)], all_pairs=all_pairs, rule=rule, alpha=alpha, level=level
-    )
-    return s.SignificancePublic(
-        snapshot=_from_snapshot(snap), rows=[s.SignificanceRow(**r) for r in rows]
-    )
-
-
-@router.get(
-    "/projects/{project_id}/leaderboard",
-    operation_id="leaderboard",
-    tags=["analysis"],
-    responses=error_responses(404, 409),
-)
-def leaderboard(
-    project_id: ProjectId,
-    state: State,
-    dimension: Dimension = None,
-    level: Level = 0.95,
-    method: Method = None,
-) -> s.LeaderboardPublic:
-    """Per-system skill with its interval, mean rank and P(best), best first."""
-    dim = _dimension(state, project_id, dimension)
-    snap = _snapshot(state, project_id, dim, method)
-    return s.LeaderboardPublic(
-        snapshot=_from_snapshot(snap),
-        rows=[s.LeaderboardRow(**r) for r in leaderboard_rows(snap, level=level)],
-    )
-
-
-@router.get(
-    "/projects/{project_id}/prompt-parameters",
-    operation_id="prompt_parameters",
-    tags=["analysis"],
-    responses=error_responses(404, 409),
-)
-def prompt_parameters(
-    project_id: ProjectId, state: State, dimension: Dimension = None, method: Method = None
-) -> s.PromptParametersPublic:
-    """Per prompt: discrimination alpha and thresholds b (mean, sd), most discriminating first."""
-    dim = _dimension(state, project_id, dimension)
-    snap = _snapshot(state, project_id, dim, method)
-    return s.PromptParametersPublic(
-        snapshot=_from_snapshot(snap),
-        rows=[s.PromptParameterRow(**r) for r in item_rows(snap)],
-    )
-
-
-@router.get(
-    "/projects/{project_id}/pruning",
-    operation_id="pruning",
-    tags=["analysis"],
-    responses=error_responses(404, 409),
-)
-def pruning(
-    project_id: ProjectId,
-    state: State,
-    settings: SettingsDep,
-    dimension: Dimension = None,
-    keep: Annotated[
-        int | None, Query(ge=1, le=100_000, description="prompts to keep per tier")
-    ] = None,
-    target_se_ratio: Annotated[
-        float | None,
-        Query(
-            ge=1.0,
-            le=10.0,
-            description="keep the fewest prompts whose expected SE stays within this ratio "
-            "of the full set's (default 1.05 when keep is not given)",
-        ),
-    ] = None,
-    tiers: Annotated[int, Query(ge=1, le=5, description="model tiers")] = 2,
-) -> s.PruningPublic:
-    """Which prompts to keep or drop for each model tier, with a reason for every prompt.
-
-    Runs ``adaptive.pruning`` (fast item fits per tier) on the stored judgments on a
-    background thread: the first request answers 409 ``pruning_pending``, later ones
-    the result (cached per judgments seen and options).
-    """
-    if (keep is None) == (target_se_ratio is None):
-        if keep is not None:
-            raise ApiError(422, "validation_error", "give keep or target_se_ratio, not both")
-        target_se_ratio = 1.05
-    dim = _dimension(state, project_id, dimension)
-    try:
-        result = state.pruning(
-            project_id,
-            dim,
-            keep=keep,
-            target_se_ratio=target_se_ratio,
-            num_tiers=tiers,
-            seed=settings.seed,
-        )
-    except (ValueError, KeyError, IndexError) as exc:
-        raise ApiError(422, "cannot_prune", f"cannot prune {dim!r}: {exc}") from None
-    if result is None:
-        raise ApiError(409, "no_snapshot", f"no judgments of dimension {dim!r} yet")
-    if isinstance(result, Pending):
-        raise ApiError(
-            409,
-            "pruning_pending",
-            f"pruning of {dim!r} with {result.num_judgments} judgments is being computed; "
-            "try again shortly",
-        )
-    return result
-
-
-# ---------------------------------------------------------------- re-estimation events
-
-
-@router.get("/projects/{project_id}/events", operation_id="list_events", tags=["analysis"])
-def list_events(
-    project_id: ProjectId,
-    state: State,
-    after_seq: Annotated[int, Query(ge=0, le=2**62)] = 0,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 200,
-    kind: Annotated[
-        str | None, Query(max_length=32, description="only events of this kind, e.g. rejected")
-    ] = None,
-) -> s.EventsPublic:
-    """What re-estimation did, oldest first: every fast update and NUTS refit, its
-    outcome and, for a rejected or failed one, why (e.g. max R-hat, divergences)."""
-    with state.store.read() as conn:
-        rows = repo.list_events(conn=conn, project_id=project_id, after_seq=after_seq, limit=limit)
-    page_full = len(rows) == limit
-    last = rows[-1]["seq"] if rows else None
-    if kind is not None:
-        rows = [r for r in rows if r["kind"] == kind]
-    return s.EventsPublic(
-        events=[s.EventPublic(**{k: v for k, v in r.items() if k != "project_id"}) for r in rows],
-        next_after_seq=last if page_full else None,
     )

@@ -1,8 +1,11 @@
 """The service's process-wide state: the store, the re-estimation worker and a snapshot cache.
 
-This is the glue between the store (SQL) and :mod:`adaptive.streaming` (no SQL):
-it gives the worker its ``load_fn`` / ``publish_fn`` / ``latest_fn`` and lets
-requests read the newest snapshot without fitting anything.
+This is the glue between the store (SQL) and the refits (no SQL,
+:mod:`services.api.refresher` on :mod:`adaptive.streaming`): it gives the worker
+its ``load_fn`` / ``publish_fn`` / ``latest_fn`` and lets requests read the newest
+snapshot without fitting anything. When re-estimation runs in a process of its own,
+the state only holds a :class:`Notifier` for it, built by ``create_app`` (this
+module does not know the worker process, which itself runs a ``ServiceState``).
 """
 
 from __future__ import annotations
@@ -14,23 +17,18 @@ import socket
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import polars as pl
 
-from adaptive.streaming import (
-    FAST,
-    RefreshConfig,
-    Refresher,
-    RefreshEvent,
-    Snapshot,
-    Source,
-    decode_snapshot,
-    encode_snapshot,
-)
+from adaptive.snapshot import FAST, Snapshot, decode_snapshot, encode_snapshot
+from adaptive.streaming import Source
+from services.api.limits import TokenCache
+from services.api.refresher import Refresher, RefreshEvent
 from services.settings import Settings
 from services.store import Store
 from services.store import repository as repo
@@ -42,10 +40,36 @@ log = logging.getLogger("evalset.refit")
 REPLICA = f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _token_cache() -> Any:
-    from services.api.limits import TokenCache
+def configure_jax() -> None:
+    """Point JAX at ``EVALSET_JAX_CACHE_DIR``, if set, before its first fit in this process."""
+    cache = os.environ.get("EVALSET_JAX_CACHE_DIR")
+    if cache:
+        import jax
 
-    return TokenCache()
+        # restarts reuse compiled fits instead of recompiling every shape bucket
+        jax.config.update("jax_compilation_cache_dir", cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
+class Notifier(Protocol):
+    """Re-estimation running elsewhere (``services.api.worker.WorkerProcess``), as the
+    service sees it: started, told about every stored batch, watched, stopped."""
+
+    def start(self) -> None: ...
+
+    def alive(self) -> bool: ...
+
+    def exitcode(self) -> int | None: ...
+
+    def notify(
+        self, project_id: str, dimensions: tuple[str, ...], last_seq: int, accepted_at: float
+    ) -> None: ...
+
+    def stop(self, timeout: float = 30.0) -> None: ...
+
+
+#: builds the notifier of a process-mode worker from the settings (``create_app`` passes it)
+NotifierFn = Callable[[Settings], Notifier]
 
 
 class RecordingRefresher(Refresher):
@@ -135,7 +159,8 @@ class ServiceState:
     _prune_jobs: dict[tuple, Future] = field(default_factory=dict)
     _stop_poll: threading.Event = field(default_factory=threading.Event)
     _poller: threading.Thread | None = None
-    _worker: Any = None  # services.api.worker.WorkerProcess with settings.worker == "process"
+    _worker: Notifier | None = None  # with settings.worker == "process"
+    _worker_fn: NotifierFn | None = None  # builds a replacement when it exits
     _supervisor: threading.Thread | None = None
     _listener: threading.Thread | None = None
     _events: queue.Queue = field(default_factory=queue.Queue)
@@ -145,40 +170,28 @@ class ServiceState:
     leader: Leadership | None = None  # which projects this process re-estimates (PostgreSQL)
     #: token hash -> project, trusted for settings.token_cache_seconds (one per app, as a
     #: replica has one)
-    tokens: Any = field(default_factory=lambda: _token_cache())
+    tokens: TokenCache = field(default_factory=TokenCache)
 
     @classmethod
-    def create(cls, settings: Settings) -> ServiceState:
+    def create(cls, settings: Settings, *, worker_fn: NotifierFn | None = None) -> ServiceState:
+        """The state of one process; ``worker_fn`` builds the worker process when
+        ``settings.worker == "process"`` (``create_app`` passes ``WorkerProcess``)."""
         store = Store(settings.database_url, synchronous=settings.sqlite_synchronous)
         store.migrate()
         state = cls(settings=settings, store=store)
         if settings.streaming and settings.worker == "process":
-            from services.api.worker import WorkerProcess
-
-            state._worker = WorkerProcess(settings)
+            if worker_fn is None:
+                store.dispose()
+                raise ValueError("a process worker needs worker_fn (create_app passes it)")
+            state._worker_fn = worker_fn
+            state._worker = worker_fn(settings)
         elif settings.streaming:
             state.refresher = RecordingRefresher(
                 sink=state._events,
                 load_fn=state.load_source,
                 publish_fn=state.publish,
                 latest_fn=state.latest_fast,
-                config=RefreshConfig(
-                    fast_num_draws=settings.fast_num_draws,
-                    fast_min_interval=settings.fast_min_interval_seconds,
-                    skill_updates=settings.skill_updates,
-                    items_every_judgments=settings.items_every_judgments,
-                    items_every_share=settings.items_every_share,
-                    nuts=settings.nuts,
-                    refit_every_judgments=settings.refit_every_judgments,
-                    refit_every_seconds=settings.refit_every_seconds,
-                    nuts_chains=settings.nuts_chains,
-                    nuts_warmup=settings.nuts_warmup,
-                    nuts_samples=settings.nuts_samples,
-                    nuts_max_rhat=settings.nuts_max_rhat,
-                    nuts_max_divergences=settings.nuts_max_divergences,
-                    max_draws=settings.snapshot_max_draws,
-                    seed=settings.seed,
-                ),
+                config=settings,
             )
             if settings.leader_election and not store.is_sqlite:
                 state.leader = Leadership(store)
@@ -248,15 +261,13 @@ class ServiceState:
 
     def ensure_worker(self) -> None:
         """Replace a dead worker process; the new one catches up from the store."""
-        if self._worker is None:
+        if self._worker is None or self._worker_fn is None:
             return
         with self._lock:
             if self._worker.alive() or self._stop_poll.is_set():
                 return
-            from services.api.worker import WorkerProcess
-
-            code = self._worker.process.exitcode
-            self._worker = WorkerProcess(self.settings)
+            code = self._worker.exitcode()
+            self._worker = self._worker_fn(self.settings)
             self._worker.start()
             self.restarts += 1
             self.last_restart_at = datetime.now(UTC)

@@ -4,7 +4,8 @@ In the API process a fit competes with the request threads for the GIL: tracing
 and compiling a new shape bucket holds it for seconds, and on a 2-core machine
 the requests wait behind it. Here the worker is a child process with its own
 store connection and its own :class:`~services.api.state.ServiceState` (thread
-mode). The API process only sends it ``(project, dimensions, last_seq,
+mode); to the API process it is a :class:`~services.api.state.Notifier`, built by
+``create_app``. The API process only sends it ``(project, dimensions, last_seq,
 accepted_at)`` over a pipe after each stored batch; answers are read from the
 snapshots the worker stores, as before. The child dies with its parent
 (``PR_SET_PDEATHSIG`` on Linux) and is started with ``spawn`` (JAX and forked
@@ -29,6 +30,7 @@ import signal
 import threading
 from multiprocessing.connection import Connection
 
+from services.api.state import ServiceState, configure_jax
 from services.settings import Settings
 
 _PR_SET_PDEATHSIG = 1
@@ -78,11 +80,8 @@ def _main(settings_json: str, conn: Connection, parent_pid: int) -> None:
     if os.getppid() != parent_pid:  # the parent died before the line above
         return
     settings = Settings.model_validate_json(settings_json).model_copy(update={"worker": "thread"})
-    yield_cpu(settings)  # before JAX is imported (below)
-    from services.api import _configure_jax
-    from services.api.state import ServiceState
-
-    _configure_jax()
+    yield_cpu(settings)  # before JAX is imported (on the first fit)
+    configure_jax()
     state = ServiceState.create(settings)
     state.start()
     try:
@@ -117,6 +116,9 @@ class WorkerProcess:
 
     def alive(self) -> bool:
         return self.process.is_alive()
+
+    def exitcode(self) -> int | None:
+        return self.process.exitcode
 
     def notify(
         self, project_id: str, dimensions: tuple[str, ...], last_seq: int, accepted_at: float

@@ -1,0 +1,163 @@
+"""The rows every answer is made of, from a posterior snapshot: pairs, leaderboard, items.
+
+Names at the edge: a :class:`adaptive.snapshot.Snapshot` holds integer-indexed
+draws and the names they stand for; these turn it into the rows the API returns
+(and the dashboard shows), one dict per pair, system or prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from adaptive.snapshot import Snapshot
+
+
+def pair_rows(
+    snapshot: Snapshot,
+    pairs: Sequence[tuple[str, str]] | None = None,
+    *,
+    all_pairs: bool = False,
+    rule: str = "holm",
+    alpha: float = 0.05,
+    level: float = 0.95,
+) -> list[dict[str, Any]]:
+    """Significance of system pairs, theta = s_B - s_A (> 0: B better), in the orientation asked.
+
+    The multiplicity adjustment is applied over the family of every compared pair
+    (or every pair of systems with ``all_pairs``) plus the pairs asked for, and
+    the rows of ``pairs`` (or of the whole family) are returned.
+
+    Args:
+        snapshot: a per-system snapshot.
+        pairs: (A, B) to report; default: the family.
+        all_pairs: make the family every unordered pair of systems, not only compared ones.
+        rule: ``holm``, ``bonferroni`` or ``none`` (see ``adaptive.significance``).
+    """
+    from adaptive.significance import adjusted_verdicts, summarize_draws
+
+    index = {s: i for i, s in enumerate(snapshot.systems)}
+    counts = {}
+    for a, b, nj, npr in zip(
+        snapshot.pair_a, snapshot.pair_b, snapshot.pair_judgments, snapshot.pair_prompts
+    ):
+        counts[frozenset((int(a), int(b)))] = (int(nj), int(npr))
+    family: list[tuple[int, int]] = [
+        (int(a), int(b)) for a, b in zip(snapshot.pair_a, snapshot.pair_b)
+    ]
+    if all_pairs:
+        n = len(snapshot.systems)
+        seen = {frozenset(p) for p in family}
+        family += [
+            (i, j) for i in range(n) for j in range(i + 1, n) if frozenset((i, j)) not in seen
+        ]
+    wanted: list[tuple[int, int]] = []
+    for a, b in pairs or ():
+        for name in (a, b):
+            if name not in index:
+                raise KeyError(f"unknown system {name!r}")
+        if a == b:
+            raise ValueError("a system compared with itself")
+        wanted.append((index[a], index[b]))
+    by_key = {frozenset(p): k for k, p in enumerate(family)}
+    for p in wanted:
+        if frozenset(p) not in by_key:
+            by_key[frozenset(p)] = len(family)
+            family.append(p)
+    if not family:
+        return []
+    fam = np.array(family, dtype=np.int64).reshape(-1, 2)
+    theta = snapshot.skill[:, fam[:, 1]].astype(np.float64) - snapshot.skill[:, fam[:, 0]]
+    stats = summarize_draws(theta, level)
+    adjusted = adjusted_verdicts(stats["p_two_sided"], rule, alpha)
+    out_pairs = wanted if pairs is not None else [tuple(p) for p in fam.tolist()]
+    rows = []
+    for a, b in out_pairs:
+        k = by_key[frozenset((a, b))]
+        sign = 1.0 if tuple(fam[k]) == (a, b) else -1.0
+        low, high = stats["ci_low"][k], stats["ci_high"][k]
+        if sign < 0:
+            low, high = -high, -low
+        p_b = stats["p_b_better"][k] if sign > 0 else 1.0 - stats["p_b_better"][k]
+        nj, npr = counts.get(frozenset((a, b)), (0, 0))
+        rows.append(
+            {
+                "dimension": snapshot.dimension,
+                "system_a": snapshot.systems[a],
+                "system_b": snapshot.systems[b],
+                "mean": float(sign * stats["mean"][k]),
+                "sd": float(stats["sd"][k]),
+                "ci_low": float(low),
+                "ci_high": float(high),
+                "p_b_better": float(p_b),
+                "significant": bool(stats["significant"][k]),
+                "p_two_sided": float(stats["p_two_sided"][k]),
+                "significant_adjusted": bool(adjusted[k]),
+                "adjust_rule": rule,
+                "family_size": int(len(family)),
+                "n_judgments": nj,
+                "n_prompts": npr,
+            }
+        )
+    return rows
+
+
+def leaderboard_rows(snapshot: Snapshot, *, level: float = 0.95) -> list[dict[str, Any]]:
+    """Per-system skill with its interval, mean rank and P(best), best first.
+
+    A system with no judgments yet is listed last, unranked (rank, mean rank
+    and P(best) null): its skill is only the prior.
+    """
+    skill = snapshot.skill.astype(np.float64)
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(skill, [tail, 1.0 - tail], axis=0)
+    compared = set(snapshot.pair_a.tolist()) | set(snapshot.pair_b.tolist())
+    judged = np.array(sorted(compared), np.int64)
+    # rank 1 = best, per draw, among the systems with judgments
+    ranks = np.full(skill.shape, np.nan)
+    if judged.size:
+        ranks[:, judged] = (-skill[:, judged]).argsort(axis=1).argsort(axis=1) + 1
+    rows: list[dict[str, Any]] = [
+        {
+            "dimension": snapshot.dimension,
+            "system_id": name,
+            "mean": float(skill[:, i].mean()),
+            "sd": float(skill[:, i].std(ddof=1)) if skill.shape[0] > 1 else 0.0,
+            "ci_low": float(low[i]),
+            "ci_high": float(high[i]),
+            "mean_rank": float(ranks[:, i].mean()) if i in compared else None,
+            "p_best": float((ranks[:, i] == 1).mean()) if i in compared else None,
+            "judged": i in compared,
+        }
+        for i, name in enumerate(snapshot.systems)
+    ]
+    rows.sort(key=lambda r: (not r["judged"], -r["mean"]))
+    for rank, row in enumerate(rows, start=1):
+        row["rank"] = rank if row["judged"] else None
+    return rows
+
+
+def item_rows(snapshot: Snapshot) -> list[dict[str, Any]]:
+    """Per prompt (or redundancy group): discrimination alpha and thresholds b, mean and sd."""
+    alpha = snapshot.alpha.astype(np.float64)
+    b = snapshot.b.astype(np.float64)
+    ddof = 1 if alpha.shape[0] > 1 else 0
+    rows: list[dict[str, Any]] = []
+    for j, name in enumerate(snapshot.items):
+        rows.append(
+            {
+                "dimension": snapshot.dimension,
+                "item_id": name,
+                "alpha_mean": float(alpha[:, j].mean()),
+                "alpha_sd": float(alpha[:, j].std(ddof=ddof)),
+                "b_mean": [float(x) for x in b[:, j].mean(axis=0)],
+                "b_sd": [float(x) for x in b[:, j].std(axis=0, ddof=ddof)],
+            }
+        )
+    rows.sort(key=lambda r: -r["alpha_mean"])
+    return rows
+
+
+__all__ = ["item_rows", "leaderboard_rows", "pair_rows"]

@@ -1,0 +1,541 @@
+"""The re-estimation worker: refits (project, dimension) keys on background threads.
+
+After every stored batch the service calls :meth:`Refresher.notify`; a thread
+runs one fast update per key with new judgments (a skill-only update on held
+item parameters, or a full MAP + Laplace fit: :mod:`adaptive.streaming`,
+:mod:`adaptive.skill_update`), another runs the scheduled NUTS refits. Nothing
+here touches a database or the web: the refresher is handed a ``load_fn``
+(judgments of a key), a ``publish_fn`` (store a snapshot, return its version)
+and a ``latest_fn`` (the newest stored snapshot, for warm starts after a
+restart). Its configuration is the service's :class:`~services.settings.Settings`.
+
+When to do what is decided by pure functions, testable without threads or a
+clock: :func:`next_key` (which key to update now), :func:`plan_update` (skill
+update or full fit, and whether to refresh the held items), :func:`nuts_due`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
+
+from adaptive.skill_update import SkillBase, skill_snapshot
+from adaptive.snapshot import FAST, FULL, Snapshot
+from adaptive.streaming import Source, fit_snapshot, stream_config
+from services.settings import Settings
+
+K = TypeVar("K", bound=Hashable)
+
+
+@dataclass
+class KeyState:
+    """What the worker knows about one key (mutable, guarded by the refresher's lock)."""
+
+    pending: list[tuple[int, float]] = field(default_factory=list)  # (seq, accepted at)
+    dirty: bool = False
+    fast: Snapshot | None = None  # last fast snapshot (warm start)
+    published_judgments: int = -1
+    published_seq: int = -1
+    last_fast_at: float = 0.0
+    nuts_judgments: int = 0
+    nuts_at: float = field(default_factory=time.monotonic)
+    nuts_running: bool = False
+    base: SkillBase | None = None  # item parameters held by skill-only updates
+    base_fresh: bool = False  # a new base not yet used by a published snapshot
+    items_running: bool = False
+
+
+@dataclass(frozen=True)
+class RefreshEvent:
+    """One thing the worker did (returned diagnostics; the service decides what to log)."""
+
+    key: Hashable
+    # "published", "superseded" (the store kept a newer one), "rejected", "failed",
+    # "skipped", "items" (a new base fitted)
+    kind: str
+    method: str
+    version: int
+    num_judgments: int
+    seconds: float
+    detail: str = ""
+
+
+# ---------------------------------------------------------------- scheduling decisions
+
+
+@dataclass(frozen=True)
+class UpdatePlan:
+    """What one fast update of a key does (:func:`plan_update`)."""
+
+    skills: bool  # a skill-only update on the held items (else a full fast fit)
+    refresh_items: bool  # also start a full fit of new items on a thread of its own
+
+
+def next_key(states: Mapping[K, KeyState], *, now: float, min_interval: float) -> K | None:
+    """The first key with unfitted judgments whose last fast update is ``min_interval`` old.
+
+    Batches that arrive while a key is being fitted only mark it dirty, so they are
+    coalesced into its next update; ``min_interval`` (``FAST_MIN_INTERVAL_SECONDS``)
+    spaces the updates of one key further.
+
+    Example:
+        >>> states = {"a": KeyState(dirty=True, last_fast_at=9.5), "b": KeyState(dirty=True)}
+        >>> next_key(states, now=10.0, min_interval=1.0), next_key(states, now=10.0, min_interval=0)
+        ('b', 'a')
+    """
+    for key, state in states.items():
+        if state.dirty and now - state.last_fast_at >= min_interval:
+            return key
+    return None
+
+
+def plan_update(
+    config: Settings, *, base_judgments: int | None, num_judgments: int, items_running: bool
+) -> UpdatePlan:
+    """Skill-only update or full fit, and whether the held items are due for a refresh.
+
+    With ``skill_updates`` and a base (held items fitted on ``base_judgments``), the
+    items are refreshed once more than ``max(ITEMS_EVERY_JUDGMENTS, ITEMS_EVERY_SHARE
+    * base_judgments)`` judgments arrived since; the update itself stays a skill
+    update while the lag is within ``items_max_lag`` such windows or a refresh is
+    under way (the one due here counts: two full fits would only slow each other).
+
+    Example:
+        >>> s = Settings(items_every_judgments=500, items_every_share=0.05)
+        >>> plan_update(s, base_judgments=10_000, num_judgments=10_400, items_running=False)
+        UpdatePlan(skills=True, refresh_items=False)
+        >>> plan_update(s, base_judgments=10_000, num_judgments=10_600, items_running=False)
+        UpdatePlan(skills=True, refresh_items=True)
+        >>> plan_update(s, base_judgments=None, num_judgments=10_600, items_running=False)
+        UpdatePlan(skills=False, refresh_items=False)
+    """
+    if not config.skill_updates or base_judgments is None:
+        return UpdatePlan(skills=False, refresh_items=False)
+    lag = num_judgments - base_judgments
+    window = max(config.items_every_judgments, config.items_every_share * base_judgments)
+    refresh = lag > window
+    return UpdatePlan(
+        skills=lag <= config.items_max_lag * window or items_running or refresh,
+        refresh_items=refresh,
+    )
+
+
+def nuts_due(state: KeyState, *, now: float, config: Settings) -> bool:
+    """A NUTS refit is due: ``REFIT_EVERY_JUDGMENTS`` new judgments published, or
+    ``REFIT_EVERY_SECONDS`` since the last one with any new judgment.
+
+    Example:
+        >>> s = Settings(refit_every_judgments=1000, refit_every_seconds=600)
+        >>> state = KeyState(published_judgments=1500, nuts_judgments=1000, nuts_at=0.0)
+        >>> nuts_due(state, now=10.0, config=s), nuts_due(state, now=601.0, config=s)
+        (False, True)
+    """
+    if state.nuts_running or state.published_judgments <= state.nuts_judgments:
+        return False
+    new = state.published_judgments - state.nuts_judgments
+    waited = now - state.nuts_at
+    return new >= config.refit_every_judgments or waited >= config.refit_every_seconds
+
+
+class Refresher:
+    """Re-estimates keys (e.g. (project, dimension)) on background threads after each batch.
+
+    Args:
+        load_fn: key -> :class:`Source` (current judgments), or None when there are none.
+        publish_fn: (key, snapshot) -> version; stores the snapshot, or returns None when
+            the store keeps a newer snapshot of that method instead (another replica's).
+        latest_fn: key -> newest stored fast :class:`Snapshot` or None (restores
+            warm starts after a restart instead of refitting from scratch).
+        config: the service's :class:`~services.settings.Settings` (re-estimation fields).
+    """
+
+    def __init__(
+        self,
+        *,
+        load_fn: Callable[[Any], Source | None],
+        publish_fn: Callable[[Any, Snapshot], int | None],
+        latest_fn: Callable[[Any], Snapshot | None],
+        config: Settings | None = None,
+    ) -> None:
+        self.load_fn = load_fn
+        self.publish_fn = publish_fn
+        self.latest_fn = latest_fn
+        self.config = config if config is not None else Settings()
+        self._states: dict[Hashable, KeyState] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._item_threads: list[threading.Thread] = []
+        #: (seconds from accepted batch to a published snapshot that includes it, method)
+        self.freshness: list[tuple[float, str]] = []
+        #: recent events, newest last (bounded)
+        self.events: list[RefreshEvent] = []
+        self.busy = False
+
+    # -- control
+
+    def start(self) -> Refresher:
+        if self._threads:
+            return self
+        self._stop.clear()
+        self._threads = [
+            threading.Thread(target=self._fast_loop, name="refresh-fast", daemon=True),
+        ]
+        if self.config.nuts:
+            self._threads.append(
+                threading.Thread(target=self._nuts_loop, name="refresh-nuts", daemon=True)
+            )
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        with self._wake:
+            self._wake.notify_all()
+        for thread in self._threads + self._item_threads:
+            thread.join(timeout)
+        self._threads = []
+        self._item_threads = []
+
+    def notify(self, key: Hashable, *, last_seq: int = 0, accepted_at: float | None = None) -> None:
+        """A batch up to ``last_seq`` was stored for ``key``: refit soon (never blocks)."""
+        with self._wake:
+            state = self._states.setdefault(key, KeyState())
+            state.pending.append(
+                (last_seq, time.monotonic() if accepted_at is None else accepted_at)
+            )
+            state.dirty = True
+            self._wake.notify_all()
+
+    def idle(self) -> bool:
+        with self._lock:
+            return not self.busy and not any(
+                s.dirty or s.items_running for s in self._states.values()
+            )
+
+    def wait_idle(self, timeout: float = 60.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.idle():
+                return True
+            time.sleep(0.01)
+        return False
+
+    # -- work
+
+    def _record(self, event: RefreshEvent) -> None:
+        with self._lock:
+            self.events.append(event)
+            del self.events[:-200]
+
+    def _state(self, key: Hashable) -> KeyState:
+        with self._lock:
+            return self._states.setdefault(key, KeyState())
+
+    def _publish(self, key: Hashable, snapshot: Snapshot, started: float) -> int | None:
+        version = self.publish_fn(key, snapshot)
+        now = time.monotonic()
+        if version is None:
+            self._record(
+                RefreshEvent(
+                    key,
+                    "superseded",
+                    snapshot.method,
+                    0,
+                    snapshot.num_judgments,
+                    now - started,
+                    "the store holds a snapshot of newer judgments (another replica's)",
+                )
+            )
+            return None
+        state = self._state(key)
+        with self._lock:
+            if snapshot.last_seq >= state.published_seq:
+                state.published_seq = snapshot.last_seq
+                state.published_judgments = snapshot.num_judgments
+            done = [p for p in state.pending if p[0] <= snapshot.last_seq]
+            state.pending = [p for p in state.pending if p[0] > snapshot.last_seq]
+            self.freshness.extend((now - at, snapshot.method) for _, at in done)
+            del self.freshness[:-100_000]
+        self._record(
+            RefreshEvent(
+                key, "published", snapshot.method, version, snapshot.num_judgments, now - started
+            )
+        )
+        return version
+
+    def _next_dirty(self) -> Hashable | None:
+        with self._wake:
+            while not self._stop.is_set():
+                key = next_key(
+                    self._states,
+                    now=time.monotonic(),
+                    min_interval=self.config.fast_min_interval_seconds,
+                )
+                if key is not None:
+                    self._states[key].dirty = False
+                    self.busy = True
+                    return key
+                self._wake.wait(
+                    timeout=0.05 if any(s.dirty for s in self._states.values()) else 1.0
+                )
+        return None
+
+    def _fast_loop(self) -> None:
+        while not self._stop.is_set():
+            key = self._next_dirty()
+            if key is None:
+                return
+            try:
+                self.update(key)
+            except Exception as exc:  # keep the worker alive; the error is reported
+                self._record(RefreshEvent(key, "failed", FAST, 0, 0, 0.0, repr(exc)))
+            finally:
+                with self._lock:
+                    self.busy = False
+
+    def update(self, key: Hashable) -> Snapshot | None:
+        """One fast update of ``key`` (also callable directly, e.g. in tests and benchmarks)."""
+        started = time.monotonic()
+        state = self._state(key)
+        state.last_fast_at = started
+        if state.published_seq < 0:
+            # first look at this key since start: restore the stored snapshot, do not refit
+            latest = self.latest_fn(key)
+            if latest is not None:
+                state.fast = latest
+                state.published_seq = latest.last_seq
+                state.published_judgments = latest.num_judgments
+                state.nuts_judgments = latest.num_judgments
+        source = self.load_fn(key)
+        if source is None:
+            return None
+        with self._lock:
+            base, base_fresh = state.base, state.base_fresh
+        if source.last_seq <= state.published_seq and not base_fresh:
+            with self._lock:
+                state.pending = [p for p in state.pending if p[0] > source.last_seq]
+            return None
+        cfg = self.config
+        seed = (cfg.seed + source.num_judgments) % 2**31
+        snapshot = None
+        plan = plan_update(
+            cfg,
+            base_judgments=None if base is None else base.num_judgments,
+            num_judgments=source.num_judgments,
+            items_running=state.items_running,
+        )
+        if plan.refresh_items and base is not None:
+            self._start_items_refresh(key, base)
+        if plan.skills and base is not None:
+            init = None
+            if state.fast is not None and state.fast.mode is not None:
+                init = state.fast.mode["global"][: len(source.systems)]
+            snapshot = skill_snapshot(
+                base, source, init=init, num_draws=cfg.fast_num_draws, seed=seed
+            )
+            if snapshot is not None and snapshot.diagnostics.get("held_back"):
+                if base.num_judgments < cfg.items_sync_below:
+                    snapshot = None  # a full fit is cheap here: include everything now
+                else:
+                    self._start_items_refresh(key, base)  # new prompts: refit items now
+        new_base = None
+        if snapshot is None:
+            snapshot, new_base = self._fast_fit(source, state.fast)
+        if not snapshot.diagnostics.get("converged", True):
+            # an unconverged optimum is still published (it is the best guess) but says so,
+            # and the next update starts from the default, not from it
+            state.fast = None
+        version = self._publish(key, snapshot, started)
+        if version is None:
+            self._superseded(key, state, base, new_base, snapshot)
+            return None
+        snapshot = replace(snapshot, version=version)
+        with self._lock:
+            if base is state.base:
+                state.base_fresh = False
+            if new_base is not None or snapshot.diagnostics.get("update") != "skills":
+                state.base = (
+                    replace(new_base, snapshot=snapshot)
+                    if new_base is not None and cfg.skill_updates
+                    else None
+                )
+        if snapshot.diagnostics.get("converged", True):
+            state.fast = snapshot
+        return snapshot
+
+    def _superseded(
+        self,
+        key: Hashable,
+        state: KeyState,
+        base: SkillBase | None,
+        new_base: SkillBase | None,
+        snapshot: Snapshot,
+    ) -> None:
+        """Another writer stored newer judgments' snapshot first: go on from that one."""
+        latest = self.latest_fn(key)
+        with self._lock:
+            if base is state.base:
+                state.base_fresh = False
+            if new_base is not None and self.config.skill_updates:
+                # still a valid base (items of fewer judgments); version 0: never stored
+                state.base = replace(new_base, snapshot=replace(snapshot, version=0))
+            if latest is not None and latest.last_seq >= state.published_seq:
+                state.published_seq = latest.last_seq
+                state.published_judgments = latest.num_judgments
+                state.pending = [p for p in state.pending if p[0] > latest.last_seq]
+        if latest is not None:
+            state.fast = latest
+
+    def _fast_fit(
+        self, source: Source, previous: Snapshot | None
+    ) -> tuple[Snapshot, SkillBase | None]:
+        """A full MAP + Laplace fit of every judgment, warm-started from ``previous``."""
+        cfg = self.config
+        return fit_snapshot(  # type: ignore[return-value]
+            source.judgments,
+            dimension=source.dimension,
+            systems=source.systems,
+            config=stream_config(
+                "fast",
+                cell_effect=cfg.cell_effect,
+                num_draws=cfg.fast_num_draws,
+                seed=(cfg.seed + source.num_judgments) % 2**31,
+            ),
+            last_seq=source.last_seq,
+            previous=previous,
+            max_draws=cfg.snapshot_max_draws,
+            with_base=True,
+        )
+
+    def _start_items_refresh(self, key: Hashable, base: SkillBase) -> None:
+        """Refit everything (a new base) on a thread of its own; skill updates go on meanwhile."""
+        state = self._state(key)
+        with self._lock:
+            if state.items_running or self._stop.is_set():
+                return
+            state.items_running = True
+        thread = threading.Thread(
+            target=self._refresh_items, args=(key, base), name="refresh-items", daemon=True
+        )
+        self._item_threads = [t for t in self._item_threads if t.is_alive()] + [thread]
+        thread.start()
+
+    def _refresh_items(self, key: Hashable, base: SkillBase) -> None:
+        started = time.monotonic()
+        state = self._state(key)
+        try:
+            source = self.load_fn(key)
+            if source is None:
+                return
+            _, new_base = self._fast_fit(source, base.snapshot)
+            if new_base is None:
+                detail = "the full fit did not converge; the previous items stay"
+                self._record(
+                    RefreshEvent(key, "rejected", "items", 0, source.num_judgments, 0.0, detail)
+                )
+                return
+            with self._wake:
+                # an update published meanwhile may have started a newer base already
+                if state.base is None or state.base.num_judgments <= new_base.num_judgments:
+                    state.base = new_base
+                    state.base_fresh = True
+                    state.dirty = True
+                    self._wake.notify_all()
+            self._record(
+                RefreshEvent(
+                    key,
+                    "items",
+                    FAST,
+                    0,
+                    source.num_judgments,
+                    time.monotonic() - started,
+                )
+            )
+        except Exception as exc:  # keep the service alive; the error is reported
+            self._record(RefreshEvent(key, "failed", "items", 0, 0, 0.0, repr(exc)))
+        finally:
+            with self._lock:
+                state.items_running = False
+
+    def _nuts_loop(self) -> None:
+        while not self._stop.wait(0.2):
+            with self._lock:
+                now = time.monotonic()
+                due = [
+                    k for k, s in self._states.items() if nuts_due(s, now=now, config=self.config)
+                ]
+            for key in due:
+                if self._stop.is_set():
+                    return
+                try:
+                    self.refit(key)
+                except Exception as exc:
+                    self._record(RefreshEvent(key, "failed", FULL, 0, 0, 0.0, repr(exc)))
+
+    def refit(self, key: Hashable) -> Snapshot | None:
+        """One full NUTS refit of ``key``; published only when its diagnostics pass."""
+        started = time.monotonic()
+        state = self._state(key)
+        state.nuts_running = True
+        try:
+            source = self.load_fn(key)
+            if source is None:
+                return None
+            cfg = self.config
+            snapshot = fit_snapshot(
+                source.judgments,
+                dimension=source.dimension,
+                systems=source.systems,
+                config=stream_config(
+                    "nuts",
+                    cell_effect=cfg.cell_effect,
+                    num_chains=cfg.nuts_chains,
+                    num_warmup=cfg.nuts_warmup,
+                    num_samples=cfg.nuts_samples,
+                    seed=(cfg.seed + source.num_judgments) % 2**31,
+                ),
+                last_seq=source.last_seq,
+                max_draws=cfg.snapshot_max_draws,
+            )
+            diag = snapshot.diagnostics
+            max_rhat = diag.get("max_rhat")
+            passed = (max_rhat is None or max_rhat <= cfg.nuts_max_rhat) and int(
+                diag.get("num_divergences", 0)
+            ) <= cfg.nuts_max_divergences
+            snapshot = replace(snapshot, diagnostics={**diag, "passed": passed})
+            state.nuts_judgments = source.num_judgments
+            state.nuts_at = time.monotonic()
+            if not passed:
+                self._record(
+                    RefreshEvent(
+                        key,
+                        "rejected",
+                        FULL,
+                        0,
+                        source.num_judgments,
+                        time.monotonic() - started,
+                        f"max R-hat {max_rhat}, {diag.get('num_divergences')} divergences",
+                    )
+                )
+                return None
+            version = self._publish(key, snapshot, started)
+            return None if version is None else replace(snapshot, version=version)
+        finally:
+            state.nuts_running = False
+
+
+__all__ = [
+    "KeyState",
+    "RefreshEvent",
+    "Refresher",
+    "UpdatePlan",
+    "next_key",
+    "nuts_due",
+    "plan_update",
+]
