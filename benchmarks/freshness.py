@@ -9,9 +9,12 @@ worker). The worker records, for every batch, the time until a snapshot whose
 ``last_seq`` covers it was published. Prints p50/p95 and where the time of one
 fast update goes.
 
+With the default model (its prompt-by-comparison effect) every fast update is a
+full fit; ``--no-cell-effect`` measures the skill-only updates instead.
+
 Example:
     python benchmarks/freshness.py --judgments 10000
-    python benchmarks/freshness.py --judgments 100000 --profile
+    python benchmarks/freshness.py --judgments 100000 --profile --no-cell-effect
 """
 
 from __future__ import annotations
@@ -66,7 +69,8 @@ def profile_update(state, key: tuple[str, str]) -> dict:  # noqa: ANN001
 
     from adaptive.cells import build_cells
     from adaptive.fitting import model_data
-    from adaptive.streaming import encode_snapshot, remap_init, snapshot_from_posterior
+    from adaptive.snapshot import encode_snapshot, snapshot_from_posterior
+    from adaptive.streaming import remap_init
     from stan_free_models.inference import fit_laplace
 
     out: dict[str, float] = {}
@@ -107,13 +111,15 @@ def profile_update(state, key: tuple[str, str]) -> dict:  # noqa: ANN001
     out["store_snapshot_s"] = time.perf_counter() - t
 
     # the skill-only update (items held): its parts
-    from adaptive.streaming import encode_judgments, fit_snapshot, skill_snapshot, stream_config
+    from adaptive.skill_update import encode_judgments, skill_snapshot
+    from adaptive.streaming import fit_snapshot, stream_config
 
     _, base = fit_snapshot(
         source.judgments,
         dimension=source.dimension,
         systems=source.systems,
-        config=stream_config("fast", num_draws=500),
+        # skill-only updates need independent judgments: the model without the cell effect
+        config=stream_config("fast", num_draws=500, cell_effect=False),
         last_seq=source.last_seq,
         previous=previous,
         with_base=True,
@@ -154,6 +160,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="every fast update a full MAP + Laplace fit (no skill-only updates): the baseline",
     )
+    parser.add_argument(
+        "--no-cell-effect",
+        action="store_true",
+        help="fit without the default model's prompt-by-comparison effect (EVALSET_CELL_EFFECT="
+        "false), so that fast updates can be skill-only updates",
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
@@ -167,7 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     tmp = tempfile.TemporaryDirectory()
     url = args.database_url or f"sqlite:///{Path(tmp.name) / 'fresh.db'}"
     settings = Settings(
-        database_url=url, nuts=False, poll_seconds=3600, skill_updates=not args.full_updates
+        database_url=url,
+        nuts=False,
+        poll_seconds=3600,
+        skill_updates=not args.full_updates,
+        cell_effect=not args.no_cell_effect,
     )
     state = ServiceState.create(settings)
     project = f"fresh-{int(time.time())}"
@@ -240,8 +256,9 @@ def main(argv: list[str] | None = None) -> int:
         "comparisons": args.comparisons,
         "prompts": args.prompts,
         "systems": num_systems,
+        "cell_effect": not args.no_cell_effect,
         "fast_updates": "full"
-        if args.full_updates
+        if args.full_updates or not args.no_cell_effect
         else "skills (items refreshed in the background)",
         "batch": args.batch,
         "batches": args.batches,
