@@ -105,9 +105,6 @@ def simulate(
 # ------------------------------------------------------------------ measuring
 
 
-FIT_BYTES_PER_JUDGMENT = 14_000
-
-
 def available_bytes() -> int:
     with open("/proc/meminfo") as f:
         fields = dict(line.split(":", 1) for line in f)
@@ -175,6 +172,7 @@ def run_size(
     only: set[str],
     profile_path: str | None,
     replay_budget: int | None = None,
+    fit_bytes_per_judgment: float = 14_000,
 ) -> dict:
     """Every step at one size, in this process; returns the figures."""
     from adaptive.cells import build_cells
@@ -208,7 +206,7 @@ def run_size(
     snap = base = None
     # the fit's Hessian holds one (systems x judgments) block (measured: about 14 KB per
     # judgment with 200 systems); on a shared machine, refuse rather than swap or OOM-kill
-    need, free = FIT_BYTES_PER_JUDGMENT * num_judgments, available_bytes()
+    need, free = fit_bytes_per_judgment * num_judgments, available_bytes()
     if only & {"fit", "skill", "batch"} and need > 0.8 * free:
         out["fit_skipped"] = f"needs ~{need / 1e9:.0f} GB, {free / 1e9:.0f} GB available"
     elif only & {"fit", "skill", "batch"}:
@@ -342,6 +340,13 @@ def main(argv: list[str] | None = None) -> int:
         help="judgments per replayed seed (default 500: 5 batches of 100; 0: until the "
         "decisions close, as evalset replay does)",
     )
+    parser.add_argument(
+        "--fit-bytes-per-judgment",
+        type=float,
+        default=14_000,
+        help="the fast fit's expected memory per judgment (default 14000, measured); a size "
+        "whose fit would need more than 80%% of the available memory skips the fit (0: never)",
+    )
     parser.add_argument("--profile", help="cProfile the steps into this file (one size)")
     parser.add_argument("--json", help="also write the figures here")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # child: one size
@@ -354,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
             only=only,
             profile_path=args.profile,
             replay_budget=args.replay_budget or None,
+            fit_bytes_per_judgment=args.fit_bytes_per_judgment,
         )
         print(json.dumps(result))
         return 0
@@ -362,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     for size in [int(s) for s in args.sizes.split(",")]:
         cmd = [sys.executable, __file__, "--one", str(size), "--seeds", str(args.seeds)]
         cmd += ["--replay-budget", str(args.replay_budget)]
+        cmd += ["--fit-bytes-per-judgment", str(args.fit_bytes_per_judgment)]
         cmd += ["--only", args.only] + (["--profile", args.profile] if args.profile else [])
         done = subprocess.run(cmd, capture_output=True, text=True, cwd=Path(__file__).parents[1])
         if done.returncode != 0:
