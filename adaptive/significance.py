@@ -265,7 +265,9 @@ def net_effect(
     )
     delta = implied.delta
     components = posterior.info.get("components")
-    if components is None and posterior.info.get("mode_values") is not None:
+    if posterior.info.get("items_exact"):
+        components = None  # the draws are the posterior's: their mean is the estimate
+    elif components is None and posterior.info.get("mode_values") is not None:
         components = [
             {"start": 0, "stop": posterior.num_draws, "mode_values": posterior.info["mode_values"]}
         ]

@@ -218,3 +218,67 @@ def test_laplace_integrates_tau_when_cells_have_one_judgment():
     assert np.median(tau) > 0.3
     assert post.diagnostics.converged
     assert np.corrcoef(post.mean("theta"), truth.theta)[0, 1] > 0.8
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_item_prior_matches_the_models_potential(symmetric):
+    """The prior SIR weights with is the model's: differences of NumPyro's potential."""
+    import jax.numpy as jnp
+
+    from stan_free_models.conditional import item_log_prior
+
+    data = GRMData(
+        comparison=np.zeros(1, np.int64),
+        item=np.zeros(1, np.int64),
+        y=np.ones(1, np.int64),
+        weight=np.zeros(1),
+        num_comparisons=1,
+        num_items=3,
+        num_categories=5,
+    )
+    padded = pad_data(data)
+    static = inference._static_key(padded, 1.0, 2.0, symmetric)
+    potential = inference._potential_fn(static)
+    args = inference._dynamic_args(padded)
+    rng = np.random.default_rng(0)
+    size = 3 if symmetric else 5
+    items = [rng.normal(0, 0.7, (padded.num_items, size)).astype(np.float32) for _ in range(2)]
+    g = jnp.zeros(padded.num_comparisons)
+    u = [float(potential(inference._split_params(static, g, jnp.asarray(i)), *args)) for i in items]
+    lp = [float(item_log_prior(jnp.asarray(i), 1.0, 2.0, symmetric, 5)[0].sum()) for i in items]
+    assert lp[0] - lp[1] == pytest.approx(u[1] - u[0], abs=1e-3)
+
+
+def test_exact_item_draws_undo_a_misplaced_proposal():
+    """SIR from a proposal centred off the target lands on the target's mean."""
+    import jax
+
+    from stan_free_models.conditional import resample_items
+
+    # prompts without judgments: their conditional is the prior, log alpha ~ N(0, 1); the
+    # proposal has the thresholds roughly right and log alpha centred at 1
+    draws, num_items = 400, 8
+    mean = np.zeros((draws, num_items, 3))
+    mean[..., 0] = 1.0
+    mean[..., 1] = -1.0  # b1, then log(b2 - b1)
+    mean[..., 2] = 0.7
+    chol = np.broadcast_to(np.diag([0.8, 1.2, 0.5]), (draws, num_items, 3, 3))
+    items, ess = resample_items(
+        jax.random.PRNGKey(0),
+        np.zeros((draws, 8)),
+        np.zeros(draws),
+        mean,
+        chol,
+        np.zeros(8, np.int64),
+        np.zeros(8, np.int64),
+        np.zeros((8, 3)),
+        alpha_scale=1.0,
+        b_scale=2.0,
+        symmetric=False,
+        num_categories=3,
+        num_candidates=64,
+    )
+    log_alpha = items[..., 0].ravel()
+    assert abs(log_alpha.mean()) < 0.2  # the proposal's mean was 1
+    assert 0.8 < log_alpha.std() < 1.2
+    assert np.all((ess >= 1) & (ess <= 64))
