@@ -80,6 +80,8 @@ UNITS = ("prompt", "judgment")
 CORRECTIONS = ("bonferroni", "none")
 #: "needed" estimates beyond this many judgments are reported as out of sight (inf)
 NEEDED_HORIZON = 1_000_000
+#: e-values are reported up to exp(690) ~ 1e300, so that they stay finite (and JSON numbers)
+LOG_E_CAP = 690.0
 #: the optimistic need (:attr:`Decisions.needed_optimistic`) continues the counts with the
 #: leading side's share at this upper quantile of its Beta(1 + lead, 1 + trail) posterior
 OPTIMISM = 0.8
@@ -147,7 +149,8 @@ class Decisions(NamedTuple):
         net: Δ estimate from all the comparison's judgments: the mean over its
             prompts of each cell's mean signed judgment (:func:`net_preference`).
         cs_low, cs_high: anytime-valid confidence sequence for Δ (miss alpha_each / 2 each side).
-        e_b, e_a: current e-values against "B not better" / "A not better".
+        e_b, e_a: current e-values against "B not better" / "A not better"
+            (capped at exp(:data:`LOG_E_CAP`), about 1e300).
         num_obs: observations the decision used (one per prompt with unit=prompt).
         num_judgments: all judgments of the comparison.
         num_prompts: distinct prompts judged.
@@ -541,8 +544,8 @@ def decisions_of(state: DecisionState) -> Decisions:
         net=net,
         cs_low=low,
         cs_high=high,
-        e_b=np.exp(state.log_eb),
-        e_a=np.exp(state.log_ea),
+        e_b=np.exp(np.minimum(state.log_eb, LOG_E_CAP)),
+        e_a=np.exp(np.minimum(state.log_ea, LOG_E_CAP)),
         num_obs=state.n.copy(),
         num_judgments=state.num_judgments.copy(),
         num_prompts=num_prompts.astype(np.int64),

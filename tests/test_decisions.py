@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from adaptive.decisions import (
     DecisionRule,
     decide,
     decision_observations,
+    decision_rows,
     eb_confidence_sequence,
     log_sign_evalue,
     net_preference,
@@ -184,6 +186,16 @@ def test_the_optimistic_need_is_an_upper_bound_that_fades_with_data():
     assert ratio[0] < ratio[1] < ratio[2] < 1.0
     # with no lead at all the point estimate sees no closure soon; optimism still does
     assert np.isfinite(d.needed_optimistic[3]) and d.needed_optimistic[3] < d.needed[3]
+
+
+def test_overwhelming_evidence_stays_a_finite_json_number():
+    # 4,000 B-wins: the e-value's log passes 700, beyond a float's range
+    n = 4000
+    d = decide(np.zeros(n, int), np.arange(n), np.ones(n), 1)
+    assert d.outcome[0] == B_BETTER
+    assert np.isfinite(d.e_b).all() and np.isfinite(d.e_a).all() and d.e_b[0] > 1e299
+    rows = decision_rows(d, [("overall", "A", "B")])
+    json.dumps(rows, allow_nan=False)
 
 
 def test_a_decision_never_depends_on_other_comparisons_data():
