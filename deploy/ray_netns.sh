@@ -5,6 +5,7 @@
 #
 #   deploy/ray_netns.sh up               # namespaces NAME-head (10.77.0.1), NAME-work (10.77.0.2)
 #   deploy/ray_netns.sh exec CMD ...     # CMD on the head host, with RAY_ADDRESS=10.77.0.1:6379
+#                                        # (and the cluster's auth token)
 #   deploy/ray_netns.sh down             # stop every process of both hosts, remove them
 #
 # Environment: NETNS_NAME (default "evray", at most 13 characters: it also names the veth
@@ -29,6 +30,11 @@ ray_bin=${RAY_BIN:-$( [[ -x $here/.venv/bin/ray ]] && echo "$here/.venv/bin/ray"
 # short temp dirs: Ray's unix sockets live under them (108-byte path limit)
 head_tmp=/tmp/$name-head
 work_tmp=/tmp/$name-work
+# Ray >= 2.59 turns token authentication on by default for some clusters and reads
+# ~/.ray/auth_token when it exists: every process of the rehearsal (both hosts, the
+# driver, the state API) uses token auth with this cluster's own token instead
+token=/tmp/$name-token
+export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=$token
 
 stop_ns() {
     # every process in the namespace was started by this script (or runs under `exec`):
@@ -48,6 +54,7 @@ stop_ns() {
 
 case $cmd in
 up)
+    (umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > "$token")
     ip netns add "$head_ns"
     ip netns add "$work_ns"
     ip link add "$name-h" type veth peer name "$name-w"
@@ -75,7 +82,7 @@ exec)
 down)
     stop_ns "$work_ns"
     stop_ns "$head_ns"
-    rm -rf "$head_tmp" "$work_tmp"
+    rm -rf "$head_tmp" "$work_tmp" "$token"
     ;;
 *)
     echo "unknown command $cmd (up, exec, down)" >&2
