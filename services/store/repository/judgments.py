@@ -174,26 +174,22 @@ def add_judgments(
     last_seq = 0
     if new_rows:
         annotators = sorted({r["annotator_id"] for r in new_rows})
+        # one constant statement each, executed with many parameter sets: SQLAlchemy
+        # compiles it once per process ("insertmanyvalues" batches the rows, RETURNING
+        # included), where a .values([...]) of N rows was compiled anew for every batch
         conn.execute(
-            _insert(conn, t.annotators)
-            .values(
-                [
-                    {"project_id": project_id, "annotator_id": a, "created_at": now}
-                    for a in annotators
-                ]
-            )
-            .on_conflict_do_nothing()
+            _insert(conn, t.annotators).on_conflict_do_nothing(),
+            [{"project_id": project_id, "annotator_id": a, "created_at": now} for a in annotators],
         )
-        for chunk in _chunks(new_rows, 400):
-            stmt = (
-                _insert(conn, t.judgments)
-                .values([{**r, "project_id": project_id, "received_at": now} for r in chunk])
-                .on_conflict_do_nothing(index_elements=["project_id", "judgment_id"])
-                .returning(t.judgments.c.seq)
-            )
-            seqs = [int(s) for (s,) in conn.execute(stmt)]
-            inserted += len(seqs)
-            last_seq = max([last_seq, *seqs])
+        stmt = (
+            _insert(conn, t.judgments)
+            .on_conflict_do_nothing(index_elements=["project_id", "judgment_id"])
+            .returning(t.judgments.c.seq)
+        )
+        params = [{**r, "project_id": project_id, "received_at": now} for r in new_rows]
+        seqs = [int(s) for (s,) in conn.execute(stmt, params)]
+        inserted = len(seqs)
+        last_seq = max(seqs, default=0)
     return IngestResult(
         inserted=inserted,
         duplicates=len(rows) - inserted,
