@@ -189,9 +189,10 @@ def allocate(
     comps, prompts, reasons, needs = [], [], [], []
     tie_break = rng.random(num_c)
     picked: set[tuple[int, int]] = set()
+    # comparisons with something left to serve (only the picked one changes per pick)
+    lengths = np.array([len(o) for o in order], np.int64)
+    has = pos < lengths
     while len(comps) < size:
-        # drop comparisons with nothing left to serve
-        has = np.array([pos[c] < len(order[c]) for c in range(num_c)])
         if not has.any():
             break
         remaining = need - given
@@ -206,6 +207,7 @@ def allocate(
         left[c, p] -= 1
         if left[c, p] <= 0:
             pos[c] += 1
+            has[c] = pos[c] < lengths[c]
         repeat = judged[c, p] > 0 or (c, p) in picked
         picked.add((c, p))
         if targeted[c]:
