@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from adaptive.cells import build_cells  # noqa: E402
-from adaptive.data import read_judgments  # noqa: E402
+from adaptive.damr import read_ratings, to_pairwise  # noqa: E402
+from adaptive.data import read_judgments, validate_judgments  # noqa: E402
 from adaptive.decisions import DecisionRule  # noqa: E402
 from adaptive.replay import (  # noqa: E402
     ORACLE,
@@ -106,6 +107,14 @@ def main() -> int:
             label = f"real ai_teacher_test {dim} ({unit} unit)"
             settings.append((label, log, rule, args.seeds, 50))
         settings.append((f"real chateval_dbdc ({unit} unit)", dbdc, rule, args.seeds, 20))
+    # MRBench's graded tutor labels as pairs within each dialogue (adaptive.damr): one
+    # judgment per cell, so the prompt unit only
+    pairs = to_pairwise(read_ratings(data / "mrbench" / "ratings.csv"))
+    pairs = validate_judgments(pairs.drop("weight", "score_a", "score_b"))
+    for dim in ("Mistake_Identification", "Providing_Guidance", "Actionability"):
+        log = log_from_cells(build_cells(pairs, dimension=dim))
+        label = f"real mrbench {dim}, pairs from graded labels (prompt unit)"
+        settings.append((label, log, DecisionRule(), args.seeds, 50))
 
     truth = fit_truth(ncm)
     for unit, factor in (("prompt", 1), ("prompt", 4), ("judgment", 1), ("judgment", 4)):
