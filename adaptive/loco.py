@@ -210,7 +210,9 @@ def fit_items(
         num_items=data.num_prompts,
         num_categories=data.num_categories,
     )
-    post = fit_laplace(grm, rng_key=rng_key, num_draws=num_draws)
+    # the items' Gaussian draws suffice here (their means and the abilities are what LOCO
+    # uses); the exact conditional draws are for the net preference's intervals
+    post = fit_laplace(grm, rng_key=rng_key, num_draws=num_draws, exact_items=False)
     has_data = np.zeros(data.num_prompts, dtype=bool)
     has_data[data.cell_prompt[keep]] = True
     return ItemFit(
