@@ -47,6 +47,10 @@ class FitConfig:
     thresholds: str = "free"  # "free" (the paper's) or "symmetric" (theta = 0 means no preference)
     cell_effect: bool = False  # prompt-by-comparison effect: a cell's judgments are dependent
     tau_scale: float = DEFAULT_TAU_SCALE  # prior scale of that effect's sd
+    # fast path: integrate tau over a grid, and draw each prompt's parameters from their exact
+    # conditional (stan_free_models.inference.fit_laplace); both cost time, both calibrate Δ
+    integrate_tau: bool = True
+    exact_items: bool = True
     seed: int = 0
     progress: bool = False
 
@@ -146,6 +150,8 @@ def fit_cells(
             b_scale=config.b_scale,
             symmetric_thresholds=config.thresholds == "symmetric",
             tau_scale=config.tau_scale,
+            integrate_tau=config.integrate_tau,
+            exact_items=config.exact_items,
         )
     return fit_nuts(
         data,

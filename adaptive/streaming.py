@@ -64,12 +64,16 @@ def stream_config(method: str = "fast", **kwargs: Any) -> FitConfig:
     does not count as three independent prompts. Skill-only updates
     (:mod:`stan_free_models.incremental`) treat judgments as independent, so with the
     cell effect every batch gets a full fast fit instead (``cell_effect=False``
-    brings them back).
+    brings them back). A live snapshot draws the prompts' parameters from the Gaussian
+    (``exact_items=False``): the exact conditional draws cost minutes per update at
+    ten thousand judgments; tau is still integrated over its grid. ``evalset
+    significance`` on a file uses both.
     """
     from adaptive.fitting import FitConfig
 
     kwargs.setdefault("thresholds", "symmetric")
     kwargs.setdefault("cell_effect", True)
+    kwargs.setdefault("exact_items", False)
     return FitConfig(method=method, likelihood="judgment", parameterization="system", **kwargs)
 
 

@@ -87,6 +87,9 @@ def recommend_from_file(args: argparse.Namespace) -> list[dict]:
         parameterization=args.parameterization,
         num_draws=args.draws,
         seed=args.seed,
+        # the batch needs the decisions and the systems' order, not calibrated intervals
+        exact_items=False,
+        integrate_tau=False,
     )
     cells, posteriors = [], []
     for dim in dims:
