@@ -138,12 +138,14 @@ def _pairs(cells, camp):
 # ------------------------------------------------------------------ slow: calibration
 
 
-def _campaign_rows(kind: str, seed: int, fraction: float, method: str = "fast"):
+def _campaign_rows(
+    kind: str, seed: int, fraction: float, method: str = "fast", exact_items: bool = True
+):
     from calibration import campaign, subsample
 
     camp = campaign(kind, seed, 20, 200)
     frame = subsample(pl.DataFrame(camp.rows), fraction, seed)
-    config = preset_config("default", method=method, num_draws=1000)
+    config = preset_config("default", method=method, num_draws=1000, exact_items=exact_items)
     result = analyze(frame, config=config, group_redundant=False)
     rows = compare(result.posterior, result.cells, effect=not kind.startswith("null"))
     cells = result.cells
@@ -162,8 +164,13 @@ def test_null_campaigns_rarely_get_an_adjusted_flag(fraction):
     and the default model's posterior alone 46% at 15% (docs/statistics.md); a 5% rate
     gives at most 1 of 12 with probability 0.88.
     """
+    # the verdict reads theta's posterior and the data, which the exact item draws (for Δ's
+    # intervals, and slow) do not change: they are left out here to keep the suite's time
     flagged = sum(
-        any(r["significant_adjusted"] for r in _campaign_rows("null-asym", seed, fraction)[0])
+        any(
+            r["significant_adjusted"]
+            for r in _campaign_rows("null-asym", seed, fraction, exact_items=False)[0]
+        )
         for seed in range(100, 112)
     )
     assert flagged <= 1
@@ -172,11 +179,11 @@ def test_null_campaigns_rarely_get_an_adjusted_flag(fraction):
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["paper", "varied"])
 def test_net_preference_intervals_cover_and_a_sparse_snapshot_does_not_exaggerate(kind):
-    """5 campaigns (100 comparisons) at 100% and 5% of the data."""
+    """3 campaigns (60 comparisons) at 100% and 5% of the data."""
     cover, absz = {}, {}
     for fraction in (1.0, 0.05):
         hits, zs = [], []
-        for seed in range(200, 205):
+        for seed in range(200, 203):
             rows, truth = _campaign_rows(kind, seed, fraction)
             est = np.array([r["net_preference"] for r in rows])
             sd = np.array([r["net_sd"] for r in rows])
