@@ -18,27 +18,22 @@ from collections import OrderedDict
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
-import jax
-import numpy as np
 from fastapi import APIRouter, Header
 from pydantic import BaseModel, ConfigDict, Field
 
-from adaptive.recommend import (
-    DEFAULT_BURN_IN,
-    REASON_CODES,
-    SHOW_A,
-    CellState,
-    DimensionDraws,
-    Request,
-    Snapshot,
-    adjacent_comparisons,
-    recommend,
-    snapshot_from_draws,
-    tier_comparisons,
-)
+from adaptive.recommend import DEFAULT_BURN_IN, CellState, Request, Snapshot
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError, error_responses
-from services.cells import annotatable_cells
+from services.recommend_adapter import (
+    CellNames,
+    NamedFit,
+    UnknownName,
+    cell_state,
+    hold_leased,
+    prepare,
+    recommend_named,
+    targets,
+)
 from services.schemas import Id, Name
 from services.store import repository as repo
 from services.store.validation import id_problem
@@ -160,88 +155,45 @@ def _prepare(state, project_id: str, dims: list[str], seed: int) -> tuple[Snapsh
     with state.store.read() as conn:
         systems = [r["system_id"] for r in repo.list_systems(conn=conn, project_id=project_id)]
         prompt_rows = repo.list_prompts(conn=conn, project_id=project_id)
-        prompts = [r["prompt_id"] for r in prompt_rows]
         rows = {
             d: repo.fetch_judgments(conn=conn, project_id=project_id, dimension=d) for d in snaps
         }
     key = (
         project_id,
-        tuple((d, s.version) for d, s in snaps.items()),
-        tuple(len(r) for r in rows.values()),
+        tuple((d, s.version) for d, s in sorted(snaps.items())),
+        tuple(len(r) for _, r in sorted(rows.items())),
         seed,
     )
     with _CACHE_LOCK:
         if key in _CACHE:
             _CACHE.move_to_end(key)
             return _CACHE[key]
-    for s in snaps.values():
-        systems += [x for x in s.systems if x not in systems]
-        prompts += [x for x in s.items if x not in prompts]
-    sys_index = {s: i for i, s in enumerate(systems)}
-    prompt_index = {p: i for i, p in enumerate(prompts)}
-    rng = np.random.default_rng(seed)
-    blocks, names, versions = [], [], []
-    for d, snap in snaps.items():
-        # every pair of known systems is a candidate comparison; pairs the
-        # snapshot compared keep its orientation, the per-system skill gives
-        # the others (systems it never saw get prior draws)
-        oriented = {
-            frozenset((snap.systems[a], snap.systems[b])): (snap.systems[a], snap.systems[b])
-            for a, b in zip(snap.pair_a, snap.pair_b)
-        }
-        pairs = [
-            oriented.get(frozenset((a, b)), (a, b))
-            for i, a in enumerate(systems)
-            for b in systems[i + 1 :]
-        ]
-        skill = rng.normal(0.0, 1.0, size=(snap.num_draws, len(systems)))
-        skill[:, [sys_index[s] for s in snap.systems]] = snap.skill
-        pa = np.array([sys_index[a] for a, _ in pairs], np.int64)
-        pb = np.array([sys_index[b] for _, b in pairs], np.int64)
-        comp_of = {}
-        for c, (a, b) in enumerate(pairs):
-            comp_of[(a, b)] = (c, 1.0)
-            comp_of[(b, a)] = (c, -1.0)
-        j_comp, j_prompt, j_signed = [], [], []
-        for r in rows[d]:
-            hit = comp_of.get((r["system_a"], r["system_b"]))
-            if hit is None or r["item_id"] not in prompt_index:
-                continue
-            raw = {"a": -1.0, "b": 1.0}.get(r["winner"], 0.0)
-            j_comp.append(hit[0])
-            j_prompt.append(prompt_index[r["item_id"]])
-            j_signed.append(raw * hit[1])
-        blocks.append(
-            DimensionDraws(
-                dimension=d,
-                theta=skill[:, pb] - skill[:, pa],
-                pair_a=pa,
-                pair_b=pb,
-                skill=skill,
-                judgment_comparison=np.asarray(j_comp, np.int64),
-                judgment_prompt=np.asarray(j_prompt, np.int64),
-                judgment_signed=np.asarray(j_signed, np.float64),
-            )
-        )
-        names += [(d, a, b) for a, b in pairs]
-        versions.append(snap.version)
-    snapshot = snapshot_from_draws(
-        blocks,
-        num_prompts=len(prompts),
-        num_systems=len(systems),
-        version=int(sum(versions)),
+    # every pair of known systems is a candidate comparison; pairs a snapshot
+    # compared keep its orientation, the per-system skill gives the others
+    # (systems it never saw get prior draws)
+    snapshot, names = prepare(
+        [NamedFit(d, s.systems, s.pair_a, s.pair_b, None, s.skill) for d, s in snaps.items()],
+        rows,
+        systems=[*systems, *(x for s in snaps.values() for x in s.systems)],
+        prompts=[
+            *(r["prompt_id"] for r in prompt_rows),
+            *(x for s in snaps.values() for x in s.items),
+        ],
+        all_pairs=True,
+        prior_seed=seed,
     )
     responses = {
         (r["prompt_id"], system): text
         for r in prompt_rows
         for system, text in (r.get("responses") or {}).items()
     }
+    cells, _ = cell_state(
+        names, (r for d in names.dimensions for r in rows[d]), responses=responses
+    )
     maps = {
-        "systems": systems,
-        "prompts": prompts,
-        "comparisons": names,
-        "annotatable": annotatable_cells(names, prompts, responses),
-        "versions": dict(zip(snaps, versions)),
+        "names": names,
+        "cells": cells,
+        "versions": {d: snaps[d].version for d in names.dimensions},
         "rows": rows,
     }
     with _CACHE_LOCK:
@@ -292,93 +244,40 @@ def next_batch(
     if unknown:
         raise ApiError(404, "not_found", f"unknown dimension(s) {unknown}; the project has {known}")
     snapshot, maps = _prepare(state, project_id, list(dims), body.seed)
-    comps = maps["comparisons"]
-    comp_index = {name: i for i, name in enumerate(comps)}
-    prompt_index = {p: i for i, p in enumerate(maps["prompts"])}
-    num_c, num_p = snapshot.num_comparisons, snapshot.num_prompts
-
-    def locate(dim: str, item: str, a: str, b: str) -> tuple[int, int, bool] | None:
-        if item not in prompt_index:
-            return None
-        if (dim, a, b) in comp_index:
-            return comp_index[(dim, a, b)], prompt_index[item], False
-        if (dim, b, a) in comp_index:
-            return comp_index[(dim, b, a)], prompt_index[item], True
-        return None
-
+    names: CellNames = maps["names"]
     now = _now()
-    cells = CellState.open(num_c, num_p)._replace(annotatable=maps["annotatable"])
-    exclude = np.zeros((num_c, num_p), bool) if body.annotator_id else None
-    for dim, rows in maps["rows"].items():
-        for r in rows:
-            hit = locate(dim, r["item_id"], r["system_a"], r["system_b"])
-            if hit is None:
-                continue
-            c, p, flipped = hit
-            if r.get("shown_first") in ("a", "b"):
-                side_a = (r["shown_first"] == "a") != flipped
-                (cells.shown_a if side_a else cells.shown_b)[c, p] += 1
-            if exclude is not None and r["annotator_id"] == body.annotator_id:
-                exclude[c, p] = True
-    targets = None
-    if body.targets:
-        targets = []
-        for a, b in body.targets:
-            hits = [i for i, (d, x, y) in enumerate(comps) if {x, y} == {a, b} and d in dims]
-            if not hits:
-                raise ApiError(404, "not_found", f"no comparison of {a!r} and {b!r}")
-            targets += hits
-    if body.adjacent:
-        targets = list(targets or []) + list(adjacent_comparisons(snapshot))
-    if body.tier:
-        unknown_sys = sorted(set(body.tier) - set(maps["systems"]))
-        if unknown_sys:
-            raise ApiError(404, "not_found", f"unknown system(s) {unknown_sys} in the tier")
-        members = [maps["systems"].index(x) for x in body.tier]
-        targets = list(targets or []) + list(tier_comparisons(snapshot, members))
-    dim_ids = [i for i, d in enumerate(maps["versions"]) if d in dims]
+    cells: CellState = maps["cells"]
+    exclude = None
+    if body.annotator_id:
+        own = (r for d in names.dimensions for r in maps["rows"][d])
+        _, exclude = cell_state(names, own, annotator=body.annotator_id)
+    try:
+        chosen = targets(
+            snapshot,
+            names,
+            pairs=body.targets or (),
+            adjacent=body.adjacent,
+            tier=body.tier or (),
+            dimensions=dims,
+        )
+    except UnknownName as exc:
+        raise ApiError(404, "not_found", exc.args[0]) from exc
     request = Request(
         size=body.size,
-        targets=tuple(sorted(set(targets))) if targets is not None else None,
+        targets=chosen,
         exclude=exclude,
-        dimensions=tuple(dim_ids),
+        dimensions=tuple(i for i, d in enumerate(names.dimensions) if d in dims),
         burn_in=body.burn_in,
         max_per_cell=1,
     )
-    rng_key = jax.random.fold_in(jax.random.PRNGKey(body.seed), snapshot.version)
 
     def choose(leased: list[dict]) -> list[dict]:
         """The batch given the cells other annotators hold now."""
-        held = cells._replace(
-            available=cells.available.copy(),
-            shown_a=cells.shown_a.copy(),
-            shown_b=cells.shown_b.copy(),
-        )
-        for cell in leased:
-            hit = locate(cell["dimension"], cell["item_id"], cell["system_a"], cell["system_b"])
-            if hit is None:
-                continue
-            c, p, flipped = hit
-            held.available[c, p] = 0  # out with an annotator until the lease expires
-            side_a = (cell["shown_first"] == "a") != flipped
-            (held.shown_a if side_a else held.shown_b)[c, p] += 1
-        batch, _ = recommend(rng_key, snapshot, held, request)
-        out = []
-        for k in range(len(batch)):
-            dim, a, b = comps[int(batch.comparison[k])]
-            out.append(
-                {
-                    "item_id": maps["prompts"][int(batch.prompt[k])],
-                    "system_a": a,
-                    "system_b": b,
-                    "dimension": dim,
-                    "shown_first": "a" if batch.shown_first[k] == SHOW_A else "b",
-                    "reason": REASON_CODES[int(batch.reason[k])],
-                    "needed": int(batch.need[k]) if np.isfinite(batch.need[k]) else None,
-                    "snapshot_version": int(maps["versions"][dim]),
-                }
-            )
-        return out
+        held = hold_leased(cells, names, leased)
+        batch, _ = recommend_named(body.seed, snapshot, names, held, request)
+        return [
+            {**cell, "snapshot_version": int(maps["versions"][cell["dimension"]])} for cell in batch
+        ]
 
     # Choose outside any write transaction (a first call compiles), then store the lease
     # under the project's lease lock if the active leases are still those it was chosen

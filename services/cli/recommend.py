@@ -45,22 +45,19 @@ def _side_table(path: Path, key: tuple[str, ...], value: str) -> dict:
 
 def recommend_from_file(args: argparse.Namespace) -> list[dict]:
     """Fit each dimension of a judgments file (fast path) and recommend a batch."""
-    import numpy as np
-
     from adaptive.cells import build_cells
     from adaptive.data import filter_judgments, read_judgments
     from adaptive.fitting import FitConfig, fit_cells
-    from adaptive.recommend import (
-        REASON_CODES,
-        CellState,
-        Request,
-        adjacent_comparisons,
-        recommend,
-        snapshot_from_posteriors,
-        tier_comparisons,
-    )
-    from services.cells import annotatable_cells
+    from adaptive.recommend import Request
     from services.cli.decisions import rule_from_args
+    from services.recommend_adapter import (
+        NamedFit,
+        UnknownName,
+        cell_state,
+        prepare,
+        recommend_named,
+        targets,
+    )
 
     judgments = read_judgments(args.data)
     if args.dimension:
@@ -79,8 +76,6 @@ def recommend_from_file(args: argparse.Namespace) -> list[dict]:
             f"note: no responses ({folder / 'responses.csv'} with columns item_id, system, "
             "response); the response columns of the tasks are empty"
         )
-    prompts = list(dict.fromkeys(judgments["item_id"].to_list()))
-    systems = list(dict.fromkeys(judgments["system_a"].to_list() + judgments["system_b"].to_list()))
     config = FitConfig(
         method="fast",
         likelihood="judgment",
@@ -91,91 +86,60 @@ def recommend_from_file(args: argparse.Namespace) -> list[dict]:
         exact_items=False,
         integrate_tau=False,
     )
-    cells, posteriors = [], []
+    fits = []
     for dim in dims:
         cd = build_cells(judgments, dimension=dim)
         if not args.quiet:
             log(f"fitting {dim!r}: {cd.num_comparisons} comparisons, {cd.num_judgments} judgments")
-        cells.append(cd)
-        posteriors.append(fit_cells(cd, config))
-    snapshot, maps = snapshot_from_posteriors(
-        posteriors,
-        cells,
-        prompts=prompts,
-        systems=systems,
-        version=0,
+        post = fit_cells(cd, config)
+        skill = post.flat("skill") if "skill" in post.draws else None
+        fits.append(NamedFit(dim, cd.systems, cd.pair_a, cd.pair_b, post.flat("theta"), skill))
+    rows = list(judgments.iter_rows(named=True))
+    snapshot, names = prepare(
+        fits,
+        {dim: [r for r in rows if r["dimension"] == dim] for dim in dims},
+        systems=[s for r in rows for s in (r["system_a"], r["system_b"])],
+        prompts=[r["item_id"] for r in rows],
         rule=rule_from_args(args),
     )
-    comp_index = {name: i for i, name in enumerate(maps["comparisons"])}
-    num_c, num_p = snapshot.num_comparisons, snapshot.num_prompts
-    prompt_index = {p: i for i, p in enumerate(prompts)}
-
-    # cell state: shown-first counts from the data (when recorded), annotator's cells
-    state = CellState.open(num_c, num_p)._replace(
-        annotatable=annotatable_cells(maps["comparisons"], prompts, responses)
-    )
-    exclude = np.zeros((num_c, num_p), bool) if args.annotator else None
-    oriented = []
-    for row in judgments.iter_rows(named=True):
-        key = (row["dimension"], row["system_a"], row["system_b"])
-        flipped = key not in comp_index
-        c = comp_index[(row["dimension"], row["system_b"], row["system_a"]) if flipped else key]
-        oriented.append((c, prompt_index[row["item_id"]], flipped, row))
-    for c, p, flipped, row in oriented:
-        shown = row.get("shown_first")
-        if shown in ("a", "b"):
-            side_a = (shown == "a") != flipped
-            (state.shown_a if side_a else state.shown_b)[c, p] += 1
-        if exclude is not None and row["annotator_id"] == args.annotator:
-            exclude[c, p] = True
-
-    targets = None
-    named = _pairs(args.targets)
-    if named:
-        targets = []
-        for a, b in named:
-            hits = [i for (d, x, y), i in comp_index.items() if {x, y} == {a, b} and (d in dims)]
-            if not hits:
-                raise CliError(f"no comparison of {a!r} and {b!r} in the data")
-            targets += hits
-    if args.adjacent:
-        targets = list(targets or []) + list(adjacent_comparisons(snapshot))
-    if args.tier:
-        members = [s.strip() for s in args.tier.split(",") if s.strip()]
-        unknown = sorted(set(members) - set(systems))
-        if unknown:
-            raise CliError(f"unknown systems in --tier: {unknown}")
-        idx = [systems.index(s) for s in members]
-        targets = list(targets or []) + list(tier_comparisons(snapshot, idx))
+    state, exclude = cell_state(names, rows, responses=responses, annotator=args.annotator)
+    try:
+        chosen = targets(
+            snapshot,
+            names,
+            pairs=_pairs(args.targets),
+            adjacent=args.adjacent,
+            tier=[s.strip() for s in (args.tier or "").split(",") if s.strip()],
+        )
+    except UnknownName as exc:
+        raise CliError(exc.args[0]) from exc
     request = Request(
         size=args.size,
-        targets=tuple(sorted(set(targets))) if targets is not None else None,
+        targets=chosen,
         exclude=exclude,
         burn_in=args.burn_in,
         allow_repeats=args.unit == "judgment",
         max_per_cell=1 if args.annotator else args.max_per_cell,
     )
-    batch, info = recommend(args.seed, snapshot, state, request)
+    batch, info = recommend_named(args.seed, snapshot, names, state, request)
     if not args.quiet:
         log(
             f"{len(batch)} tasks from {info.num_candidates} candidate cells; "
-            f"{int(info.decided.sum())}/{num_c} comparisons closed (they get no task unless "
-            f"named); {info.unannotatable} cells cannot be annotated (a missing or identical "
-            f"response) and are never served"
+            f"{int(info.decided.sum())}/{snapshot.num_comparisons} comparisons closed (they get "
+            f"no task unless named); {info.unannotatable} cells cannot be annotated (a missing "
+            f"or identical response) and are never served"
         )
         if len(batch) < args.size:
             log(f"note: only {len(batch)} of {args.size} tasks: no other open, annotatable cell")
-    rows = []
-    for k in range(len(batch)):
-        c, p = int(batch.comparison[k]), int(batch.prompt[k])
-        dim, a, b = maps["comparisons"][c]
-        item = prompts[p]
-        first, second = (a, b) if batch.shown_first[k] == 0 else (b, a)
-        rows.append(
+    out = []
+    for k, cell in enumerate(batch):
+        item, a, b = cell["item_id"], cell["system_a"], cell["system_b"]
+        first, second = (a, b) if cell["shown_first"] == "a" else (b, a)
+        out.append(
             {
                 "task_id": f"t{k + 1:05d}",
                 "item_id": item,
-                "dimension": dim,
+                "dimension": cell["dimension"],
                 "prompt": prompt_text.get((item,), ""),
                 "system_first": first,
                 "response_first": responses.get((item, first), ""),
@@ -183,12 +147,12 @@ def recommend_from_file(args: argparse.Namespace) -> list[dict]:
                 "response_second": responses.get((item, second), ""),
                 "system_a": a,
                 "system_b": b,
-                "shown_first": "a" if batch.shown_first[k] == 0 else "b",
-                "reason": REASON_CODES[int(batch.reason[k])],
-                "needed": None if not np.isfinite(batch.need[k]) else int(batch.need[k]),
+                "shown_first": cell["shown_first"],
+                "reason": cell["reason"],
+                "needed": cell["needed"],
             }
         )
-    return rows
+    return out
 
 
 def recommend_from_project(args: argparse.Namespace) -> list[dict]:
