@@ -111,7 +111,7 @@ _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 16
 
 
-def _public(lease: dict, replayed: bool) -> NextBatchPublic:
+def _public(lease: repo.LeaseRow, replayed: bool) -> NextBatchPublic:
     return NextBatchPublic(
         lease_id=lease["lease_id"],
         idempotency_key=lease["idempotency_key"],
@@ -129,7 +129,7 @@ def _request_hash(body: NextBatchCreate) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
-def _replay(lease: dict, key: str, fingerprint: str) -> NextBatchPublic:
+def _replay(lease: repo.LeaseRow, key: str, fingerprint: str) -> NextBatchPublic:
     """The stored batch of ``key``, if it was stored for this same request (else a 422)."""
     stored = lease.get("request_hash")
     if stored is not None and stored != fingerprint:
@@ -271,12 +271,13 @@ def next_batch(
         max_per_cell=1,
     )
 
-    def choose(leased: list[dict]) -> list[dict]:
+    def choose(leased: list[repo.LeasedCellRow]) -> list[repo.LeasedCellRow]:
         """The batch given the cells other annotators hold now."""
         held = hold_leased(cells, names, leased)
         batch, _ = recommend_named(body.seed, snapshot, names, held, request)
         return [
-            {**cell, "snapshot_version": int(maps["versions"][cell["dimension"]])} for cell in batch
+            repo.LeasedCellRow(**cell, snapshot_version=int(maps["versions"][cell["dimension"]]))
+            for cell in batch
         ]
 
     # Choose outside any write transaction (a first call compiles), then store the lease

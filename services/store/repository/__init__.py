@@ -5,7 +5,7 @@ that a caller's whole request is one transaction. One module per concern:
 :mod:`.projects` (projects and tokens), :mod:`.events` (re-estimation events),
 :mod:`.catalogue` (systems, prompts, dimensions), :mod:`.judgments`,
 :mod:`.snapshots`, :mod:`.leases` (the next-batch recommender's); what they
-share is in :mod:`._common`. Callers import the package
+share is in :mod:`._common`, the row shapes they return in :mod:`.rows`. Callers import the package
 (``from services.store import repository as repo``).
 """
 
@@ -62,6 +62,18 @@ from services.store.repository.projects import (
     revoke_token,
     token_id,
 )
+from services.store.repository.rows import (
+    DimensionRow,
+    EventRow,
+    JudgmentRow,
+    LeasedCellRow,
+    LeaseRow,
+    ProjectRow,
+    PromptRow,
+    SnapshotMeta,
+    SystemRow,
+    TokenRow,
+)
 from services.store.repository.snapshots import (
     latest_snapshot_meta,
     list_snapshots,
@@ -72,10 +84,20 @@ from services.store.repository.snapshots import (
 
 __all__ = [
     "CHUNK",
+    "DimensionRow",
+    "EventRow",
     "IngestResult",
     "JUDGMENTS_CHANNEL",
     "JUDGMENT_FIELDS",
+    "JudgmentRow",
+    "LeaseRow",
+    "LeasedCellRow",
+    "ProjectRow",
+    "PromptRow",
+    "SnapshotMeta",
     "StoreError",
+    "SystemRow",
+    "TokenRow",
     "active_leased_cells",
     "add_events",
     "add_judgments",

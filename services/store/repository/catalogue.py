@@ -14,6 +14,7 @@ from services.store.repository._common import (
     check_rows,
     utcnow,
 )
+from services.store.repository.rows import DimensionRow, PromptRow, SystemRow
 
 
 def _upsert(
@@ -101,27 +102,27 @@ def upsert_dimensions(
     return _upsert(conn, t.dimensions, "dimension_id", rows, ["description"])
 
 
-def list_systems(*, conn: Connection, project_id: str) -> list[dict]:
+def list_systems(*, conn: Connection, project_id: str) -> list[SystemRow]:
     rows = conn.execute(
         select(t.systems.c.system_id, t.systems.c.description)
         .where(t.systems.c.project_id == project_id)
         .order_by(t.systems.c.system_id)
     )
-    return [r._asdict() for r in rows]
+    return [SystemRow(system_id=r.system_id, description=r.description) for r in rows]
 
 
-def list_dimensions(*, conn: Connection, project_id: str) -> list[dict]:
+def list_dimensions(*, conn: Connection, project_id: str) -> list[DimensionRow]:
     rows = conn.execute(
         select(t.dimensions.c.dimension_id, t.dimensions.c.description)
         .where(t.dimensions.c.project_id == project_id)
         .order_by(t.dimensions.c.dimension_id)
     )
-    return [r._asdict() for r in rows]
+    return [DimensionRow(dimension_id=r.dimension_id, description=r.description) for r in rows]
 
 
 def list_prompts(
     *, conn: Connection, project_id: str, offset: int = 0, limit: int | None = None
-) -> list[dict]:
+) -> list[PromptRow]:
     stmt = (
         select(t.prompts.c.prompt_id, t.prompts.c.text, t.prompts.c.responses)
         .where(t.prompts.c.project_id == project_id)
@@ -130,7 +131,10 @@ def list_prompts(
     )
     if limit is not None:
         stmt = stmt.limit(limit)
-    return [r._asdict() for r in conn.execute(stmt)]
+    return [
+        PromptRow(prompt_id=r.prompt_id, text=r.text, responses=r.responses)
+        for r in conn.execute(stmt)
+    ]
 
 
 def count_prompts(*, conn: Connection, project_id: str) -> int:

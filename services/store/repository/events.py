@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 from sqlalchemy import Connection, func, select
 
@@ -10,6 +11,7 @@ from services.store import tables as t
 from services.store.repository._common import (
     as_utc,
 )
+from services.store.repository.rows import EventRow
 
 
 def add_events(*, conn: Connection, events: Sequence[dict]) -> None:
@@ -20,7 +22,7 @@ def add_events(*, conn: Connection, events: Sequence[dict]) -> None:
 
 def list_events(
     *, conn: Connection, project_id: str, after_seq: int = 0, limit: int = 200
-) -> list[dict]:
+) -> list[EventRow]:
     """The project's events after ``after_seq``, oldest first."""
     rows = conn.execute(
         select(t.events)
@@ -30,7 +32,7 @@ def list_events(
     )
     out = []
     for r in rows:
-        d = r._asdict()
+        d = cast(EventRow, r._asdict())
         d["created_at"] = as_utc(d["created_at"])
         out.append(d)
     return out

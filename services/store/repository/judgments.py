@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Connection, func, select, text
 
@@ -23,6 +23,7 @@ from services.store.repository.catalogue import (
     upsert_prompts,
     upsert_systems,
 )
+from services.store.repository.rows import JudgmentRow
 from services.store.validation import row_problems
 
 
@@ -243,7 +244,7 @@ def fetch_judgments(
     dimension: str | None = None,
     after_seq: int = 0,
     limit: int | None = None,
-) -> list[dict]:
+) -> list[JudgmentRow]:
     """Judgments in arrival order (with ``seq``), optionally after a sequence number."""
     cols = [t.judgments.c.seq] + [t.judgments.c[k] for k in JUDGMENT_FIELDS]
     stmt = (
@@ -255,7 +256,7 @@ def fetch_judgments(
         stmt = stmt.where(t.judgments.c.dimension == dimension)
     if limit is not None:
         stmt = stmt.limit(limit)
-    return [r._asdict() for r in conn.execute(stmt)]
+    return [cast(JudgmentRow, r._asdict()) for r in conn.execute(stmt)]
 
 
 def fetch_judgment_columns(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
+from typing import cast
 
 from sqlalchemy import Connection, and_, select, text
 
@@ -14,6 +16,7 @@ from services.store.repository._common import (
     check_rows,
     utcnow,
 )
+from services.store.repository.rows import LeasedCellRow, LeaseRow
 
 
 def _transaction_lock(conn: Connection, key: str) -> None:
@@ -38,12 +41,12 @@ def create_lease(
     project_id: str,
     idempotency_key: str,
     annotator_id: str,
-    cells: list,
+    cells: Sequence[LeasedCellRow],
     expires_at: datetime,
     now: datetime | None = None,
     lease_id: str | None = None,
     request_hash: str | None = None,
-) -> dict:
+) -> LeaseRow:
     """Lease cells to an annotator; the same ``idempotency_key`` returns the first lease."""
     check_rows(
         [{"idempotency_key": idempotency_key, "annotator_id": annotator_id}],
@@ -56,7 +59,7 @@ def create_lease(
         "project_id": project_id,
         "idempotency_key": idempotency_key,
         "annotator_id": annotator_id,
-        "cells": cells,
+        "cells": list(cells),
         "created_at": now or utcnow(),
         "expires_at": expires_at,
         "request_hash": request_hash,
@@ -72,7 +75,7 @@ def create_lease(
     return lease
 
 
-def get_lease_by_key(*, conn: Connection, project_id: str, idempotency_key: str) -> dict | None:
+def get_lease_by_key(*, conn: Connection, project_id: str, idempotency_key: str) -> LeaseRow | None:
     row = conn.execute(
         select(t.leases).where(
             t.leases.c.project_id == project_id, t.leases.c.idempotency_key == idempotency_key
@@ -80,15 +83,15 @@ def get_lease_by_key(*, conn: Connection, project_id: str, idempotency_key: str)
     ).first()
     if row is None:
         return None
-    out = row._asdict()
+    out = cast(LeaseRow, row._asdict())
     out["created_at"] = as_utc(out["created_at"])
     out["expires_at"] = as_utc(out["expires_at"])
     return out
 
 
-def active_leased_cells(*, conn: Connection, project_id: str, now: datetime) -> list:
+def active_leased_cells(*, conn: Connection, project_id: str, now: datetime) -> list[LeasedCellRow]:
     """Cells of every lease of the project that has not expired at ``now`` (flattened)."""
-    cells: list = []
+    cells: list[LeasedCellRow] = []
     for (value,) in conn.execute(
         select(t.leases.c.cells).where(
             and_(t.leases.c.project_id == project_id, t.leases.c.expires_at > now)

@@ -18,6 +18,7 @@ from services.store.repository._common import (
     utcnow,
 )
 from services.store.repository.catalogue import upsert_dimensions
+from services.store.repository.rows import ProjectRow, TokenRow
 
 
 def create_project(
@@ -28,7 +29,7 @@ def create_project(
     description: str = "",
     dimensions: Sequence[dict] = (),
     now: datetime | None = None,
-) -> dict:
+) -> ProjectRow:
     """Create a project and its dimensions; ``project_exists`` if the id is taken."""
     now = now or utcnow()
     check_rows(
@@ -38,7 +39,7 @@ def create_project(
         optional_ids=("name",),
         texts=("description",),
     )
-    row = {"project_id": project_id, "name": name, "description": description, "created_at": now}
+    row = ProjectRow(project_id=project_id, name=name, description=description, created_at=now)
     stmt = (
         _insert(conn, t.projects)
         .values(**row)
@@ -52,9 +53,16 @@ def create_project(
     return row
 
 
-def get_project(*, conn: Connection, project_id: str) -> dict | None:
+def get_project(*, conn: Connection, project_id: str) -> ProjectRow | None:
     row = conn.execute(select(t.projects).where(t.projects.c.project_id == project_id)).first()
-    return None if row is None else {**row._asdict(), "created_at": as_utc(row.created_at)}
+    if row is None:
+        return None
+    return ProjectRow(
+        project_id=row.project_id,
+        name=row.name,
+        description=row.description,
+        created_at=as_utc(row.created_at),
+    )
 
 
 def list_project_ids(*, conn: Connection) -> list[str]:
@@ -90,7 +98,7 @@ def token_id(token_hash: str) -> str:
     return token_hash[:16]
 
 
-def list_tokens(*, conn: Connection, project_id: str) -> list[dict]:
+def list_tokens(*, conn: Connection, project_id: str) -> list[TokenRow]:
     """The project's tokens (``token_id``, ``label``, ``created_at``), oldest first."""
     rows = conn.execute(
         select(t.api_tokens.c.token_hash, t.api_tokens.c.label, t.api_tokens.c.created_at)
@@ -98,12 +106,12 @@ def list_tokens(*, conn: Connection, project_id: str) -> list[dict]:
         .order_by(t.api_tokens.c.created_at, t.api_tokens.c.token_hash)
     )
     return [
-        {"token_id": token_id(r.token_hash), "label": r.label, "created_at": as_utc(r.created_at)}
+        TokenRow(token_id=token_id(r.token_hash), label=r.label, created_at=as_utc(r.created_at))
         for r in rows
     ]
 
 
-def revoke_token(*, conn: Connection, project_id: str, token_id: str) -> dict | None:
+def revoke_token(*, conn: Connection, project_id: str, token_id: str) -> TokenRow | None:
     """Delete the project's token named ``token_id``; returns it (or None if there is none).
 
     A token id of fewer than 16 hex digits names nothing (a prefix must not match several).
@@ -119,4 +127,4 @@ def revoke_token(*, conn: Connection, project_id: str, token_id: str) -> dict | 
     if row is None:
         return None
     conn.execute(t.api_tokens.delete().where(t.api_tokens.c.token_hash == row.token_hash))
-    return {"token_id": token_id, "label": row.label, "created_at": as_utc(row.created_at)}
+    return TokenRow(token_id=token_id, label=row.label, created_at=as_utc(row.created_at))

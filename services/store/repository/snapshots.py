@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Connection, func, select
 from sqlalchemy.exc import IntegrityError
@@ -15,6 +15,7 @@ from services.store.repository._common import (
     utcnow,
 )
 from services.store.repository.leases import _transaction_lock
+from services.store.repository.rows import SnapshotMeta
 
 
 def save_snapshot(
@@ -95,15 +96,15 @@ _SNAPSHOT_META = (
 )
 
 
-def _meta(row: Any) -> dict:
-    out = row._asdict()
+def _meta(row: Any) -> SnapshotMeta:
+    out = cast(SnapshotMeta, row._asdict())
     out["created_at"] = as_utc(out["created_at"])
     return out
 
 
 def latest_snapshot_meta(
     *, conn: Connection, project_id: str, dimension: str, method: str | None = None
-) -> dict | None:
+) -> SnapshotMeta | None:
     """Metadata (no payload) of the newest snapshot of a dimension, or None."""
     stmt = (
         select(*_SNAPSHOT_META)
@@ -158,7 +159,7 @@ def prune_snapshots(
     return len(versions)
 
 
-def list_snapshots(*, conn: Connection, project_id: str, limit: int = 100) -> list[dict]:
+def list_snapshots(*, conn: Connection, project_id: str, limit: int = 100) -> list[SnapshotMeta]:
     rows = conn.execute(
         select(*_SNAPSHOT_META)
         .where(t.snapshots.c.project_id == project_id)
