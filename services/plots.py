@@ -49,16 +49,16 @@ DECISION_COLORS = {
 }
 
 
-def _rows(data: Any) -> list[dict]:
+def _rows(data: Any) -> list[dict[str, Any]]:
     """Rows from a polars/pandas frame or a list of dicts."""
     if hasattr(data, "to_dicts"):
-        return data.to_dicts()
+        return list(data.to_dicts())
     if hasattr(data, "to_dict") and hasattr(data, "columns"):
-        return data.to_dict("records")
+        return list(data.to_dict("records"))
     return list(data)
 
 
-def _save(fig, path: str | Path) -> Path:
+def _save(fig: Any, path: str | Path) -> Path:
     path = Path(path)
     if path.suffix.lower() not in FORMATS:
         plt.close(fig)
@@ -69,7 +69,9 @@ def _save(fig, path: str | Path) -> Path:
     return path
 
 
-def _only_dimension(rows: list[dict], dimension: str | None) -> tuple[list[dict], str]:
+def _only_dimension(
+    rows: list[dict[str, Any]], dimension: str | None
+) -> tuple[list[dict[str, Any]], str]:
     dims = list(dict.fromkeys(r.get("dimension", "overall") for r in rows))
     dim = dimension or (dims[0] if dims else "overall")
     return [r for r in rows if r.get("dimension", "overall") == dim], dim
@@ -78,7 +80,9 @@ def _only_dimension(rows: list[dict], dimension: str | None) -> tuple[list[dict]
 # ---------------------------------------------------------------- leaderboard
 
 
-def leader_decisions(board: list[dict], decisions: list[dict]) -> dict[str, str]:
+def leader_decisions(
+    board: list[dict[str, Any]], decisions: list[dict[str, Any]]
+) -> dict[str, str]:
     """Each system's standing against the leader, from the decisions of their comparison."""
     leader = board[0]["system"]
     out = {leader: "leader"}
@@ -147,7 +151,9 @@ def plot_leaderboard(
 # ---------------------------------------------------------------- annotators
 
 
-def plot_annotators(rows: Any, path: str | Path, *, title: str = "", max_annotators: int = 40):
+def plot_annotators(
+    rows: Any, path: str | Path, *, title: str = "", max_annotators: int = 40
+) -> Path:
     """Left: each annotator's position intercept with its interval (> 0: the first-shown
     response preferred), vermillion when that screen flags it; right: agreement r with
     the other annotators, vermillion when the agreement screen flags it. The most
@@ -220,7 +226,10 @@ def plot_item_information(
     picks = list(order[:num_curves]) + list(order[-num_curves:])
     cmap = plt.get_cmap("viridis")
     for k, j in enumerate(picks):
-        info = np.asarray(item_information(grid[:, None], a_mean[None, j], b_mean[None, j]))[:, 0]
+        # jax takes numpy arrays (ArrayLike); the library annotates jax.Array only
+        info = np.asarray(
+            item_information(grid[:, None], a_mean[None, j], b_mean[None, j])  # type: ignore[arg-type]
+        )[:, 0]
         top = k < num_curves
         ax1.plot(grid, info, color=cmap(0.15 + 0.6 * k / max(1, len(picks) - 1)),
                  ls="-" if top else "--",
@@ -379,7 +388,7 @@ def plot_evidence(
     its judgments, the level each must reach (dashed: the decision boundary) and where the
     decision closed (vertical line). Comparisons with the most judgments first."""
     rows, dim = _only_dimension(_rows(evidence), dimension)
-    by: dict[tuple[str, str], list[dict]] = {}
+    by: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
         by.setdefault((r["system_a"], r["system_b"]), []).append(r)
     pairs = sorted(by, key=lambda p: -by[p][-1]["judgments"])[:max_comparisons]
@@ -424,7 +433,7 @@ def plot_evidence(
 # ---------------------------------------------------------------- LOCO
 
 
-def plot_se_curve(rows: Sequence[dict], path: str | Path, *, title: str = "") -> Path:
+def plot_se_curve(rows: Sequence[dict[str, Any]], path: str | Path, *, title: str = "") -> Path:
     """Sedoc & Ungar's Figure 2: held-out SE against the number of prompts, per policy.
 
     Args:

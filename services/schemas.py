@@ -67,7 +67,7 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
 
 
-def _unique(items: list, key: str) -> list:
+def _unique(items: list[Any], key: str) -> list[Any]:
     """Refuse a list that names one id twice (which entry would win is not the client's
     intent to guess; PostgreSQL also refuses to upsert one row twice in a statement)."""
     seen: dict[str, int] = {}

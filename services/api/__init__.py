@@ -26,7 +26,7 @@ import importlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 
 from services.api import analysis, dashboard, docs_ui, errors
 from services.api.limits import Guard
@@ -46,7 +46,7 @@ ROUTER_MODULES: tuple[str, ...] = (
 __all__ = ["ROUTER_MODULES", "create_app"]
 
 
-def _optional_routers() -> list:
+def _optional_routers() -> list[APIRouter]:
     routers = []
     for name in ROUTER_MODULES:
         try:

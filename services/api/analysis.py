@@ -40,7 +40,7 @@ Dimension = Annotated[
 # ---------------------------------------------------------------- helpers
 
 
-def snapshot_public(meta: dict) -> s.SnapshotPublic:
+def snapshot_public(meta: repo.SnapshotMeta) -> s.SnapshotPublic:
     return s.SnapshotPublic(
         dimension=meta["dimension"],
         version=meta["version"],
@@ -265,7 +265,8 @@ def pruning(
             f"pruning of {dim!r} with {result.num_judgments} judgments is being computed; "
             "try again shortly",
         )
-    return result
+    pruning: s.PruningPublic = result
+    return pruning
 
 
 # ---------------------------------------------------------------- re-estimation events
@@ -290,6 +291,9 @@ def list_events(
     if kind is not None:
         rows = [r for r in rows if r["kind"] == kind]
     return s.EventsPublic(
-        events=[s.EventPublic(**{k: v for k, v in r.items() if k != "project_id"}) for r in rows],
+        events=[
+            s.EventPublic.model_validate({k: v for k, v in r.items() if k != "project_id"})
+            for r in rows
+        ],
         next_after_seq=last if page_full else None,
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import io
 import json
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import polars as pl
 from fastapi import APIRouter, Path
@@ -29,6 +29,9 @@ from services.api.errors import ApiError
 from services.crowd import TASK_COLUMNS, read_results, tasks_from_lease
 from services.store import repository as repo
 from services.store import tables as t
+
+if TYPE_CHECKING:
+    from services.api.state import ServiceState
 
 router = APIRouter()
 
@@ -78,7 +81,7 @@ class CrowdResultsCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     platform: Literal["mturk", "labelstudio", "survey"]
-    content: str | list[dict] = Field(
+    content: str | list[dict[str, Any]] = Field(
         description="the file's text: MTurk batch results CSV, Label Studio JSON export, "
         "survey CSV (or JSONL with survey_format=jsonl); Label Studio's also as a JSON array"
     )
@@ -97,7 +100,9 @@ class CrowdResultsPublic(BaseModel):
 LeaseId = Annotated[str, Path(min_length=1, max_length=200)]
 
 
-def _lease_tasks(state, project_id: str, lease_id: str) -> tuple[dict, pl.DataFrame]:
+def _lease_tasks(
+    state: ServiceState, project_id: str, lease_id: str
+) -> tuple[dict[str, Any], pl.DataFrame]:
     with state.store.read() as conn:
         row = conn.execute(
             select(t.leases).where(
@@ -116,7 +121,7 @@ def _lease_tasks(state, project_id: str, lease_id: str) -> tuple[dict, pl.DataFr
     return lease, tasks_from_lease(lease, prompts, require_texts=False)
 
 
-def _missing(task: dict) -> list[str]:
+def _missing(task: dict[str, Any]) -> list[str]:
     return [c for c in ("prompt", "response_first", "response_second") if not task[c]]
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
@@ -112,7 +113,7 @@ def install(app: FastAPI) -> None:
 # ---------------------------------------------------------------- data
 
 
-def _recent_events(conn: Any, project_id: str, count: int) -> list[dict]:
+def _recent_events(conn: Any, project_id: str, count: int) -> list[repo.EventRow]:
     """The project's newest ``count`` events, newest first (event numbers are global)."""
     newest = repo.latest_event_seq(conn=conn, project_id=project_id)
     span = 1000
@@ -125,9 +126,9 @@ def _recent_events(conn: Any, project_id: str, count: int) -> list[dict]:
         span *= 8
 
 
-def _annotators(rows: list[dict]) -> list[dict]:
+def _annotators(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per annotator: judgments, shares of A / B / tie, and how often the first shown won."""
-    by: dict[str, Counter] = defaultdict(Counter)
+    by: dict[str, Counter[str]] = defaultdict(Counter)
     for r in rows:
         c = by[r["annotator_id"]]
         c["n"] += 1
@@ -136,7 +137,7 @@ def _annotators(rows: list[dict]) -> list[dict]:
         if first in ("a", "b") and r["winner"] in ("a", "b"):
             c["ordered"] += 1
             c["first_won"] += int(r["winner"] == first)
-    out = [
+    out: list[dict[str, Any]] = [
         {
             "annotator_id": name,
             "n": c["n"],
@@ -151,7 +152,9 @@ def _annotators(rows: list[dict]) -> list[dict]:
     return out
 
 
-def _leader_standing(board: list[dict], decisions: list[dict]) -> dict[str, str]:
+def _leader_standing(
+    board: list[dict[str, Any]], decisions: list[dict[str, Any]]
+) -> dict[str, str]:
     """Each judged system's standing against the leader (services.plots.leader_decisions)."""
     from services.plots import leader_decisions
 

@@ -10,6 +10,7 @@ import html
 import math
 import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
@@ -68,7 +69,7 @@ def _fmt_tick(x: float) -> str:
     return f"{x:g}" if abs(x) >= 1e-9 else "0"
 
 
-def forest_svg(board: list[dict], standing: dict[str, str]) -> str:
+def forest_svg(board: list[dict[str, Any]], standing: dict[str, str]) -> str:
     """Each system's skill and 95% interval, best on top, coloured by its decision
     against the leader."""
     if not board:
@@ -82,7 +83,7 @@ def forest_svg(board: list[dict], standing: dict[str, str]) -> str:
     width, height = label_w + plot_w + 20, top + row_h * len(board) + bottom
 
     def x(v: float) -> float:
-        return label_w + (v - low) / (high - low) * plot_w
+        return float(label_w + (v - low) / (high - low) * plot_w)
 
     parts = [
         f'<svg class="chart" id="forest" role="img" width="{width}" height="{height}" '
@@ -114,7 +115,7 @@ def forest_svg(board: list[dict], standing: dict[str, str]) -> str:
     return "".join(parts)
 
 
-def judgments_svg(decisions: list[dict]) -> str:
+def judgments_svg(decisions: list[dict[str, Any]]) -> str:
     """Judgments per comparison, coloured by decision; an open comparison's judgments
     likely still needed as a hatched extension."""
     if not decisions:
@@ -133,7 +134,7 @@ def judgments_svg(decisions: list[dict]) -> str:
     width, height = label_w + plot_w + 70, top + row_h * len(decisions) + bottom
 
     def x(v: float) -> float:
-        return label_w + v / top_n * plot_w
+        return float(label_w + v / top_n * plot_w)
 
     parts = [
         f'<svg class="chart" id="judgment-bars" role="img" width="{width}" height="{height}" '
@@ -225,7 +226,7 @@ def _when(value: Any) -> str:
     return _e(value)
 
 
-def _order(decisions: list[dict]) -> list[dict]:
+def _order(decisions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Open comparisons first, closest to a decision first; then closed ones, as they closed."""
     return sorted(
         decisions,
@@ -286,7 +287,9 @@ def _legend(names: list[str]) -> str:
     )
 
 
-def _links(base: str, params: dict[str, Any], key: str, values: list[Any], label) -> str:  # noqa: ANN001
+def _links(
+    base: str, params: dict[str, Any], key: str, values: list[Any], label: Callable[[Any], str]
+) -> str:
     out = []
     for v in values:
         q = urlencode({**params, key: v})
@@ -408,7 +411,7 @@ def render(data: dict[str, Any], *, path: str, params: dict[str, Any], refresh: 
         )
 
     # decisions
-    def decision_row(d: dict) -> str:
+    def decision_row(d: dict[str, Any]) -> str:
         return (
             f'<tr data-a="{_e(d["system_a"])}" data-b="{_e(d["system_b"])}" '
             f'data-decision="{_e(d["decision"])}">'

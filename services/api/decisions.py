@@ -7,7 +7,8 @@ dimension with judgments, the same family the next-batch recommender splits alph
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any
 
 import numpy as np
 from fastapi import APIRouter, Query
@@ -48,7 +49,7 @@ class DecisionsPublic(BaseModel):
 
 
 def campaign_comparisons(
-    systems: list[str], rows_by_dim: dict[str, list[dict]]
+    systems: list[str], rows_by_dim: Mapping[str, Sequence[Mapping[str, Any]]]
 ) -> tuple[list[tuple[str, str, str]], np.ndarray, np.ndarray, np.ndarray]:
     """All pairs of systems per dimension, oriented as first judged, and the judgments on them.
 
@@ -58,7 +59,7 @@ def campaign_comparisons(
     comp, prompt, signed = [], [], []
     prompt_index: dict[str, int] = {}
     for dim, rows in rows_by_dim.items():
-        oriented: dict[frozenset, tuple[str, str]] = {}
+        oriented: dict[frozenset[str], tuple[str, str]] = {}
         for r in rows:
             oriented.setdefault(
                 frozenset((r["system_a"], r["system_b"])), (r["system_a"], r["system_b"])

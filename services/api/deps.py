@@ -29,15 +29,18 @@ _bearer = HTTPBearer(auto_error=False, description="the project's API token")
 
 
 def get_state(request: Request) -> ServiceState:
-    return request.app.state.service
+    state: ServiceState = request.app.state.service
+    return state
 
 
 def get_store(request: Request) -> Store:
-    return request.app.state.service.store
+    store: Store = request.app.state.service.store
+    return store
 
 
 def get_settings(request: Request) -> Settings:
-    return request.app.state.service.settings
+    settings: Settings = request.app.state.service.settings
+    return settings
 
 
 State = Annotated[ServiceState, Depends(get_state)]

@@ -151,7 +151,7 @@ class ApiError(Exception):
     """An error the API reports as is."""
 
     def __init__(
-        self, status: int, code: str, message: str, problems: list[dict] | None = None
+        self, status: int, code: str, message: str, problems: list[dict[str, Any]] | None = None
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -160,11 +160,13 @@ class ApiError(Exception):
         self.problems = problems or []
 
 
-def error_body(code: str, message: str, problems: list[dict] | None = None) -> dict[str, Any]:
+def error_body(
+    code: str, message: str, problems: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "problems": problems or []}}
 
 
-def _validation_problems(exc: RequestValidationError) -> list[dict]:
+def _validation_problems(exc: RequestValidationError) -> list[dict[str, Any]]:
     problems = []
     for err in exc.errors():
         loc = [p for p in err.get("loc", ()) if p != "body"]

@@ -118,7 +118,7 @@ def page_token(scope: Scope) -> str | None:
     from http.cookies import SimpleCookie
     from urllib.parse import parse_qs
 
-    query = scope.get("query_string", b"").decode("latin-1")
+    query: str = scope.get("query_string", b"").decode("latin-1")
     if "token=" in query:
         values = parse_qs(query).get("token")
         if values and values[0]:

@@ -16,7 +16,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from datetime import UTC, datetime, timedelta
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Header
 from pydantic import BaseModel, ConfigDict, Field
@@ -37,6 +37,9 @@ from services.recommend_adapter import (
 from services.schemas import Id, Name
 from services.store import repository as repo
 from services.store.validation import id_problem
+
+if TYPE_CHECKING:
+    from services.api.state import ServiceState
 
 router = APIRouter()
 
@@ -106,7 +109,7 @@ def _now() -> datetime:
 
 
 # prepared recommender snapshots, keyed by project, snapshot versions and judgments seen
-_CACHE: OrderedDict[tuple, tuple[Snapshot, dict]] = OrderedDict()
+_CACHE: OrderedDict[tuple[Any, ...], tuple[Snapshot, dict[str, Any]]] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 16
 
@@ -146,10 +149,12 @@ def _replay(lease: repo.LeaseRow, key: str, fingerprint: str) -> NextBatchPublic
     return _public(lease, replayed=True)
 
 
-def _prepare(state, project_id: str, dims: list[str], seed: int) -> tuple[Snapshot, dict]:
+def _prepare(
+    state: ServiceState, project_id: str, dims: list[str], seed: int
+) -> tuple[Snapshot, dict[str, Any]]:
     """The recommender snapshot of the project's newest posteriors, with names."""
-    snaps = {d: state.snapshot(project_id, d) for d in dims}
-    snaps = {d: s for d, s in snaps.items() if s is not None}
+    found = {d: state.snapshot(project_id, d) for d in dims}
+    snaps = {d: s for d, s in found.items() if s is not None}
     if not snaps:
         raise ApiError(409, "no_snapshot", "no posterior snapshot yet: post judgments first")
     with state.store.read() as conn:

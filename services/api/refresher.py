@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from adaptive.skill_update import SkillBase, skill_snapshot
 from adaptive.snapshot import FAST, FULL, Snapshot
@@ -503,6 +503,7 @@ class Refresher:
                 last_seq=source.last_seq,
                 max_draws=cfg.snapshot_max_draws,
             )
+            snapshot = cast(Snapshot, snapshot)  # with_base=False: the snapshot alone
             diag = snapshot.diagnostics
             max_rhat = diag.get("max_rhat")
             passed = (max_rhat is None or max_rhat <= cfg.nuts_max_rhat) and int(

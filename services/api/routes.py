@@ -5,7 +5,7 @@ from validated requests to store calls (the answers from snapshots are in
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.security import HTTPAuthorizationCredentials
@@ -16,6 +16,9 @@ from services.api.deps import ProjectId, SettingsDep, State, _bearer
 from services.api.errors import ApiError, error_responses
 from services.api.limits import admin_token_ok
 from services.store import repository as repo
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 router = APIRouter()
 
@@ -90,7 +93,7 @@ def create_project(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> s.ProjectCreated:
     """Create a campaign; the answer holds its bearer token (shown once)."""
-    if not admin_token_ok(settings.admin_token, credentials and credentials.credentials):
+    if not admin_token_ok(settings.admin_token, credentials.credentials if credentials else None):
         raise ApiError(401, "unauthorized", "creating a project needs the admin token")
     dimensions = [d.model_dump() for d in body.dimensions] or [
         {"dimension_id": "overall", "description": ""}
@@ -165,7 +168,7 @@ TokenId = Annotated[
 ]
 
 
-def _revoke(state: State, conn, project_id: str, token_id: str) -> dict:  # noqa: ANN001
+def _revoke(state: State, conn: Connection, project_id: str, token_id: str) -> repo.TokenRow:
     row = repo.revoke_token(conn=conn, project_id=project_id, token_id=token_id)
     if row is None:
         raise ApiError(404, "not_found", f"no token {token_id!r} in project {project_id!r}")

@@ -47,8 +47,8 @@ def configure_jax() -> None:
         import jax
 
         # restarts reuse compiled fits instead of recompiling every shape bucket
-        jax.config.update("jax_compilation_cache_dir", cache)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+        jax.config.update("jax_compilation_cache_dir", cache)  # type: ignore[no-untyped-call]
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)  # type: ignore[no-untyped-call]
 
 
 class Notifier(Protocol):
@@ -76,7 +76,7 @@ class RecordingRefresher(Refresher):
     """A :class:`Refresher` whose events (every fit, its outcome, why it was rejected) are
     logged and handed to ``sink`` (the service stores them: ``GET /projects/{id}/events``)."""
 
-    def __init__(self, *, sink: queue.Queue, **kwargs: Any) -> None:
+    def __init__(self, *, sink: queue.Queue[Any], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._sink = sink
 
@@ -156,14 +156,14 @@ class ServiceState:
     _prune_pool: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="prune")
     )
-    _prune_jobs: dict[tuple, Future] = field(default_factory=dict)
+    _prune_jobs: dict[tuple[Any, ...], Future[Any]] = field(default_factory=dict)
     _stop_poll: threading.Event = field(default_factory=threading.Event)
     _poller: threading.Thread | None = None
     _worker: Notifier | None = None  # with settings.worker == "process"
     _worker_fn: NotifierFn | None = None  # builds a replacement when it exits
     _supervisor: threading.Thread | None = None
     _listener: threading.Thread | None = None
-    _events: queue.Queue = field(default_factory=queue.Queue)
+    _events: queue.Queue[Any] = field(default_factory=queue.Queue)
     _event_writer: threading.Thread | None = None
     restarts: int = 0
     last_restart_at: datetime | None = None
@@ -499,7 +499,7 @@ class ServiceState:
 
     def snapshot_meta(
         self, project_id: str, dimension: str, method: str | None = None
-    ) -> dict | None:
+    ) -> repo.SnapshotMeta | None:
         with self.store.read() as conn:
             return repo.latest_snapshot_meta(
                 conn=conn, project_id=project_id, dimension=dimension, method=method

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from services.cli.common import add_data_args, dimensions_of, emit, log
 
@@ -86,7 +87,7 @@ def _add_fit_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
-def _analyses(args: argparse.Namespace):
+def _analyses(args: argparse.Namespace) -> Any:
     from adaptive.data import read_judgments
     from adaptive.fitting import preset_config
     from adaptive.pipeline import analyze
@@ -170,7 +171,7 @@ def run_items(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "significance",
         help="ability difference and significance of every comparison (the paper's Table 2/3)",

@@ -14,8 +14,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from services.cli.common import FORMATS, add_data_args, dimensions_of, emit, log
+
+if TYPE_CHECKING:
+    import numpy as np
+    import polars as pl
 
 ABILITY_COLUMNS = (
     "dimension",
@@ -79,7 +84,7 @@ def _bt_method(method: str) -> str:
     return "laplace" if method == "fast" else method
 
 
-def anchored_rows(fit, reference: str | None) -> list[dict]:
+def anchored_rows(fit: Any, reference: str | None) -> list[dict[str, Any]]:
     """Pooled abilities sum-to-zero, or relative to ``reference``; the ``scale`` column says
     which. Abilities are identified only up to a constant: unanchored, every interval
     carries that constant's uncertainty while the differences are tight."""
@@ -115,7 +120,7 @@ def anchored_rows(fit, reference: str | None) -> list[dict]:
     return sorted(rows, key=lambda r: (r["dimension"], -r["mean"]))
 
 
-def _read(args: argparse.Namespace):
+def _read(args: argparse.Namespace) -> pl.DataFrame:
     from adaptive.data import filter_judgments, read_judgments
 
     judgments = read_judgments(args.data)
@@ -124,8 +129,9 @@ def _read(args: argparse.Namespace):
     return judgments
 
 
-def _weights(path: str, judgments):
+def _weights(path: str, judgments: pl.DataFrame) -> np.ndarray | None:
     """The optional ``weight`` column of a CSV (read_judgments keeps only the common schema)."""
+    import numpy as np
     import polars as pl
 
     if Path(path).suffix.lower() != ".csv":
@@ -134,10 +140,10 @@ def _weights(path: str, judgments):
     if "weight" not in header:
         return None
     w = pl.read_csv(path, columns=["weight"])["weight"].cast(pl.Float64).to_numpy()
-    return w[judgments["row"].to_numpy() - 1]
+    return np.asarray(w[judgments["row"].to_numpy() - 1])
 
 
-def _exclusions(args: argparse.Namespace, judgments) -> list[str]:
+def _exclusions(args: argparse.Namespace, judgments: pl.DataFrame) -> list[str]:
     """Annotators to leave out: --exclude-annotators (ids or a CSV) and --exclude-flagged."""
     import polars as pl
 
@@ -308,8 +314,8 @@ def run_damr(args: argparse.Namespace) -> int:
     return 0
 
 
-def _wide(rows: list[dict], value: str) -> list[dict]:
-    table: dict[str, dict] = {}
+def _wide(rows: list[dict[str, Any]], value: str) -> list[dict[str, Any]]:
+    table: dict[str, dict[str, Any]] = {}
     for r in rows:
         table.setdefault(r["system"], {"system": r["system"], "n": r["n"]})[r["dimension"]] = r[
             value
@@ -317,7 +323,7 @@ def _wide(rows: list[dict], value: str) -> list[dict]:
     return list(table.values())
 
 
-def _rank_tutors(args: argparse.Namespace, ratings) -> int:
+def _rank_tutors(args: argparse.Namespace, ratings: pl.DataFrame) -> int:
     from adaptive import bt, damr
     from adaptive.data import validate_judgments
 
@@ -349,7 +355,7 @@ def _rank_tutors(args: argparse.Namespace, ratings) -> int:
     return 0
 
 
-def register(sub) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "bt",
         help="Bayesian Bradley-Terry with position intercept: per-item or pooled abilities, ranks",

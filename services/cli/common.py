@@ -9,7 +9,11 @@ import io
 import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import polars as pl
 
 FORMATS = ("table", "json", "csv")
 
@@ -50,14 +54,18 @@ def add_data_args(parser: argparse.ArgumentParser, *, formats: Sequence[str] = F
     )
 
 
-def _clean(value):
+def _clean(value: Any) -> Any:
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         return None
     return value
 
 
 def render(
-    rows: list[dict], fmt: str, *, columns: Sequence[str] | None = None, floatfmt: str = ".3f"
+    rows: list[dict[str, Any]],
+    fmt: str,
+    *,
+    columns: Sequence[str] | None = None,
+    floatfmt: str = ".3f",
 ) -> str:
     """Rows of flat dicts as a text table, a JSON array or CSV."""
     columns = list(columns or (rows[0].keys() if rows else []))
@@ -73,7 +81,7 @@ def render(
     if fmt != "table":
         raise ValueError(f"unknown format {fmt!r}; expected one of {FORMATS}")
 
-    def cell(v) -> str:
+    def cell(v: Any) -> str:
         if isinstance(v, bool):
             return "yes" if v else "no"
         if isinstance(v, float):
@@ -89,7 +97,7 @@ def render(
     return "\n".join(out)
 
 
-def _rich_table(rows: list[dict], columns: Sequence[str] | None) -> None:
+def _rich_table(rows: list[dict[str, Any]], columns: Sequence[str] | None) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -104,7 +112,7 @@ def _rich_table(rows: list[dict], columns: Sequence[str] | None) -> None:
     Console().print(table)
 
 
-def _cell(v, floatfmt: str = ".3f") -> str:
+def _cell(v: Any, floatfmt: str = ".3f") -> str:
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float):
@@ -112,7 +120,7 @@ def _cell(v, floatfmt: str = ".3f") -> str:
     return "" if v is None else str(v)
 
 
-def emit(rows: list[dict], fmt: str, *, columns: Sequence[str] | None = None) -> None:
+def emit(rows: list[dict[str, Any]], fmt: str, *, columns: Sequence[str] | None = None) -> None:
     """Rows to stdout: a rich table on a terminal, otherwise the plain text table (stable
     for pipes and files), JSON or CSV."""
     if fmt == "table" and sys.stdout.isatty():
@@ -122,7 +130,7 @@ def emit(rows: list[dict], fmt: str, *, columns: Sequence[str] | None = None) ->
 
 
 @contextlib.contextmanager
-def spinner(message: str, *, quiet: bool = False):
+def spinner(message: str, *, quiet: bool = False) -> Iterator[None]:
     """A spinner with the elapsed time on stderr while a long step runs (rich; nothing when
     ``quiet`` or when stderr is not a terminal, where a line is logged when it ends)."""
     import time
@@ -145,7 +153,7 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def dimensions_of(judgments, only: str | None = None) -> list[str]:
+def dimensions_of(judgments: pl.DataFrame, only: str | None = None) -> list[str]:
     """The dimensions to analyse: ``only`` (``--dimension``), else every one in file order.
 
     A dimension the data does not have is reported by the analysis itself, with the list
@@ -157,7 +165,7 @@ def dimensions_of(judgments, only: str | None = None) -> list[str]:
 
 
 @contextlib.contextmanager
-def progress_bar(label: str, *, quiet: bool = False):
+def progress_bar(label: str, *, quiet: bool = False) -> Iterator[Callable[[int, int], None]]:
     """Yields ``update(done, total)``: a rich progress bar on a terminal's stderr, otherwise
     a log line at every tenth of the work (nothing when ``quiet``)."""
     if quiet:
@@ -186,10 +194,10 @@ def progress_bar(label: str, *, quiet: bool = False):
         return
     shown = {"step": -1}
 
-    def update(done: int, total: int) -> None:
+    def log_update(done: int, total: int) -> None:
         step = (10 * done) // max(total, 1)
         if step != shown["step"]:
             shown["step"] = step
             log(f"{label}: {done}/{total}")
 
-    yield update
+    yield log_update

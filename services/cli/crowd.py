@@ -11,9 +11,13 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from services.cli import CliError
 from services.cli.common import DefaultsHelp, log
+
+if TYPE_CHECKING:
+    import polars as pl
 
 
 def _client_args(p: argparse.ArgumentParser) -> None:
@@ -27,7 +31,7 @@ def _client_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token", help="the project's token (default: $EVALSET_TOKEN)")
 
 
-def _request(args: argparse.Namespace, method: str, path: str, **kwargs):
+def _request(args: argparse.Namespace, method: str, path: str, **kwargs: Any) -> Any:
     import httpx
 
     token = args.token or os.environ.get("EVALSET_TOKEN")
@@ -45,7 +49,7 @@ def _request(args: argparse.Namespace, method: str, path: str, **kwargs):
     return response.json()
 
 
-def _tasks(args: argparse.Namespace):
+def _tasks(args: argparse.Namespace) -> pl.DataFrame:
     import polars as pl
 
     from services.crowd import TASK_COLUMNS, normalize_tasks, read_tasks
@@ -135,7 +139,7 @@ def run_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from services.crowd import PLATFORMS
 
     crowd = sub.add_parser(

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING, Any
 
 from services.cli.common import FORMATS, dimensions_of, emit, log
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from adaptive.decisions import DecisionRule
 
 DECISION_COLUMNS = (
     "dimension",
@@ -53,7 +59,7 @@ def add_rule_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def rule_from_args(args: argparse.Namespace):
+def rule_from_args(args: argparse.Namespace) -> DecisionRule:
     from adaptive.decisions import DecisionRule
 
     return DecisionRule(
@@ -61,7 +67,9 @@ def rule_from_args(args: argparse.Namespace):
     )
 
 
-def decision_table(judgments, dims: list[str], rule) -> list[dict]:
+def decision_table(
+    judgments: pl.DataFrame, dims: list[str], rule: DecisionRule
+) -> list[dict[str, Any]]:
     """Rows of :func:`adaptive.decisions.decision_rows` for every dimension (one family)."""
     from adaptive.cells import build_cells
     from adaptive.decisions import decide_cells, decision_rows
@@ -91,7 +99,7 @@ def run_decisions(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "decisions",
         help="B better / A better / equivalent / undecided for every comparison, valid at every look",

@@ -11,6 +11,7 @@ figure is drawn from goes to stdout (``--format``), as every analysis does.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from services.cli.common import DefaultsHelp, add_data_args, emit, log
 
@@ -23,6 +24,7 @@ def run_plot(args: argparse.Namespace) -> int:
 
     judgments = evalset.read(args.data)
     dim = args.dimension
+    table: Any  # a frame or a list of rows, per kind
     if args.kind == "leaderboard":
         table = evalset.leaderboard(
             judgments, dimension=dim, method=args.method, reference=args.reference, seed=args.seed
@@ -60,7 +62,7 @@ def run_plot(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "plot",
         help="report figures: leaderboard, annotators, items, matrices, progress (PNG or SVG)",

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
 from adaptive.recommend.state import DEFAULT_BURN_IN
 from services.cli import CliError
@@ -32,7 +34,7 @@ def _pairs(text: str | None) -> list[tuple[str, str]]:
     return out
 
 
-def _side_table(path: Path, key: tuple[str, ...], value: str) -> dict:
+def _side_table(path: Path, key: tuple[str, ...], value: str) -> dict[tuple[str, ...], str]:
     import polars as pl
 
     if not path.exists():
@@ -43,7 +45,7 @@ def _side_table(path: Path, key: tuple[str, ...], value: str) -> dict:
     return {tuple(r[:-1]): r[-1] for r in frame.select(*key, value).iter_rows()}
 
 
-def recommend_from_file(args: argparse.Namespace) -> list[dict]:
+def recommend_from_file(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Fit each dimension of a judgments file (fast path) and recommend a batch."""
     from adaptive.cells import build_cells
     from adaptive.data import filter_judgments, read_judgments
@@ -102,7 +104,9 @@ def recommend_from_file(args: argparse.Namespace) -> list[dict]:
         prompts=[r["item_id"] for r in rows],
         rule=rule_from_args(args),
     )
-    state, exclude = cell_state(names, rows, responses=responses, annotator=args.annotator)
+    state, exclude = cell_state(
+        names, rows, responses=cast(dict[tuple[str, str], str], responses), annotator=args.annotator
+    )
     try:
         chosen = targets(
             snapshot,
@@ -155,7 +159,7 @@ def recommend_from_file(args: argparse.Namespace) -> list[dict]:
     return out
 
 
-def recommend_from_project(args: argparse.Namespace) -> list[dict]:
+def recommend_from_project(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Ask a running service for the next batch."""
     import httpx
 
@@ -183,7 +187,7 @@ def recommend_from_project(args: argparse.Namespace) -> list[dict]:
     if not args.quiet:
         log(f"lease {payload.get('lease_id')} expires at {payload.get('expires_at')}")
     # the texts, in display order, from the lease's tasks
-    texts: dict[tuple, dict] = {}
+    texts: dict[tuple[str, str, str, str], dict[str, Any]] = {}
     lease_url = f"{args.url.rstrip('/')}/projects/{args.project}/leases/{payload['lease_id']}/tasks"
     try:
         tasks = httpx.get(lease_url, headers=headers, timeout=60.0)
@@ -327,7 +331,7 @@ def run_replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def _progress(label: str, total: int, quiet: bool):
+def _progress(label: str, total: int, quiet: bool) -> Callable[[], None]:
     """A step function that prints ``label k/total`` on stderr (nothing when quiet)."""
     state = {"k": 0}
 
@@ -340,7 +344,7 @@ def _progress(label: str, total: int, quiet: bool):
     return step
 
 
-def plot_anytime(rows: list[dict], path: str, title: str = "") -> None:
+def plot_anytime(rows: list[dict[str, Any]], path: str, title: str = "") -> None:
     """Judgments until k comparisons are closed, one panel per dimension, one line per policy.
 
     A step is drawn only for the k that every seed reached (mean over seeds).
@@ -363,8 +367,8 @@ def plot_anytime(rows: list[dict], path: str, title: str = "") -> None:
                 if c["judgments_mean"] and c["share_of_seeds"] == 1.0
             ]
             if pts:
-                x, y = zip(*pts)
-                x = np.maximum.accumulate(np.asarray(x))
+                xs, y = zip(*pts)
+                x = np.maximum.accumulate(np.asarray(xs))
                 ax.step(
                     x,
                     y,
@@ -395,7 +399,7 @@ def plot_anytime(rows: list[dict], path: str, title: str = "") -> None:
 # ---------------------------------------------------------------------- register
 
 
-def register(sub) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "recommend",
         help="the next annotation batch: open comparisons only, closest to a decision first",

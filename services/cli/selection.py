@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from typing import Any
 
 from services.cli.common import add_data_args, dimensions_of, emit, log, progress_bar, spinner
 
@@ -81,7 +82,7 @@ def _add_selection_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
-def _dimensions(args: argparse.Namespace):
+def _dimensions(args: argparse.Namespace) -> Any:
     from adaptive.cells import build_cells
     from adaptive.data import read_judgments
     from adaptive.loco import loco_data
@@ -110,7 +111,7 @@ def run_loco_command(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     workers = max(1, args.workers)
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     for dim, _cells, data in _dimensions(args):
         if not args.quiet:
             where = "serially" if workers == 1 else f"on Ray with {workers} workers"
@@ -160,7 +161,7 @@ def run_prune_command(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     names = tier_names(args.tiers)
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     for dim, cells, data in _dimensions(args):
         with spinner(f"prune {dim!r}: fitting, tiers and information", quiet=args.quiet):
             plans, tiers, _ = prune(data, config)
@@ -195,7 +196,7 @@ def run_prune_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "loco",
         help="leave-one-comparison-out SE vs number of prompts per selection policy (paper Fig. 2)",

@@ -15,7 +15,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from services.cli.common import log
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from services.settings import Settings
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = sub.add_parser("serve", help="run the HTTP API (OpenAPI docs at /docs)")
     serve.add_argument("--host", help="interface (default: EVALSET_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default: EVALSET_PORT or 8000)")
@@ -146,7 +146,7 @@ def run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def derive_judgment_ids(rows: list[dict]) -> list[str]:
+def derive_judgment_ids(rows: list[dict[str, Any]]) -> list[str]:
     """Content-derived ids: the same rows always get the same ids (re-import is a no-op)."""
     seen: dict[str, int] = {}
     ids = []
@@ -207,7 +207,9 @@ def run_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def _import_rows(args: argparse.Namespace, conn: Any, frame: Any, rows: list[dict]) -> tuple:
+def _import_rows(
+    args: argparse.Namespace, conn: Any, frame: Any, rows: list[dict[str, Any]]
+) -> tuple[str | None, Any, int]:
     """Create the project if asked and store the rows; (token or None, result, total)."""
     from services.cli import CliError
     from services.store import repository as repo
@@ -246,7 +248,7 @@ def run_token(args: argparse.Namespace) -> int:
     settings = _settings(args)
     store = Store(settings.database_url, synchronous=settings.sqlite_synchronous)
     store.migrate()
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     try:
         with store.write() as conn:
             if repo.get_project(conn=conn, project_id=args.project) is None:
@@ -316,7 +318,7 @@ def run_export(args: argparse.Namespace) -> int:
     finally:
         store.dispose()
     frame = pl.DataFrame(
-        [{c: r[c] for c in JUDGMENT_FIELDS} for r in rows],
+        [{c: r[c] for c in JUDGMENT_FIELDS} for r in cast(list[dict[str, Any]], rows)],
         schema=dict.fromkeys(JUDGMENT_FIELDS, pl.Utf8),
     )
     if not args.output:

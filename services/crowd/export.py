@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -72,7 +73,7 @@ def label_studio_config(question: str = QUESTION) -> str:
 """
 
 
-def label_studio_tasks(tasks: pl.DataFrame) -> list[dict]:
+def label_studio_tasks(tasks: pl.DataFrame) -> list[dict[str, Any]]:
     """Label Studio's task import format: ``[{"data": {...}}, ...]`` in display order."""
     return [{"data": row} for row in tasks.select(SHOWN_COLUMNS).iter_rows(named=True)]
 

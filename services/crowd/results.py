@@ -120,6 +120,7 @@ def _mturk_answers(frame: pl.DataFrame, source: str) -> tuple[list[_Answer], dic
             source,
             message=f"not an MTurk batch results file for this template: missing {missing}",
         )
+    assert answer_col is not None  # else it is missing (above)
     skipped: dict[str, int] = {}
     out = []
     for k, r in enumerate(frame.iter_rows(named=True), start=1):
@@ -227,11 +228,11 @@ def _survey_answers(frame: pl.DataFrame, source: str) -> tuple[list[_Answer], di
 
 def _judgments(
     answers: list[_Answer], tasks: pl.DataFrame, source: str
-) -> tuple[list[dict], list[RowProblem], int]:
+) -> tuple[list[dict[str, Any]], list[RowProblem], int]:
     by_task = {r["task_id"]: r for r in tasks.iter_rows(named=True)}
     batches = sorted(set(tasks["batch_id"].to_list()))
     problems: list[RowProblem] = []
-    rows: dict[str, dict] = {}
+    rows: dict[str, dict[str, Any]] = {}
     duplicates = 0
     for a in answers:
         task = by_task.get(a.task_id)

@@ -50,7 +50,7 @@ SHOWN_COLUMNS: tuple[str, ...] = (
 )
 
 
-def _frame(rows: Sequence[Mapping]) -> pl.DataFrame:
+def _frame(rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
     return pl.DataFrame(
         {c: [("" if r.get(c) is None else str(r.get(c))) for r in rows] for c in TASK_COLUMNS},
         schema={c: pl.Utf8 for c in TASK_COLUMNS},
@@ -58,7 +58,7 @@ def _frame(rows: Sequence[Mapping]) -> pl.DataFrame:
 
 
 def tasks_from_lease(
-    lease: Mapping, prompts: Iterable[Mapping], *, require_texts: bool = True
+    lease: Mapping[str, Any], prompts: Iterable[Mapping[str, Any]], *, require_texts: bool = True
 ) -> pl.DataFrame:
     """The task table of a next-batch lease, with the prompt and both responses.
 
@@ -114,7 +114,7 @@ def tasks_from_lease(
     return _frame(rows)
 
 
-def batch_id_of(rows: Sequence[Mapping]) -> str:
+def batch_id_of(rows: Sequence[Mapping[str, Any]]) -> str:
     """A stable id for a batch without a lease: a hash of its cells in order."""
     key = json.dumps(
         [

@@ -81,14 +81,14 @@ def text_problem(value: Any, *, max_length: int = MAX_TEXT) -> str | None:
 
 
 def row_problems(
-    rows: Sequence[dict],
+    rows: Sequence[dict[str, Any]],
     *,
     ids: Iterable[str] = (),
     optional_ids: Iterable[str] = (),
     texts: Iterable[str] = (),
     text_maps: Iterable[str] = (),
     key: str | None = None,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """One problem per bad field of each row: ``{"row", "field", "message"}`` (+ the row's key).
 
     Args:
@@ -104,10 +104,10 @@ def row_problems(
         tuple(texts),
         tuple(text_maps),
     )
-    problems: list[dict] = []
+    problems: list[dict[str, Any]] = []
     for i, row in enumerate(rows):
 
-        def add(field: str, message: str, i: int = i, row: dict = row) -> None:
+        def add(field: str, message: str, i: int = i, row: dict[str, Any] = row) -> None:
             problem = {"row": i, "field": field, "message": message}
             if key is not None:
                 name = row.get(key)

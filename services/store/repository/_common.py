@@ -20,7 +20,9 @@ CHUNK = 500
 class StoreError(Exception):
     """A request the store refuses; ``code`` is stable, ``message`` says why."""
 
-    def __init__(self, code: str, message: str, *, problems: list[dict] | None = None) -> None:
+    def __init__(
+        self, code: str, message: str, *, problems: list[dict[str, Any]] | None = None
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -37,7 +39,7 @@ class IngestResult:
     last_seq: int = 0  # the highest sequence number written (0 if none)
 
 
-def check_rows(rows: Sequence[dict], what: str, **fields: Any) -> None:
+def check_rows(rows: Sequence[dict[str, Any]], what: str, **fields: Any) -> None:
     """Refuse rows with a bad id or text (:mod:`services.store.validation`), naming row and field.
 
     Raises:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection, Table, func, select
 
@@ -18,7 +19,7 @@ from services.store.repository.rows import DimensionRow, PromptRow, SystemRow
 
 
 def _upsert(
-    conn: Connection, table: Table, key: str, rows: list[dict], update: Sequence[str]
+    conn: Connection, table: Table, key: str, rows: list[dict[str, Any]], update: Sequence[str]
 ) -> int:
     """Insert rows, updating ``update`` columns of existing keys; returns how many were new."""
     if not rows:
@@ -46,7 +47,11 @@ def _upsert(
 
 
 def upsert_systems(
-    *, conn: Connection, project_id: str, systems: Sequence[dict], now: datetime | None = None
+    *,
+    conn: Connection,
+    project_id: str,
+    systems: Sequence[dict[str, Any]],
+    now: datetime | None = None,
 ) -> int:
     """Register systems (``system_id``, ``description``); existing ones are updated."""
     now = now or utcnow()
@@ -64,7 +69,11 @@ def upsert_systems(
 
 
 def upsert_prompts(
-    *, conn: Connection, project_id: str, prompts: Sequence[dict], now: datetime | None = None
+    *,
+    conn: Connection,
+    project_id: str,
+    prompts: Sequence[dict[str, Any]],
+    now: datetime | None = None,
 ) -> int:
     """Register prompts (``prompt_id``, ``text``, ``responses`` by system id)."""
     now = now or utcnow()
@@ -85,7 +94,11 @@ def upsert_prompts(
 
 
 def upsert_dimensions(
-    *, conn: Connection, project_id: str, dimensions: Sequence[dict], now: datetime | None = None
+    *,
+    conn: Connection,
+    project_id: str,
+    dimensions: Sequence[dict[str, Any]],
+    now: datetime | None = None,
 ) -> int:
     """Register dimensions (``dimension_id``, ``description``)."""
     now = now or utcnow()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, cast
 
 from sqlalchemy import Connection, func, select
 
@@ -14,7 +14,7 @@ from services.store.repository._common import (
 from services.store.repository.rows import EventRow
 
 
-def add_events(*, conn: Connection, events: Sequence[dict]) -> None:
+def add_events(*, conn: Connection, events: Sequence[dict[str, Any]]) -> None:
     """Append re-estimation events (``project_id``, ``dimension``, ``kind``, ``method``, ...)."""
     if events:
         conn.execute(t.events.insert(), list(events))

@@ -27,7 +27,7 @@ from services.store.repository.rows import JudgmentRow
 from services.store.validation import row_problems
 
 
-def _check_judgments(judgments: Sequence[dict]) -> None:
+def _check_judgments(judgments: Sequence[dict[str, Any]]) -> None:
     """Ids, texts and enumerations of every row (before anything touches the database)."""
     problems = row_problems(
         judgments,
@@ -69,7 +69,7 @@ def add_judgments(
     *,
     conn: Connection,
     project_id: str,
-    judgments: Sequence[dict],
+    judgments: Sequence[dict[str, Any]],
     now: datetime | None = None,
     register_unknown: bool = False,
 ) -> IngestResult:
@@ -103,7 +103,7 @@ def add_judgments(
         r["shown_first"] = r["shown_first"] or None
         r["timestamp"] = r["timestamp"] or None
         r["annotator_id"] = r["annotator_id"] or ""
-    problems: list[dict] = []
+    problems: list[dict[str, Any]] = []
 
     def problem(i: int, column: str, message: str) -> None:
         problems.append(
@@ -142,7 +142,7 @@ def add_judgments(
             problem(i, "system_b", "a system compared with itself")
 
     ids = [r["judgment_id"] for r in rows]
-    existing: dict[str, dict] = {}
+    existing: dict[str, dict[str, Any]] = {}
     cols = [t.judgments.c[k] for k in JUDGMENT_FIELDS]
     for chunk in _chunks(ids):
         for row in conn.execute(
@@ -261,7 +261,7 @@ def fetch_judgments(
 
 def fetch_judgment_columns(
     *, conn: Connection, project_id: str, dimension: str, after_seq: int = 0
-) -> tuple[list[tuple], int]:
+) -> tuple[list[tuple[Any, ...]], int]:
     """Rows (seq, item_id, system_a, system_b, annotator_id, winner) after ``after_seq``, fast."""
     c = t.judgments.c
     rows = conn.execute(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection, select
 
@@ -27,7 +28,7 @@ def create_project(
     project_id: str,
     name: str,
     description: str = "",
-    dimensions: Sequence[dict] = (),
+    dimensions: Sequence[dict[str, Any]] = (),
     now: datetime | None = None,
 ) -> ProjectRow:
     """Create a project and its dimensions; ``project_exists`` if the id is taken."""

@@ -27,7 +27,7 @@ def save_snapshot(
     last_seq: int,
     method: str,
     fit_seconds: float,
-    diagnostics: dict,
+    diagnostics: dict[str, Any],
     payload: bytes,
     created_at: datetime | None = None,
 ) -> int | None:

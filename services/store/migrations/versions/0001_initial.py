@@ -20,7 +20,7 @@ TS = sa.DateTime(timezone=True)
 SEQ = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
-def _id(name: str, *args: Any, **kw: Any) -> sa.Column:
+def _id(name: str, *args: Any, **kw: Any) -> sa.Column[str]:
     return sa.Column(name, sa.String(200), *args, **kw)
 
 

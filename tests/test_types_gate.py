@@ -1,0 +1,28 @@
+"""The type gate: ``mypy`` (configured in mypy.ini: strict on services/) reports no error."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("mypy") is None,
+    reason="mypy is not installed (pip install -e '.[dev]' installs it)",
+)
+def test_services_type_check_with_zero_errors():
+    out = subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "mypy.ini")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    assert "Success: no issues found" in out.stdout
