@@ -63,7 +63,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from adaptive.cells import RATING_HALF_RANGE, CellData, prompt_rating_matrix
-from adaptive.redundancy import DEFAULT_FDR, DEFAULT_THRESHOLD, redundant_pairs_matrix
+from adaptive.redundancy import DEFAULT_FDR, DEFAULT_THRESHOLD
 from adaptive.selection import (
     chain,
     drop_redundant,
@@ -74,9 +74,15 @@ from adaptive.selection import (
     restrict,
     select_prompts,
 )
-from adaptive.tiers import split_tiers
+from adaptive.tier_plan import ItemFit as ItemFit  # re-exported: LOCO's item fits live there
+from adaptive.tier_plan import (
+    fit_items,
+    fit_tier,
+    information_score,
+    redundancy_groups,
+    split_by_fit,
+)
 from stan_free_models.graded_response import graded_log_prob
-from stan_free_models.inference import GRMData, fit_laplace
 from stan_free_models.information import expected_information
 
 POLICIES = ("random", "prompt", "prompt_model", "discrimination")
@@ -179,60 +185,6 @@ def loco_data(cells: CellData) -> LocoData:
     )
 
 
-@dataclass(frozen=True)
-class ItemFit:
-    """Point estimates of a fit restricted to some comparisons."""
-
-    alpha: np.ndarray  # (P,)
-    b: np.ndarray  # (P, K-1)
-    theta_draws: np.ndarray  # (D, C_fit)
-    comparisons: np.ndarray  # (C_fit,) original comparison indices
-    has_data: np.ndarray  # (P,) prompt judged in at least one of the comparisons
-    converged: bool
-    log_alpha_draws: np.ndarray  # (D, P) Laplace draws, for item-uncertainty checks
-    b_draws: np.ndarray  # (D, P, K-1)
-
-
-def fit_items(
-    data: LocoData, comparisons: np.ndarray, rng_key: jax.Array, num_draws: int
-) -> ItemFit:
-    """Fast (MAP + Laplace) graded-response fit on the given comparisons only."""
-    comparisons = np.asarray(comparisons, dtype=np.int64)
-    remap = np.full(data.num_comparisons, -1, dtype=np.int64)
-    remap[comparisons] = np.arange(len(comparisons))
-    keep = remap[data.cell_comparison] >= 0
-    grm = GRMData(
-        comparison=remap[data.cell_comparison[keep]].astype(np.int32),
-        item=data.cell_prompt[keep].astype(np.int32),
-        y=data.cell_y[keep].astype(np.int32),
-        weight=np.ones(int(keep.sum()), np.float32),
-        num_comparisons=len(comparisons),
-        num_items=data.num_prompts,
-        num_categories=data.num_categories,
-    )
-    # the items' Gaussian draws suffice here (their means and the abilities are what LOCO
-    # uses); the exact conditional draws are for the net preference's intervals
-    post = fit_laplace(grm, rng_key=rng_key, num_draws=num_draws, exact_items=False)
-    has_data = np.zeros(data.num_prompts, dtype=bool)
-    has_data[data.cell_prompt[keep]] = True
-    return ItemFit(
-        alpha=np.exp(post.mean("log_alpha")),
-        b=post.mean("b"),
-        theta_draws=post.flat("theta"),
-        comparisons=comparisons,
-        has_data=has_data,
-        converged=bool(post.diagnostics.converged),
-        log_alpha_draws=post.flat("log_alpha"),
-        b_draws=post.flat("b"),
-    )
-
-
-def information_score(fit: ItemFit, num_info_draws: int) -> np.ndarray:
-    """(P,) information averaged over the fit's comparisons' ability draws."""
-    draws = fit.theta_draws[:num_info_draws]
-    return np.asarray(expected_information(draws, fit.alpha, fit.b), dtype=np.float64)
-
-
 def heldout_posterior(
     y: np.ndarray,
     alpha: np.ndarray,
@@ -303,14 +255,9 @@ def run_fold(data: LocoData, config: LocoConfig, fold: int) -> FoldResult:
 
     fit = fit_items(data, train, jax.random.fold_in(base_key, 0), config.num_draws)
     score = information_score(fit, config.num_info_draws)
-    groups: list[list[int]] = []
-    if config.redundancy_threshold is not None:
-        groups, _ = redundant_pairs_matrix(
-            data.rating[:, train],
-            data.rating_mask[:, train],
-            threshold=config.redundancy_threshold,
-            fdr=config.redundancy_fdr,
-        )
+    groups = redundancy_groups(
+        data, train, threshold=config.redundancy_threshold, fdr=config.redundancy_fdr
+    )
 
     estimate: dict[str, np.ndarray] = {}
 
@@ -362,42 +309,39 @@ def run_fold(data: LocoData, config: LocoConfig, fold: int) -> FoldResult:
     tier = -1
     info: dict[str, float] = {"converged": float(fit.converged)}
     if "prompt_model" in config.policies:
-        tiers = split_tiers(
-            fit.theta_draws.mean(axis=0),
-            data.pair_a,
-            data.pair_b,
-            data.num_systems,
+        tiers = split_by_fit(
+            data,
+            fit,
             num_tiers=config.num_tiers,
             method=config.ability_method,
-            sizes=list(config.tier_sizes) if config.tier_sizes else None,
-            theta_comparisons=train,
+            sizes=config.tier_sizes,
         )
         held_tier = int(tiers.comparison_tier[fold])
-        tier_train = (
-            train[tiers.comparison_tier[train] == held_tier] if held_tier >= 0 else train[:0]
+        tier_fit = fit_tier(
+            data,
+            fit,
+            tiers,
+            held_tier,
+            jax.random.fold_in(base_key, 3),
+            min_tier_comparisons=config.min_tier_comparisons,
+            num_draws=config.num_draws,
+            refit=config.tier_information == "refit",
         )
-        if (
-            config.num_tiers > 1
-            and held_tier >= 0
-            and len(tier_train) >= config.min_tier_comparisons
-        ):
+        tier_train = tier_fit.comparisons
+        if tier_fit.usable:
             tier = held_tier
-            if config.tier_information == "located":
-                # global item parameters, information where the tier's comparisons sit
+            tfit = tier_fit.refit
+            if tfit is None:
+                # located: global item parameters, information where the tier's comparisons sit
                 cols = np.searchsorted(train, tier_train)
                 draws = fit.theta_draws[: config.num_info_draws][:, cols]
                 tscore = np.asarray(expected_information(draws, fit.alpha, fit.b), dtype=np.float64)
-                tfit = None
             else:
-                tfit = fit_items(
-                    data, tier_train, jax.random.fold_in(base_key, 3), config.num_draws
-                )
                 tscore = information_score(tfit, config.num_info_draws)
                 # prompts unseen in the tier rank after the seen ones, by their global score
                 tscore = np.where(tfit.has_data, tscore, score - score.max() - 1.0)
             if tfit is not None and config.tier_estimate in ("tier", "linked"):
-                alpha_t = np.where(tfit.has_data, tfit.alpha, fit.alpha)
-                b_t = np.where(tfit.has_data[:, None], tfit.b, fit.b)
+                alpha_t, b_t = tier_fit.alpha, tier_fit.b
             else:
                 alpha_t, b_t = fit.alpha, fit.b
             ranking = select_prompts(

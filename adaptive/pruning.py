@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 import jax
 import numpy as np
 
-from adaptive.loco import LocoData, fit_items
-from adaptive.redundancy import DEFAULT_FDR, DEFAULT_THRESHOLD, redundant_pairs_matrix
+from adaptive.loco import LocoData
+from adaptive.redundancy import DEFAULT_FDR, DEFAULT_THRESHOLD
 from adaptive.selection import (
     LOW_INFORMATION,
     REDUNDANT,
@@ -45,13 +45,17 @@ from adaptive.selection import (
     rank_by_information,
     select_prompts,
 )
-from adaptive.tiers import Tiers, split_tiers
+from adaptive.tier_plan import fit_items, fit_tier, redundancy_groups, split_by_fit
+from adaptive.tiers import Tiers
 from stan_free_models.information import information_matrix
 
 #: reason code of a kept prompt added back for coverage: (COVERS, comparison)
 COVERS = 4
 #: reason code of a kept prompt chosen for its information: (SELECTED, rank)
 SELECTED = 5
+#: seed of the key :func:`plan_tier` hands its ranking; the ranking's steps (drop_redundant,
+#: rank_by_information) draw nothing, so every key gives the same plan (a test checks this)
+RANKING_SEED = 0
 
 
 @dataclass(frozen=True)
@@ -119,7 +123,7 @@ def plan_tier(
     score = information.mean(axis=0)
     ranking = select_prompts(
         chain(drop_redundant(groups, score), rank_by_information(score)),
-        jax.random.PRNGKey(0),  # deterministic steps only
+        jax.random.PRNGKey(RANKING_SEED),
         num_p,
     )
     order = ranking.order
@@ -193,23 +197,16 @@ def prune(data: LocoData, config: PruneConfig) -> tuple[list[TierPlan], Tiers, d
     key = jax.random.PRNGKey(config.seed)
     everything = np.arange(data.num_comparisons)
     fit = fit_items(data, everything, jax.random.fold_in(key, 0), config.num_draws)
-    tiers = split_tiers(
-        fit.theta_draws.mean(axis=0),
-        data.pair_a,
-        data.pair_b,
-        data.num_systems,
+    tiers = split_by_fit(
+        data,
+        fit,
         num_tiers=config.num_tiers,
         method=config.ability_method,
-        sizes=list(config.tier_sizes) if config.tier_sizes else None,
+        sizes=config.tier_sizes,
     )
-    groups: list[list[int]] = []
-    if config.redundancy_threshold is not None:
-        groups, _ = redundant_pairs_matrix(
-            data.rating,
-            data.rating_mask,
-            threshold=config.redundancy_threshold,
-            fdr=config.redundancy_fdr,
-        )
+    groups = redundancy_groups(
+        data, everything, threshold=config.redundancy_threshold, fdr=config.redundancy_fdr
+    )
     # comparisons evaluated with each tier's prompts: within-tier, and across tiers the weaker one's
     ta, tb = tiers.system_tier[data.pair_a], tiers.system_tier[data.pair_b]
     assigned = np.where(tiers.comparison_tier >= 0, tiers.comparison_tier, np.maximum(ta, tb))
@@ -217,19 +214,25 @@ def prune(data: LocoData, config: PruneConfig) -> tuple[list[TierPlan], Tiers, d
     plans = []
     info: dict = {"converged": fit.converged, "groups": groups}
     for t in range(config.num_tiers):
-        inside = tiers.comparisons_in(t)
-        if config.num_tiers > 1 and len(inside) >= config.min_tier_comparisons:
-            tfit = fit_items(data, inside, jax.random.fold_in(key, 1 + t), config.num_draws)
-            alpha = np.where(tfit.has_data, tfit.alpha, fit.alpha)
-            b = np.where(tfit.has_data[:, None], tfit.b, fit.b)
-            thetas = tfit.theta_draws[: config.num_info_draws]
+        tier_fit = fit_tier(
+            data,
+            fit,
+            tiers,
+            t,
+            jax.random.fold_in(key, 1 + t),
+            min_tier_comparisons=config.min_tier_comparisons,
+            num_draws=config.num_draws,
+        )
+        inside = tier_fit.comparisons
+        if tier_fit.refit is not None:
+            thetas = tier_fit.refit.theta_draws[: config.num_info_draws]
             source = "tier"
         else:
-            alpha, b = fit.alpha, fit.b
             cols = inside if len(inside) else np.flatnonzero(assigned == t)
             cols = cols if len(cols) else everything
             thetas = fit.theta_draws[: config.num_info_draws][:, cols]
             source = "global"
+        alpha, b = tier_fit.alpha, tier_fit.b
         information = np.asarray(information_matrix(np.ravel(thetas), alpha, b), dtype=np.float64)
         mine = np.flatnonzero(assigned == t)
         plan = plan_tier(

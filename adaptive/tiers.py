@@ -40,8 +40,12 @@ class Tiers:
     ability: np.ndarray  # (S,) the ability used to sort, NaN when unknown
     num_tiers: int
 
-    def comparisons_in(self, tier: int) -> np.ndarray:
-        return np.flatnonzero(self.comparison_tier == tier)
+    def comparisons_in(self, tier: int, among: np.ndarray | None = None) -> np.ndarray:
+        """Indices of the comparisons inside ``tier``; only those listed in ``among`` if given."""
+        if among is None:
+            return np.flatnonzero(self.comparison_tier == tier)
+        among = np.asarray(among)
+        return among[self.comparison_tier[among] == tier]
 
 
 def system_ability(
