@@ -19,6 +19,7 @@ from adaptive.recommend import (
     assign_order,
     new_system_mask,
     recommend,
+    recommend_key,
     system_strength,
 )
 
@@ -78,10 +79,14 @@ def test_closed_comparison_gets_no_cell_unless_targeted():
     # comparison 0 is clearly decided (B wins everything), 1 and 2 are open
     snap = make_snapshot([1.0, 0.0, 0.1], [120, 40, 40], num_prompts=200)
     assert snap.decisions.closed.tolist() == [True, False, False]
-    batch, info = recommend(0, snap, CellState.open(3, 200), Request(size=60))
+    batch, info = recommend(
+        recommend_key(0, snap.version), snap, CellState.open(3, 200), Request(size=60)
+    )
     assert len(batch) == 60 and 0 not in batch.comparison.tolist()
     assert info.decided.tolist() == [True, False, False]
-    named, _ = recommend(0, snap, CellState.open(3, 200), Request(size=10, targets=(0,)))
+    named, _ = recommend(
+        recommend_key(0, snap.version), snap, CellState.open(3, 200), Request(size=10, targets=(0,))
+    )
     assert set(named.comparison.tolist()) == {0}
     assert (named.reason == TARGETED).all()
 
@@ -93,7 +98,9 @@ def test_burn_in_first_then_closest_to_a_decision():
     d = snap.decisions
     assert (d.outcome == UNDECIDED).all()
     assert d.needed[0] < d.needed[1]
-    batch, _ = recommend(1, snap, CellState.open(3, 400), Request(size=30, burn_in=20))
+    batch, _ = recommend(
+        recommend_key(1, snap.version), snap, CellState.open(3, 400), Request(size=30, burn_in=20)
+    )
     comps = batch.comparison.tolist()
     # the burn-in of comparison 2 (15 more) comes first, then the closest one
     assert comps[:15] == [2] * 15 and (batch.reason[:15] == BURN_IN).all()
@@ -104,10 +111,17 @@ def test_burn_in_first_then_closest_to_a_decision():
 def test_a_fresh_prompt_per_judgment_and_repeats_only_when_allowed():
     snap = make_snapshot([0.0], [8], num_prompts=10)
     fresh = snap.judged[0] == 0
-    batch, _ = recommend(0, snap, CellState.open(1, 10), Request(size=10))
+    batch, _ = recommend(
+        recommend_key(0, snap.version), snap, CellState.open(1, 10), Request(size=10)
+    )
     # without repeats only the unjudged prompts are served, once each
     assert sorted(batch.prompt.tolist()) == sorted(np.flatnonzero(fresh).tolist())
-    more, _ = recommend(0, snap, CellState.open(1, 10), Request(size=10, allow_repeats=True))
+    more, _ = recommend(
+        recommend_key(0, snap.version),
+        snap,
+        CellState.open(1, 10),
+        Request(size=10, allow_repeats=True),
+    )
     picked = more.prompt.tolist()
     k = int(fresh.sum())
     assert set(picked[:k]) == set(np.flatnonzero(fresh).tolist())
@@ -119,7 +133,7 @@ def test_unannotatable_cells_are_never_served():
     rng = np.random.default_rng(4)
     ok = rng.random((2, 30)) < 0.4
     cells = CellState.open(2, 30)._replace(annotatable=ok)
-    batch, info = recommend(0, snap, cells, Request(size=100))
+    batch, info = recommend(recommend_key(0, snap.version), snap, cells, Request(size=100))
     assert len(batch) == int(ok.sum()) and info.unannotatable == int((~ok).sum())
     assert ok[batch.comparison, batch.prompt].all()
 
@@ -135,14 +149,16 @@ def test_annotator_never_gets_a_cell_twice():
     seen = judged.copy()
     for round_ in range(3):
         request = Request(size=4, exclude=seen, max_per_cell=1)
-        batch, _ = recommend(round_, snap, cells, request)
+        batch, _ = recommend(recommend_key(round_, snap.version), snap, cells, request)
         picked = list(zip(batch.comparison.tolist(), batch.prompt.tolist()))
         assert len(picked) == len(set(picked)), "a cell twice in one batch"
         assert not any(seen[c, p] for c, p in picked), "a cell the annotator already judged"
         for c, p in picked:
             seen[c, p] = True
     # when every cell is judged, nothing is handed out
-    batch, _ = recommend(9, snap, cells, Request(size=5, exclude=np.ones((3, 10), bool)))
+    batch, _ = recommend(
+        recommend_key(9, snap.version), snap, cells, Request(size=5, exclude=np.ones((3, 10), bool))
+    )
     assert len(batch) == 0
 
 
@@ -150,12 +166,12 @@ def test_same_seed_same_batch_and_other_seed_other_order():
     snap = make_snapshot(np.zeros(6), [10] * 6, num_prompts=30)
     cells = CellState.open(6, 30)
     request = Request(size=25)
-    key = jax.random.fold_in(jax.random.PRNGKey(7), snap.version)
+    key = recommend_key(7, snap.version)
     a, _ = recommend(key, snap, cells, request)
     b, _ = recommend(key, snap, cells, request)
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x, y)
-    c, _ = recommend(jax.random.fold_in(jax.random.PRNGKey(8), snap.version), snap, cells, request)
+    c, _ = recommend(recommend_key(8, snap.version), snap, cells, request)
     assert not (np.array_equal(a.shown_first, c.shown_first) and np.array_equal(a.prompt, c.prompt))
 
 
@@ -167,7 +183,10 @@ def test_shown_first_balanced_within_one_per_cell():
     for round_ in range(15):
         state = cells._replace(shown_a=shown_a.copy(), shown_b=shown_b.copy())
         batch, _ = recommend(
-            round_, snap, state, Request(size=4, max_per_cell=2, allow_repeats=True)
+            recommend_key(round_, snap.version),
+            snap,
+            state,
+            Request(size=4, max_per_cell=2, allow_repeats=True),
         )
         for c, p, s in zip(batch.comparison, batch.prompt, batch.shown_first):
             if s == SHOW_A:
@@ -186,7 +205,12 @@ def test_exhausted_cells_are_never_chosen():
     snap = make_snapshot([0.0, 0.0], [0, 0], num_prompts=5)
     available = np.array([[0, 2, 0, 1, 0], [1, 0, 0, 0, 0]])
     cells = CellState(available, np.zeros_like(available), np.zeros_like(available))
-    batch, _ = recommend(1, snap, cells, Request(size=10, max_per_cell=5, allow_repeats=True))
+    batch, _ = recommend(
+        recommend_key(1, snap.version),
+        snap,
+        cells,
+        Request(size=10, max_per_cell=5, allow_repeats=True),
+    )
     counts = np.zeros_like(available)
     np.add.at(counts, (batch.comparison, batch.prompt), 1)
     assert (counts <= available).all() and counts.sum() == available.sum()
@@ -215,7 +239,7 @@ def test_new_system_is_paired_with_similar_strength_or_a_spread():
     snap2 = snap._replace(strength=strength2, system_judgments=counts2)
     allowed = new_system_mask(snap2, request)
     assert sorted(snap.pair_a[allowed].tolist()) == [2, 3, 4]
-    batch, _ = recommend(0, snap2, CellState.open(6, 12), request)
+    batch, _ = recommend(recommend_key(0, snap2.version), snap2, CellState.open(6, 12), request)
     assert set(snap.pair_a[batch.comparison].tolist()) <= {2, 3, 4}
 
 
@@ -247,3 +271,29 @@ def test_latency_benchmark_runs_with_tiny_settings(capsys):
     result = json.loads(capsys.readouterr().out)
     assert 1 <= result["comparisons"] <= 6 and result["returned"] == 10
     assert 0 < result["p50_ms"] <= result["p95_ms"]
+
+
+def test_the_key_is_folded_from_the_seed_and_the_snapshot_version():
+    """STYLE.md rule 2, and the derivation the CLI and the API use (services.recommend_adapter)."""
+    from services.recommend_adapter import rng_key as adapter_key
+
+    snap = make_snapshot(np.zeros(2), [4, 4], num_prompts=6)
+    key = recommend_key(5, snap.version)
+    expected = jax.random.fold_in(jax.random.PRNGKey(5), snap.version)
+    np.testing.assert_array_equal(np.asarray(key), np.asarray(expected))
+    np.testing.assert_array_equal(np.asarray(adapter_key(5, snap)), np.asarray(key))
+    assert not np.array_equal(np.asarray(recommend_key(5, snap.version + 1)), np.asarray(key))
+
+
+def test_an_int_seed_still_works_but_is_deprecated():
+    """The old path (benchmarks still pass ints): numpy seeded with the int, as before."""
+    snap = make_snapshot(np.zeros(4), [6] * 4, num_prompts=20)
+    cells, request = CellState.open(4, 20), Request(size=12)
+    with pytest.warns(DeprecationWarning, match="recommend_key"):
+        old, _ = recommend(3, snap, cells, request)
+    with pytest.warns(DeprecationWarning):
+        again, _ = recommend(np.int64(3), snap, cells, request)
+    for x, y in zip(old, again):
+        np.testing.assert_array_equal(x, y)
+    keyed, _ = recommend(recommend_key(3, snap.version), snap, cells, request)
+    assert len(keyed) == len(old)

@@ -4,7 +4,7 @@ The recommender is a pure function of a prepared snapshot, the state of the
 cells (what may still be asked, which can be annotated at all, which response
 was shown first how often) and a request::
 
-    batch, info = recommend(rng_key, snapshot, cells, request)
+    batch, info = recommend(recommend_key(seed, snapshot.version), snapshot, cells, request)
 
 Everything is integer-indexed: comparison ``c`` (one per dimension and
 system pair, across all dimensions), prompt ``p``; names live at the edge.
@@ -39,14 +39,14 @@ selection (:mod:`adaptive.selection`, :mod:`stan_free_models.information`).
 
 The package: :mod:`.state` (the types), :mod:`.prepare` (snapshots from
 posterior draws), :mod:`.steps` (the small functions above), :mod:`.policy`
-(:func:`recommend`).
+(:func:`recommend`, :func:`recommend_key`).
 
 References:
     Kalyanakrishnan et al. (2012), LUCB; Sedoc & Ungar (2020), graded
     response model and Fisher information; DESIGN.md "Next batch".
 """
 
-from adaptive.recommend.policy import recommend
+from adaptive.recommend.policy import recommend, recommend_key
 from adaptive.recommend.prepare import (
     DimensionDraws,
     snapshot_from_draws,
@@ -107,6 +107,7 @@ __all__ = [
     "decided_mask",
     "new_system_mask",
     "recommend",
+    "recommend_key",
     "snapshot_from_draws",
     "snapshot_from_posteriors",
     "system_strength",

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import warnings
+
+import jax
 import numpy as np
 
 from adaptive.recommend.state import Batch, CellState, RecommendInfo, Request, Snapshot
@@ -14,28 +17,47 @@ from adaptive.recommend.steps import (
 )
 
 
-def _numpy_rng(rng_key) -> np.random.Generator:
-    """A numpy generator determined by a JAX PRNG key (or an int seed)."""
-    if isinstance(rng_key, int | np.integer):
-        return np.random.default_rng(int(rng_key))
-    import jax
+def recommend_key(seed: int, version: int) -> jax.Array:
+    """The recommender's key for a snapshot version: ``fold_in(PRNGKey(seed), version)``.
 
+    The same seed and snapshot version give the same key, so any batch can be
+    replayed exactly (STYLE.md, rule 2); :mod:`services.recommend_adapter`
+    derives its key the same way.
+    """
+    return jax.random.fold_in(jax.random.PRNGKey(seed), version)
+
+
+def _numpy_rng(rng_key: jax.Array) -> np.random.Generator:
+    """The numpy generator the steps draw from, determined by the JAX key."""
     data = rng_key
-    if hasattr(rng_key, "dtype") and jax.dtypes.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
+    if jax.dtypes.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
         data = jax.random.key_data(rng_key)
     return np.random.default_rng(np.asarray(data, dtype=np.uint32).ravel().tolist())
 
 
+def _legacy_seed_rng(seed: int) -> np.random.Generator:
+    """The generator of an int seed, as :func:`recommend` drew before it required a key."""
+    warnings.warn(
+        "recommend() with an int seed is deprecated: pass recommend_key(seed, snapshot.version)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return np.random.default_rng(int(seed))
+
+
 def recommend(
-    rng_key, snapshot: Snapshot, cells: CellState, request: Request
+    rng_key: jax.Array, snapshot: Snapshot, cells: CellState, request: Request
 ) -> tuple[Batch, RecommendInfo]:
     """The next batch: open comparisons only, closest to a decision first, fresh prompts.
 
     Deterministic: the same snapshot, cell state, request and key give the
-    same batch. Derive the key as ``jax.random.fold_in(base_key, snapshot.version)``.
+    same batch. Derive the key with :func:`recommend_key` (``fold_in(PRNGKey(seed),
+    snapshot.version)``).
 
     Args:
-        rng_key: a JAX PRNG key (or an int seed).
+        rng_key: a JAX PRNG key, the only source of the batch's randomness. (An int
+            seed is still accepted, with a DeprecationWarning, for callers not yet
+            moved: it seeds numpy directly, as before.)
         snapshot: from :func:`snapshot_from_posteriors` or :func:`snapshot_from_draws`.
         cells: the cell state.
         request: the request.
@@ -43,7 +65,10 @@ def recommend(
     Returns:
         The batch and a :class:`RecommendInfo`.
     """
-    rng = _numpy_rng(rng_key)
+    if isinstance(rng_key, int | np.integer):
+        rng = _legacy_seed_rng(rng_key)
+    else:
+        rng = _numpy_rng(rng_key)
     targets = target_mask(snapshot, request)
     candidates = candidate_mask(snapshot, cells, request, targets)
     judged = snapshot.judged if snapshot.judged is not None else np.zeros_like(cells.available)
