@@ -22,7 +22,9 @@ from stan_free_models.graded_response import (
     DEFAULT_B_SCALE,
     DEFAULT_TAU_SCALE,
 )
-from stan_free_models.inference import GRMData, fit_laplace, fit_nuts
+from stan_free_models.inference import GRMData
+from stan_free_models.laplace import fit_laplace
+from stan_free_models.nuts import fit_nuts
 from stan_free_models.posterior import Posterior
 from stan_free_models.whitened_nuts import fit_nuts_whitened
 
@@ -52,7 +54,7 @@ class FitConfig:
     cell_effect: bool = False  # prompt-by-comparison effect: a cell's judgments are dependent
     tau_scale: float = DEFAULT_TAU_SCALE  # prior scale of that effect's sd
     # fast path: integrate tau over a grid, and draw each prompt's parameters from their exact
-    # conditional (stan_free_models.inference.fit_laplace); both cost time, both calibrate Δ
+    # conditional (stan_free_models.laplace.fit_laplace); both cost time, both calibrate Δ
     integrate_tau: bool = True
     exact_items: bool = True
     sampler: str = "whitened"  # NUTS: see SAMPLERS

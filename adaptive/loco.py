@@ -32,7 +32,7 @@ record the standard error of its ability. Policies (:mod:`adaptive.selection`):
 Choices (documented in docs/selection.md):
 
 * Training fits use the fast MAP + Laplace approximation
-  (:func:`stan_free_models.inference.fit_laplace`), not NUTS.
+  (:func:`stan_free_models.laplace.fit_laplace`), not NUTS.
 * Item parameters are fixed at point estimates: alpha = exp(posterior mean
   of log alpha), b = posterior mean of b (an ordered vector).
 * The held-out ability has the model's N(0, 1) prior; with item parameters

@@ -27,8 +27,9 @@ import numpy as np
 
 from adaptive.redundancy import redundant_pairs_matrix
 from adaptive.tiers import Tiers, split_tiers
-from stan_free_models.inference import GRMData, fit_laplace
+from stan_free_models.inference import GRMData
 from stan_free_models.information import expected_information
+from stan_free_models.laplace import fit_laplace
 
 if TYPE_CHECKING:
     from adaptive.loco import LocoData

@@ -71,7 +71,7 @@ def profile_update(state, key: tuple[str, str]) -> dict:  # noqa: ANN001
     from adaptive.fitting import model_data
     from adaptive.snapshot import encode_snapshot, snapshot_from_posterior
     from adaptive.streaming import remap_init
-    from stan_free_models.inference import fit_laplace
+    from stan_free_models.laplace import fit_laplace
 
     out: dict[str, float] = {}
     previous = state.latest_fast(key)

@@ -31,14 +31,8 @@ from jax.flatten_util import ravel_pytree
 from numpyro.infer.util import potential_energy
 
 from stan_free_models.bradley_terry import TIE, TIE_MODELS, bradley_terry, log_likelihood
-from stan_free_models.inference import (
-    MODEL_LOCK,
-    bucket,
-    chain_method_for,
-    new_mcmc,
-    nuts_diagnostics,
-    sample_mcmc,
-)
+from stan_free_models.inference import MODEL_LOCK, bucket
+from stan_free_models.nuts import chain_method_for, new_mcmc, nuts_diagnostics, sample_mcmc
 from stan_free_models.posterior import Diagnostics, Posterior
 
 

@@ -51,12 +51,10 @@ from stan_free_models.inference import (
     _potential_fn,
     _split_params,
     _static_key,
-    chain_method_for,
-    fit_laplace,
-    new_mcmc,
-    nuts_diagnostics,
     pad_data,
 )
+from stan_free_models.laplace import fit_laplace
+from stan_free_models.nuts import chain_method_for, new_mcmc, nuts_diagnostics
 from stan_free_models.posterior import Posterior
 
 #: per-prompt sites of the unconstrained parameter dict (leading axis: the prompt)
@@ -223,7 +221,7 @@ def fit_nuts_whitened(
 ) -> Posterior:
     """Full posterior by NUTS on Laplace-whitened coordinates (see the module docstring).
 
-    The same model and output as :func:`stan_free_models.inference.fit_nuts`;
+    The same model and output as :func:`stan_free_models.nuts.fit_nuts`;
     ``info`` adds ``prep_seconds`` (mode and Hessian) and the mean leapfrog steps.
     """
     start = time.perf_counter()

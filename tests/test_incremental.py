@@ -17,7 +17,7 @@ from stan_free_models.incremental import (
     item_uncertainty,
     update_skills,
 )
-from stan_free_models.inference import fit_laplace
+from stan_free_models.laplace import fit_laplace
 from stan_free_models.simulate import simulate_judgments
 
 SYSTEMS = [f"s{i}" for i in range(6)]

@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stan_free_models import inference
-from stan_free_models.inference import GRMData, bucket, fit_laplace, fit_nuts, pad_data
+from stan_free_models import inference, laplace
+from stan_free_models.inference import GRMData, bucket, pad_data
+from stan_free_models.laplace import fit_laplace
+from stan_free_models.nuts import fit_nuts
 from stan_free_models.simulate import draw_truth, simulate_net_ratings
 
 
@@ -176,13 +178,13 @@ def test_fits_in_several_threads_do_not_corrupt_each_others_traces():
 def test_tau_grid_weights_integrate_a_known_marginal_on_an_uneven_grid():
     log_tau = np.array([-3.0, -2.0, -1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 1.0, 2.0])
     log_marginal = -0.5 * ((log_tau + 0.25) / 0.6) ** 2  # N(-0.25, 0.6) in log tau
-    w = inference._tau_weights(log_tau, log_marginal)
+    w = laplace._tau_weights(log_tau, log_marginal)
     assert w.sum() == pytest.approx(1.0)
     assert (w * log_tau).sum() == pytest.approx(-0.25, abs=0.03)
     # a grid point whose fit failed (non-finite marginal) gets no weight
-    w = inference._tau_weights(log_tau, np.where(log_tau > 1.5, np.nan, log_marginal))
+    w = laplace._tau_weights(log_tau, np.where(log_tau > 1.5, np.nan, log_marginal))
     assert w[-1] == 0 and w.sum() == pytest.approx(1.0)
-    assert inference._allocate(np.array([0.5, 0.3, 0.2]), 7).tolist() == [4, 2, 1]
+    assert laplace._allocate(np.array([0.5, 0.3, 0.2]), 7).tolist() == [4, 2, 1]
 
 
 def test_laplace_integrates_tau_when_cells_have_one_judgment():

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stan_free_models.inference import fit_laplace, fit_nuts
+from stan_free_models.laplace import fit_laplace
+from stan_free_models.nuts import fit_nuts
 from stan_free_models.simulate import draw_truth, simulate_net_ratings
 
 SEEDS = (11, 12, 13, 14, 15)

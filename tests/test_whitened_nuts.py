@@ -11,7 +11,8 @@ from jax.flatten_util import ravel_pytree
 
 from adaptive.cells import build_cells
 from adaptive.fitting import model_data
-from stan_free_models.inference import _dynamic_args, _potential_fn, _static_key, fit_nuts, pad_data
+from stan_free_models.inference import _dynamic_args, _potential_fn, _static_key, pad_data
+from stan_free_models.nuts import fit_nuts
 from stan_free_models.simulate import simulate_campaign
 from stan_free_models.whitened_nuts import (
     _example_params,
