@@ -71,7 +71,9 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-from scipy import special, stats
+from scipy import stats
+
+from adaptive.evidence import log_sign_evalue
 
 #: outcome codes
 UNDECIDED, B_BETTER, A_BETTER, EQUIVALENT = 0, 1, 2, 3
@@ -186,78 +188,6 @@ class Decisions(NamedTuple):
 
     def names(self) -> list[str]:
         return [OUTCOME_NAMES[int(o)] for o in self.outcome]
-
-
-# ----------------------------------------------------------------- e-processes
-
-
-def log_sign_evalue(k: np.ndarray, m: np.ndarray, a: float) -> np.ndarray:
-    """log of the beta-mixture e-value against H0: q <= 1/2 after k successes in m trials.
-
-    E = integral over q in (1/2, 1] of (2q)^k (2(1-q))^(m-k) * 2 Beta(q; a, a) dq
-      = 2^(m+1) B(k+a, m-k+a) / B(a, a) * P(Beta(k+a, m-k+a) > 1/2).
-
-    Each factor (2q)^x (2(1-q))^(1-x) has expectation 2[q0 q + (1-q0)(1-q)] <= 1
-    under any q0 <= 1/2 when q > 1/2, so E is a nonnegative supermartingale for
-    the whole null (an e-process); E >= 1/level happens with probability <= level.
-
-    Example:
-        >>> float(np.exp(log_sign_evalue(np.array(0), np.array(0), 5.0)))
-        1.0
-    """
-    k = np.asarray(k, dtype=np.float64)
-    m = np.asarray(m, dtype=np.float64)
-    a1, b1 = k + a, m - k + a
-    # P(Beta(a1, b1) > 1/2) = I_{1/2}(b1, a1)
-    # far on the null side the tail underflows to 0: E = 0, log E = -inf, never a rejection
-    with np.errstate(divide="ignore"):
-        log_tail = np.log(special.betainc(b1, a1, 0.5))
-    return (m + 1.0) * np.log(2.0) + special.betaln(a1, b1) - special.betaln(a, a) + log_tail
-
-
-def _eb_lower(x: np.ndarray, alpha: float, trunc: float) -> np.ndarray:
-    """One-sided predictable plug-in empirical-Bernstein lower bounds of the mean of x in [0, 1]."""
-    t = np.arange(1, x.shape[0] + 1, dtype=np.float64)
-    log_term = np.log(1.0 / alpha)
-    # the bets: a regularised mean and variance (one pseudo-observation at 1/2, 1/4)
-    mu_reg = (0.5 + np.cumsum(x)) / (t + 1.0)
-    sigma2 = (0.25 + np.cumsum((x - mu_reg) ** 2)) / (t + 1.0)
-    sigma2_prev = np.concatenate([[0.25], sigma2[:-1]])
-    lam = np.minimum(np.sqrt(2.0 * log_term / (t * np.log1p(t) * sigma2_prev)), trunc)
-    # the variance increments: squared deviation from the previous plain mean (0 at the start)
-    mean_prev = np.concatenate([[0.0], (np.cumsum(x) / t)[:-1]])
-    v = (x - mean_prev) ** 2
-    psi = -np.log1p(-lam) - lam
-    sum_lam = np.cumsum(lam)
-    low = np.cumsum(lam * x) / sum_lam - (log_term + np.cumsum(v * psi)) / sum_lam
-    return np.maximum.accumulate(np.maximum(low, 0.0))
-
-
-def eb_confidence_sequence(
-    x: np.ndarray, alpha: float, *, trunc: float = 0.5
-) -> tuple[np.ndarray, np.ndarray]:
-    """Predictable plug-in empirical-Bernstein confidence sequence for the mean of x in [0, 1].
-
-    Waudby-Smith & Ramdas (2023), Theorem 2, as confseq's
-    ``predmix_empbern_twosided_cs`` computes it (a lower sequence at alpha / 2 on
-    x and on 1 - x), with the running intersection: P(the mean ever leaves
-    [low_t, high_t]) <= alpha. ``tests/test_decisions.py`` checks it against
-    confseq 0.0.11.
-
-    Args:
-        x: (n,) observations in [0, 1], in arrival order.
-        alpha: miscoverage (two-sided).
-        trunc: upper bound of the bets lambda_t (1/2 in the paper's experiments).
-
-    Returns:
-        (low, high), each (n,), the CS after 1..n observations.
-    """
-    x = np.asarray(x, dtype=np.float64)
-    if x.shape[0] == 0:
-        return np.zeros(0), np.zeros(0)
-    low = _eb_lower(x, alpha / 2.0, trunc)
-    high = 1.0 - _eb_lower(1.0 - x, alpha / 2.0, trunc)
-    return low, np.minimum(high, 1.0)
 
 
 # ------------------------------------------------------------------ decisions
@@ -588,62 +518,6 @@ def decide(
     num_prompts = int(prompt.max()) + 1 if prompt.size else 1
     state = start(num_comparisons, num_prompts, rule, num_tests=num_tests)
     return decisions_of(update(state, comparison, prompt, signed))
-
-
-# ------------------------------------------------------- the effect, one look
-
-
-class NetPreference(NamedTuple):
-    """Δ of each comparison at one look, prompts as the units ((C,) arrays)."""
-
-    mean: np.ndarray
-    se: np.ndarray
-    ci_low: np.ndarray
-    ci_high: np.ndarray
-    num_prompts: np.ndarray
-
-
-def net_preference(
-    comparison: np.ndarray,
-    prompt: np.ndarray,
-    signed: np.ndarray,
-    num_comparisons: int,
-    level: float = 0.95,
-) -> NetPreference:
-    """Δ with a fixed-look interval: the mean over prompts of each cell's mean signed judgment.
-
-    Prompts are the units (a cell's judgments share its two responses), so the
-    standard error is the between-prompt sd / sqrt(prompts), with a Student t
-    quantile. This interval is for *one* look (a report at the end); decisions
-    while a campaign runs use :func:`decide`.
-
-    Example:
-        >>> r = net_preference(np.zeros(4, int), np.array([0, 0, 1, 2]), np.array([1, -1, 1, 0]), 1)
-        >>> round(float(r.mean[0]), 3), int(r.num_prompts[0])
-        (0.333, 3)
-    """
-    comparison = np.asarray(comparison, dtype=np.int64)
-    prompt = np.asarray(prompt, dtype=np.int64)
-    signed = np.asarray(signed, dtype=np.float64)
-    C = int(num_comparisons)
-    nan = np.full(C, np.nan)
-    if comparison.shape[0] == 0:
-        return NetPreference(nan, nan.copy(), nan.copy(), nan.copy(), np.zeros(C, np.int64))
-    width = int(prompt.max()) + 1
-    uniq, inv = np.unique(comparison * width + prompt, return_inverse=True)
-    cell_mean = np.bincount(inv, weights=signed) / np.bincount(inv)
-    comp = uniq // width
-    n = np.bincount(comp, minlength=C)[:C].astype(np.float64)
-    s1 = np.bincount(comp, weights=cell_mean, minlength=C)[:C]
-    s2 = np.bincount(comp, weights=cell_mean**2, minlength=C)[:C]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.where(n > 0, s1 / n, np.nan)
-        var = np.where(n > 1, (s2 - n * mean**2) / (n - 1), np.nan)
-        se = np.sqrt(np.maximum(var, 0.0) / n)
-    q = stats.t.ppf(0.5 + level / 2.0, np.maximum(n - 1, 1))
-    low = np.clip(mean - q * se, -1.0, 1.0)
-    high = np.clip(mean + q * se, -1.0, 1.0)
-    return NetPreference(mean, se, low, high, n.astype(np.int64))
 
 
 def decide_cells(

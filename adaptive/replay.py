@@ -59,10 +59,10 @@ from adaptive.decisions import (
     DecisionRule,
     Decisions,
     decisions_of,
-    net_preference,
     start,
     update,
 )
+from adaptive.evidence import net_preference
 from adaptive.recommend import DEFAULT_BURN_IN, DEFAULT_NEED_SHARE, allocate
 
 POLICIES = ("adaptive", "uniform", "round_robin", "arena")

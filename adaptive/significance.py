@@ -21,7 +21,7 @@ signed judgment, +1 B / -1 A / 0 tie, averaged over the comparison's judged
 prompts): the model's estimate with its 95% posterior interval
 (``net_preference, net_sd, net_ci_low, net_ci_high``), the data's own value
 (``observed_net`` with a prompts-as-units t interval, from
-:func:`adaptive.decisions.net_preference`), and two checks:
+:func:`adaptive.evidence.net_preference`), and two checks:
 
 * ``ppc_z`` / ``ppc_flag``: a posterior predictive check; the observed Δ against
   what the fitted model predicts for data of the same design (new judgments and
@@ -195,12 +195,12 @@ def _oriented(effect: dict[str, np.ndarray], i: int, sign: float) -> dict:
 def observed_p_values(cells: CellData) -> tuple[np.ndarray, np.ndarray]:
     """(C,) observed net preference (stored orientation) and its two-sided t-test p-value.
 
-    Prompts are the units (:func:`adaptive.decisions.net_preference`); a comparison with
+    Prompts are the units (:func:`adaptive.evidence.net_preference`); a comparison with
     fewer than two prompts gets p = 1.
     """
     from scipy import stats as sps
 
-    from adaptive.decisions import net_preference
+    from adaptive.evidence import net_preference
 
     obs = net_preference(
         cells.judgment_comparison,
@@ -240,7 +240,7 @@ def net_effect(
     """
     import jax
 
-    from adaptive.decisions import net_preference
+    from adaptive.evidence import net_preference
     from adaptive.fitting import model_data
     from stan_free_models.predictive import implied_net_preference
 

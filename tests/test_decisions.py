@@ -19,10 +19,8 @@ from adaptive.decisions import (
     decide,
     decision_observations,
     decision_rows,
-    eb_confidence_sequence,
-    log_sign_evalue,
-    net_preference,
 )
+from adaptive.evidence import eb_confidence_sequence, log_sign_evalue, net_preference
 
 REFERENCE = Path(__file__).resolve().parent / "reference"
 
