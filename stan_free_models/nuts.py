@@ -72,6 +72,16 @@ def sample_mcmc(
     return samples, diverging
 
 
+def checked_sites(draws: dict[str, np.ndarray], symmetric: bool) -> dict[str, np.ndarray]:
+    """The sampled sites whose R-hat and ESS a fit reports (b only when it is sampled freely)."""
+    checked = {
+        k: v for k, v in draws.items() if k in ("theta", "log_alpha", "b_half", "skill", "tau")
+    }
+    if not symmetric:
+        checked["b"] = draws["b"]
+    return checked
+
+
 def nuts_diagnostics(
     checked: dict[str, np.ndarray], diverging: np.ndarray, num_samples: int, start: float
 ) -> Diagnostics:
@@ -165,11 +175,7 @@ def fit_nuts(
         draws["b_half"] = samples["b_half"][:, :, :p]
     if data.has_cells:
         draws["tau"] = samples["tau"]
-    checked = {
-        k: v for k, v in draws.items() if k in ("theta", "log_alpha", "b_half", "skill", "tau")
-    }
-    if not symmetric_thresholds:
-        checked["b"] = draws["b"]
+    checked = checked_sites(draws, symmetric_thresholds)
     diagnostics = nuts_diagnostics(checked, diverging, num_samples, start)
     return Posterior(
         draws=draws, method="nuts", diagnostics=diagnostics, info={"padded_shape": static[:5]}

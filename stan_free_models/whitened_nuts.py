@@ -54,7 +54,7 @@ from stan_free_models.inference import (
     pad_data,
 )
 from stan_free_models.laplace import fit_laplace
-from stan_free_models.nuts import chain_method_for, new_mcmc, nuts_diagnostics
+from stan_free_models.nuts import chain_method_for, checked_sites, new_mcmc, nuts_diagnostics
 from stan_free_models.posterior import Posterior
 
 #: per-prompt sites of the unconstrained parameter dict (leading axis: the prompt)
@@ -259,11 +259,7 @@ def fit_nuts_whitened(
         num_steps = np.asarray(extra["num_steps"])
     x = x0 + w @ chol.T  # (chains, draws, D)
     draws = _constrained_draws(static, data, x)
-    checked = {
-        k: v for k, v in draws.items() if k in ("theta", "log_alpha", "b_half", "skill", "tau")
-    }
-    if not symmetric_thresholds:
-        checked["b"] = draws["b"]
+    checked = checked_sites(draws, symmetric_thresholds)
     diagnostics = nuts_diagnostics(checked, diverging, num_samples, start)
     return Posterior(
         draws=draws,
@@ -280,7 +276,6 @@ def fit_nuts_whitened(
 
 def _constrained_draws(static: tuple, data: GRMData, x: np.ndarray) -> dict[str, np.ndarray]:
     """Flat unconstrained draws (chains, draws, D) -> the model's sites, padding removed."""
-    _, unravel = ravel_pytree(_example_params(static))
     example = _example_params(static)
     offsets, start = {}, 0
     for name in sorted(example):

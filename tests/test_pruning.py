@@ -24,7 +24,10 @@ def test_comparisons_in_a_tier_among_a_subset():
 
 
 def test_the_ranking_key_does_not_matter():
-    """RANKING_SEED is a placeholder: plan_tier's steps give the same ranking under any key."""
+    """plan_tier's steps draw nothing: the ranking is the same under any key.
+
+    RANKING_SEED is only the key it is handed.
+    """
     rng = np.random.default_rng(0)
     score = rng.exponential(size=30)
     groups = [[0, 5, 9], [3, 4]]
