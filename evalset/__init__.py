@@ -337,13 +337,8 @@ def evidence(
     ``decision`` (final) and ``closed_at``.
     """
     from adaptive.cells import build_cells
-    from adaptive.decisions import (
-        DecisionRule,
-        decide,
-        decision_observations,
-        eb_confidence_sequence,
-        log_sign_evalue,
-    )
+    from adaptive.decisions import DecisionRule, decide, decision_observations
+    from adaptive.evidence import eb_confidence_sequence, log_sign_evalue
 
     judgments = read(data)
     rule = DecisionRule(alpha=alpha, margin=margin, unit=unit, correction=correction)

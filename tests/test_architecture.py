@@ -243,3 +243,29 @@ def test_split_modules_keep_to_600_lines():
         if (n := len(p.read_text().splitlines())) > MAX_LINES
     }
     assert long == {}
+
+
+def test_every_internal_import_names_something_that_exists():
+    """Function-level imports run only when their function does: check them all here,
+    so a name moved to another module cannot leave a caller that fails at run time."""
+    import importlib
+
+    roots = set(PACKAGES)
+    missing = []
+    for package in (*PACKAGES, "scripts", "benchmarks"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not (isinstance(node, ast.ImportFrom) and node.module and node.level == 0):
+                    continue
+                if node.module.split(".")[0] not in roots:
+                    continue
+                module = importlib.import_module(node.module)
+                for alias in node.names:
+                    if hasattr(module, alias.name):
+                        continue
+                    try:
+                        importlib.import_module(f"{node.module}.{alias.name}")
+                    except ModuleNotFoundError:
+                        rel = path.relative_to(ROOT).as_posix()
+                        missing.append(f"{rel}:{node.lineno} {node.module}.{alias.name}")
+    assert missing == []
