@@ -16,7 +16,10 @@ Prints, per simulator, method and share of the data kept:
 paper's setting), ``varied`` (prompt-by-comparison effects, sd 0.5, and 20% random
 annotators). ``--preset paper`` measures the paper's model instead of the default.
 ``--gaussian-items`` skips the exact item draws (null campaigns: same verdicts, faster).
-``--jsonl FILE`` appends one line per fit, for tables made later.
+``--jsonl FILE`` appends one line per fit, for tables made later; a fit already in FILE
+(same kind, preset, seed, share and method) is not run again, so a long measurement can be
+stopped and resumed, and grown by later runs. The measured rows are kept in
+``docs/calibration/`` (one file per simulator and method; see its README).
 """
 
 from __future__ import annotations
@@ -122,12 +125,29 @@ def main() -> int:
                 results.setdefault((rec["method"], rec["fraction"]), []).append(rec)
         args.campaigns = max(len(v) for v in results.values())
     seeds = [] if args.summarize else range(args.first_seed, args.first_seed + args.campaigns)
+    done: set[tuple] = set()
+    if args.jsonl and os.path.exists(args.jsonl) and not args.summarize:
+        for line in open(args.jsonl):
+            rec = json.loads(line)
+            done.add((rec["kind"], rec["preset"], rec["seed"], rec["fraction"], rec["method"]))
+            if rec["kind"] == args.kind and rec["preset"] == args.preset:
+                results.setdefault((rec["method"], rec["fraction"]), []).append(rec)
     for seed in seeds:
+        todo = [
+            (fraction, method)
+            for fraction in args.fractions
+            for method in args.method
+            if (args.kind, args.preset, seed, fraction, method) not in done
+        ]
+        if not todo:
+            continue
         camp = campaign(args.kind, seed, args.comparisons, args.prompts)
         full = pl.DataFrame(camp.rows)
         for fraction in args.fractions:
             frame = subsample(full, fraction, seed)
             for method in args.method:
+                if (fraction, method) not in todo:
+                    continue
                 start = time.perf_counter()
                 rows, result = fit_rows(frame, method, args.preset, seed, args)
                 seconds = time.perf_counter() - start
@@ -151,6 +171,21 @@ def main() -> int:
                     "fraction": fraction,
                     "method": method,
                     "seconds": seconds,
+                    "comparisons": args.comparisons,
+                    "prompts": args.prompts,
+                    "gaussian_items": bool(args.gaussian_items),
+                    **(
+                        {
+                            "chains": args.chains,
+                            "warmup": args.warmup,
+                            "draws": args.draws,
+                            "max_rhat": result.posterior.diagnostics.max_rhat(),
+                            "min_ess_bulk": result.posterior.diagnostics.min_ess_bulk(),
+                            "divergences": result.posterior.diagnostics.num_divergences,
+                        }
+                        if method == "nuts"
+                        else {}
+                    ),
                     "any_adjusted": any(r["significant_adjusted"] for r in rows),
                     "num_adjusted": sum(r["significant_adjusted"] for r in rows),
                     "any_model_adjusted": any(r["model_adjusted"] for r in rows),
