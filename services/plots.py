@@ -226,10 +226,7 @@ def plot_item_information(
     picks = list(order[:num_curves]) + list(order[-num_curves:])
     cmap = plt.get_cmap("viridis")
     for k, j in enumerate(picks):
-        # jax takes numpy arrays (ArrayLike); the library annotates jax.Array only
-        info = np.asarray(
-            item_information(grid[:, None], a_mean[None, j], b_mean[None, j])  # type: ignore[arg-type]
-        )[:, 0]
+        info = np.asarray(item_information(grid[:, None], a_mean[None, j], b_mean[None, j]))[:, 0]
         top = k < num_curves
         ax1.plot(grid, info, color=cmap(0.15 + 0.6 * k / max(1, len(picks) - 1)),
                  ls="-" if top else "--",

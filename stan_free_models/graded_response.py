@@ -20,6 +20,8 @@ with probabilities that underflow at NUTS's random initial points.
 
 from __future__ import annotations
 
+from typing import overload
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -126,7 +128,17 @@ class GradedResponse(dist.Distribution):
         return upper - lower
 
 
-def symmetric_from_half(half: jax.Array, num_categories: int) -> jax.Array:
+@overload
+def symmetric_from_half(half: jax.Array, num_categories: int) -> jax.Array: ...
+
+
+@overload
+def symmetric_from_half(half: np.ndarray, num_categories: int) -> np.ndarray: ...
+
+
+def symmetric_from_half(
+    half: jax.Array | np.ndarray, num_categories: int
+) -> jax.Array | np.ndarray:
     """Thresholds symmetric about 0 from their positive half: (..., m) -> (..., K-1).
 
     Example: half (d1 < d2 < d3), K = 7 -> (-d3, -d2, -d1, d1, d2, d3); K even adds a 0.
@@ -321,6 +333,7 @@ def graded_response(
             )
         else:
             w = jnp.ones(comparison.shape[0]) if weight is None else weight
+            assert y is not None and num_cells is not None, "cells need observations"
             lik = cell_log_lik(theta[comparison], alpha[item], b[item], tau, y, w, cell, num_cells)
         numpyro.factor("y_cells", lik.sum())
         return

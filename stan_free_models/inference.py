@@ -74,13 +74,13 @@ class GRMData:
             self.comparison.max() >= self.num_comparisons or self.item.max() >= self.num_items
         ):
             raise ValueError("comparison or item index out of range")
-        if self.has_cells and (
+        if self.cell is not None and (
             self.cell.shape != (n,)
             or self.num_cells is None
             or (n and self.cell.max() >= self.num_cells)
         ):
             raise ValueError("cell must have shape (n,) with indices below num_cells")
-        if self.per_system and (
+        if self.pair_a is not None and (
             self.pair_a.shape != (self.num_comparisons,) or self.num_systems is None
         ):
             raise ValueError("pair_a/pair_b need one entry per comparison and num_systems")
@@ -114,8 +114,10 @@ def pad_data(data: GRMData) -> GRMData:
         num_categories=data.num_categories,
     )
     if data.has_cells:
+        assert data.cell is not None and data.num_cells is not None  # validate() checked
         out = replace(out, cell=pad(data.cell.astype(np.int32)), num_cells=bucket(data.num_cells))
     if data.per_system:
+        assert data.num_systems is not None  # validate() checked
         c_pad = out.num_comparisons - data.num_comparisons
         num_systems = bucket(data.num_systems + 1, 4)
         # padded comparisons compare two padding systems, so they leave real skills alone
@@ -178,6 +180,7 @@ _CELL_STATS = ("cell_comparison", "cell_item", "cell_y_counts")
 
 def _cell_stats(data: GRMData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The cells' sufficient statistics: comparison, item and weighted category counts."""
+    assert data.cell is not None and data.num_cells is not None, "the data have no cells"
     return cell_counts(
         data.cell,
         data.comparison,
@@ -258,6 +261,7 @@ def default_init(data: GRMData, symmetric: bool = False) -> dict[str, np.ndarray
         # unconstrained ordered vector: first value, then log of increments
         b_u = np.concatenate([b0[:1], np.log(np.diff(b0))]) if k > 1 else b0
     g_size = data.num_systems if data.per_system else data.num_comparisons
+    assert g_size is not None, "per-system data need num_systems"
     out = {
         "global": np.zeros(g_size, np.float32),
         "items": np.concatenate(

@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 #: categories rarer than this contribute (numerically) nothing; avoids 0/0
 _TINY = 1e-30
 
 
-def item_information(theta: jax.Array, alpha: jax.Array, b: jax.Array) -> jax.Array:
+def item_information(
+    theta: np.ndarray | jax.Array, alpha: np.ndarray | jax.Array, b: np.ndarray | jax.Array
+) -> jax.Array:
     """Fisher information of graded-response items at abilities theta.
 
     Args:
@@ -61,13 +64,17 @@ def item_information(theta: jax.Array, alpha: jax.Array, b: jax.Array) -> jax.Ar
     return alpha**2 * terms.sum(axis=-1)
 
 
-def information_matrix(theta: jax.Array, alpha: jax.Array, b: jax.Array) -> jax.Array:
+def information_matrix(
+    theta: np.ndarray | jax.Array, alpha: np.ndarray | jax.Array, b: np.ndarray | jax.Array
+) -> jax.Array:
     """Information of every item at every ability: (T,) x items (P,), (P, K-1) -> (T, P)."""
     theta = jnp.asarray(theta)
     return item_information(theta[:, None], jnp.asarray(alpha)[None, :], jnp.asarray(b)[None])
 
 
-def expected_information(theta_draws: jax.Array, alpha: jax.Array, b: jax.Array) -> jax.Array:
+def expected_information(
+    theta_draws: np.ndarray | jax.Array, alpha: np.ndarray | jax.Array, b: np.ndarray | jax.Array
+) -> jax.Array:
     """Item information averaged over a sample of abilities (e.g. a tier's posterior draws).
 
     This is where selection evaluates a prompt: at the abilities of the
@@ -85,7 +92,11 @@ def expected_information(theta_draws: jax.Array, alpha: jax.Array, b: jax.Array)
 
 
 def standard_error(
-    theta: jax.Array, alpha: jax.Array, b: jax.Array, *, prior_precision: float = 1.0
+    theta: np.ndarray | jax.Array,
+    alpha: np.ndarray | jax.Array,
+    b: np.ndarray | jax.Array,
+    *,
+    prior_precision: float = 1.0,
 ) -> jax.Array:
     """Expected SE of theta from items (P,) at ability theta: 1 / sqrt(prior + sum I_j)."""
     info = item_information(jnp.asarray(theta)[..., None], alpha, b).sum(axis=-1)

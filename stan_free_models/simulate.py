@@ -54,8 +54,8 @@ def simulate_net_ratings(
 ) -> GRMData:
     """Aggregated data: one net-rating category per (comparison, item) cell, as in the paper."""
     num_c, num_p = truth.theta.shape[0], truth.alpha.shape[0]
-    comp, item = np.meshgrid(np.arange(num_c), np.arange(num_p), indexing="ij")
-    comp, item = comp.ravel(), item.ravel()
+    comp_grid, item_grid = np.meshgrid(np.arange(num_c), np.arange(num_p), indexing="ij")
+    comp, item = comp_grid.ravel(), item_grid.ravel()
     keep = rng.uniform(size=comp.shape[0]) >= missing
     comp, item = comp[keep], item[keep]
     y = sample_graded(rng, truth.theta[comp], truth.alpha[item], truth.b[item])

@@ -197,6 +197,7 @@ def _mode_vector(data: GRMData, static: tuple, **priors) -> np.ndarray:
         **priors,
     )
     mode = lap.mode
+    assert mode is not None  # the fast path always returns its mode
     g = np.asarray(mode["global"], np.float32)
     if "log_tau" in mode:
         g = np.concatenate([g, np.asarray(mode["log_tau"], np.float32)])
