@@ -33,7 +33,7 @@ import polars as pl
 from adaptive.data import DataError
 from adaptive.significance import holm
 from stan_free_models.bradley_terry import FIRST, SECOND, TIE
-from stan_free_models.bt_inference import BTData, fit_laplace, fit_mle, fit_nuts
+from stan_free_models.bt_inference import BTData, MLEResult, fit_laplace, fit_mle, fit_nuts
 from stan_free_models.posterior import Posterior
 
 TIE_TREATMENTS = ("davidson", "random", "drop")
@@ -217,7 +217,7 @@ class BTFit:
     input: BTInput
     config: BTConfig
     posterior: Posterior | None
-    mle: object | None = None
+    mle: MLEResult | None = None
     info: dict = field(default_factory=dict)
 
     @property
@@ -226,6 +226,7 @@ class BTFit:
 
     def ability_draws(self) -> np.ndarray:
         """(num_draws, num_players) ability draws (chains merged)."""
+        assert self.posterior is not None, "an MLE fit has no draws"
         return self.posterior.flat("ability")
 
 
@@ -307,6 +308,7 @@ def ability_rows(fit: BTFit) -> list[dict]:
     rows = []
     if fit.posterior is None:
         m = fit.mle
+        assert m is not None  # without a posterior, the fit is the MLE
         for i, (item, system) in enumerate(bt_in.players):
             rows.append(
                 {
@@ -357,6 +359,8 @@ def intercept_rows(fit: BTFit) -> list[dict]:
         return []
     if fit.posterior is None:
         m = fit.mle
+        # without a posterior, the fit is the MLE; with a position effect, it has intercepts
+        assert m is not None and m.intercept is not None and m.intercept_se is not None
         return [
             {
                 "dimension": fit.dimension,
@@ -449,7 +453,7 @@ def difference_rows(fit: BTFit, *, alpha: float = 0.05) -> list[dict]:
                 "by": fit.config.by,
             }
         )
-    adjusted = holm(np.array(pvals), alpha) if pvals else []
+    adjusted: np.ndarray | list[bool] = holm(np.array(pvals), alpha) if pvals else []
     for r, adj in zip(rows, adjusted):
         r["significant_adjusted"] = bool(adj)
         r["adjust_rule"] = "holm"

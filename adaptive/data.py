@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -109,9 +110,10 @@ def as_polars(frame: object) -> pl.DataFrame:
     if isinstance(frame, pl.LazyFrame):
         return frame.collect()
     if hasattr(frame, "columns") and hasattr(frame, "to_dict"):  # pandas, without pyarrow
+        table: Any = frame  # duck-typed: pandas is not a dependency
         columns = {}
-        for name in frame.columns:
-            column = frame[name]
+        for name in table.columns:
+            column = table[name]
             values = column.astype(object).where(column.notna(), None).tolist()
             columns[str(name)] = values
         try:

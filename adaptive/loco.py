@@ -215,7 +215,8 @@ def heldout_posterior(
         dtype=np.float64,
     )  # (G, P)
     loglik = np.where(np.isfinite(loglik), loglik, -1e30)
-    log_post = masks.astype(np.float64) @ np.where(masks.any(axis=0)[None, :], loglik, 0.0).T
+    observed = np.asarray(masks.any(axis=0))
+    log_post = masks.astype(np.float64) @ np.where(observed[None, :], loglik, 0.0).T
     log_post = log_post - 0.5 * grid[None, :] ** 2
     log_post -= log_post.max(axis=1, keepdims=True)
     w = np.exp(log_post)
@@ -259,7 +260,7 @@ def run_fold(data: LocoData, config: LocoConfig, fold: int) -> FoldResult:
         data, train, threshold=config.redundancy_threshold, fdr=config.redundancy_fdr
     )
 
-    estimate: dict[str, np.ndarray] = {}
+    estimate: dict[str, list[np.ndarray]] = {}
 
     def se_of(order: np.ndarray, alpha: np.ndarray, b: np.ndarray, policy: str) -> np.ndarray:
         masks = prefix_masks(order, ks, num_p)

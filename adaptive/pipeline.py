@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -58,7 +59,7 @@ def item_rows(analysis: Analysis) -> list[dict]:
     b = post.flat("b")
     rows = []
     for j, members in enumerate(cells.item_members):
-        row = {
+        row: dict[str, Any] = {
             "dimension": cells.dimension,
             "item_id": members[0],
             "group": "+".join(members) if len(members) > 1 else "",

@@ -132,6 +132,7 @@ def plan_tier(
     if keep is not None:
         k = int(min(max(keep, 0), len(order)))
     else:
+        assert target_se_ratio is not None  # exactly one of the two is given
         within = np.flatnonzero(curve <= target_se_ratio * se_full * (1 + 1e-12))
         k = int(within[0] + 1) if len(within) else len(order)
     kept = list(order[:k].tolist())

@@ -169,7 +169,8 @@ def uniform_policy(rng, view: View, size: int):
 def round_robin_policy(rng, view: View, size: int):
     """The open comparisons in turn, a random fresh cell of each."""
     open_ = np.flatnonzero(~view.decisions.closed & view.useful.any(axis=1))
-    comps, prompts = [], []
+    comps: list[int] = []
+    prompts: list[int] = []
     taken = np.zeros_like(view.useful)
     start = (view.step * size) % max(len(open_), 1)
     turn = 0
@@ -560,7 +561,7 @@ def semi_synthetic(
 
 def synthetic_campaign(
     rng: np.random.Generator,
-    net: Sequence[float],
+    net: Sequence[float] | np.ndarray,
     *,
     num_prompts: int = 500,
     per_cell: int = 1,

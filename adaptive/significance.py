@@ -180,7 +180,7 @@ _FLIP = {
 
 def _oriented(effect: dict[str, np.ndarray], i: int, sign: float) -> dict:
     """Row ``i`` of :func:`net_effect` in the reported orientation (sign -1: A and B swapped)."""
-    out = {}
+    out: dict[str, bool | float] = {}
     for key, values in effect.items():
         value = values[i]
         if isinstance(value, (bool, np.bool_)):

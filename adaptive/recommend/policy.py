@@ -75,6 +75,7 @@ def recommend(
     targeted = np.zeros(snapshot.num_comparisons, bool)
     if request.targets is not None:
         targeted[np.asarray(request.targets, np.int64)] = True
+    assert snapshot.decisions is not None, "the snapshot carries no decisions"
     comp, prompt, reason, need = allocate(
         rng,
         snapshot.decisions,

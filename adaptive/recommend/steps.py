@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 
@@ -25,6 +26,7 @@ from adaptive.recommend.state import (
 
 def decided_mask(snapshot: Snapshot) -> np.ndarray:
     """(C,) True where the comparison's decision is closed (:mod:`adaptive.decisions`)."""
+    assert snapshot.decisions is not None, "the snapshot carries no decisions"
     return snapshot.decisions.closed
 
 
@@ -186,8 +188,11 @@ def allocate(
     stage = np.where(in_burn, 0, np.where(np.isfinite(soon), 1, 2)).astype(np.int64)
     given = np.zeros(num_c, np.float64)
     targeted = np.zeros(num_c, bool) if targeted is None else targeted
-    comps, prompts, reasons, needs = [], [], [], []
-    tie_break = rng.random(num_c)
+    comps: list[int] = []
+    prompts: list[int] = []
+    reasons: list[int] = []
+    needs: list[float] = []
+    tie_break = cast(np.ndarray, rng.random(num_c))  # (C,): a size is given
     picked: set[tuple[int, int]] = set()
     # comparisons with something left to serve (only the picked one changes per pick)
     lengths = np.array([len(o) for o in order], np.int64)
