@@ -362,7 +362,7 @@ def fit_mle(
     free[reference] = False
     # pad the observations (weight 0) so data sets of one bucket share the compiled functions
     n_pad = bucket(data.num_obs, 64) - data.num_obs
-    arrays = {
+    arrays: dict[str, np.ndarray | jax.Array] = {
         k: np.concatenate([getattr(data, k), np.zeros(n_pad, getattr(data, k).dtype)])
         for k in ("first", "second", "group", "y", "weight")
     }
@@ -402,6 +402,7 @@ def fit_mle(
         se = np.sqrt(np.diag(cov))
         grad_norm = float(np.linalg.norm(np.asarray(grad_fn(x, arrays))))
         ability, intercept, log_nu = (None if v is None else np.asarray(v) for v in unpack(x))
+        assert ability is not None  # only the intercept and log_nu are optional
         ability_se = np.zeros(data.num_players)
         ability_se[free] = se[:num_free]
         rest_se = se[num_free:]

@@ -156,6 +156,7 @@ def update_skills(
     """
     padded, alpha, b = _padded(data, items)
     s_real = data.num_systems
+    assert s_real is not None  # per-system data (checked by _padded)
     s0 = np.zeros(padded.num_systems, np.float32)
     if init is not None:
         n = min(len(init), s_real)
