@@ -200,7 +200,7 @@ def _compiled_laplace(static: tuple, max_iter: int, tol: float, num_draws: int):
 def fit_laplace(
     data: BTData,
     *,
-    rng_key: jax.Array | None = None,
+    rng_key: jax.Array,
     init: dict[str, np.ndarray] | None = None,
     num_draws: int = 4000,
     max_iter: int = 500,
@@ -216,7 +216,6 @@ def fit_laplace(
         Davidson ties; ``mode`` is the warm start for the next call.
     """
     start = time.perf_counter()
-    rng_key = jax.random.PRNGKey(0) if rng_key is None else rng_key
     padded = pad_data(data)
     static = _static_key(padded, prior_scale, intercept_scale)
     x0 = _init_params(padded)
@@ -275,7 +274,7 @@ def _cached_mcmc(
 def fit_nuts(
     data: BTData,
     *,
-    rng_key: jax.Array | None = None,
+    rng_key: jax.Array,
     num_chains: int = 4,
     num_warmup: int = 1000,
     num_samples: int = 1000,
@@ -291,7 +290,6 @@ def fit_nuts(
     otherwise vectorised.
     """
     start = time.perf_counter()
-    rng_key = jax.random.PRNGKey(0) if rng_key is None else rng_key
     padded = pad_data(data)
     static = _static_key(padded, prior_scale, intercept_scale)
     chain_method = chain_method or chain_method_for(num_chains)

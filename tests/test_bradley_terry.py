@@ -8,6 +8,7 @@ import math
 import warnings
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import polars as pl
@@ -29,6 +30,7 @@ from stan_free_models.bt_inference import BTData, fit_laplace, fit_nuts
 ROOT = Path(__file__).resolve().parents[1]
 ATT = ROOT / "data" / "ai_teacher_test"
 GOLDEN = ROOT / "tests" / "fixtures" / "bradleyterry2" / "golden.csv"
+KEY = jax.random.PRNGKey(0)
 ABILITY_FILES = {
     "teacher_like": "likely said by a teacher",
     "understanding": "understanding the student",
@@ -107,8 +109,6 @@ def test_davidson_tends_to_bradley_terry_as_nu_vanishes():
 
 
 def test_paired_outcome_samples_follow_probabilities():
-    import jax
-
     d = PairedOutcome(jnp.full(20000, 0.7), jnp.array(-0.5))
     x = np.asarray(d.sample(jax.random.PRNGKey(0)))
     freq = np.bincount(x, minlength=3) / x.shape[0]
@@ -265,7 +265,7 @@ def test_laplace_recovers_abilities_and_compiles_once_per_bucket():
     rng = np.random.default_rng(11)
     data, truth = _simulate(rng, num_items=20, per_pair=14)
     before = bt_inference.TRACE_COUNTS["laplace"]
-    post = fit_laplace(data, num_draws=500)
+    post = fit_laplace(data, rng_key=KEY, num_draws=500)
     assert post.diagnostics.converged
     # only differences within an item are identified: compare item-centred values
     est = _centre(post.mean("ability"))
@@ -276,7 +276,7 @@ def test_laplace_recovers_abilities_and_compiles_once_per_bucket():
         num_players=data.num_players,
         num_groups=data.num_groups,
     )
-    fit_laplace(smaller, num_draws=500, init=post.mode)
+    fit_laplace(smaller, rng_key=KEY, num_draws=500, init=post.mode)
     assert bt_inference.TRACE_COUNTS["laplace"] - before == 1
 
 
@@ -284,8 +284,8 @@ def test_laplace_recovers_abilities_and_compiles_once_per_bucket():
 def test_nuts_small_run_agrees_with_laplace():
     rng = np.random.default_rng(5)
     data, _ = _simulate(rng, num_items=4, per_pair=10, nu=0.3)
-    lap = fit_laplace(data, num_draws=1000)
-    nuts = fit_nuts(data, num_chains=2, num_warmup=200, num_samples=200)
+    lap = fit_laplace(data, rng_key=KEY, num_draws=1000)
+    nuts = fit_nuts(data, rng_key=KEY, num_chains=2, num_warmup=200, num_samples=200)
     # with 10 judgments per pair the posterior is a little skewed: mean and mode differ a bit
     np.testing.assert_allclose(
         _centre(nuts.mean("ability")), _centre(lap.mean("ability")), atol=0.2
@@ -324,7 +324,14 @@ def test_cli_bt_pooled_json(tmp_path, capsys):
 def test_nuts_recovers_per_item_abilities_and_covers():
     rng = np.random.default_rng(2024)
     data, truth = _simulate(rng, num_items=25, per_pair=12, a0=0.4, nu=0.25)
-    post = fit_nuts(data, num_chains=4, num_warmup=500, num_samples=500, chain_method="sequential")
+    post = fit_nuts(
+        data,
+        rng_key=KEY,
+        num_chains=4,
+        num_warmup=500,
+        num_samples=500,
+        chain_method="sequential",
+    )
     draws = post.flat("ability")
     # within-item differences are what the data identify; the item level is prior-only
     diff = draws.reshape(draws.shape[0], 25, 3)
