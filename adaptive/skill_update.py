@@ -54,6 +54,8 @@ def skill_base(
     snapshot: Snapshot, cells: CellData, posterior: Posterior, config: FitConfig
 ) -> SkillBase | None:
     """The :class:`SkillBase` of a per-system fast fit, or None if it cannot serve as one."""
+    import jax
+
     from adaptive.fitting import model_data
     from stan_free_models.incremental import ItemPoint, item_uncertainty, update_skills
 
@@ -73,9 +75,14 @@ def skill_base(
         num_categories=data.num_categories,
     )
     s_real = len(cells.systems)
-    # the conditional covariance at the full fit's own mode and data
+    # the conditional covariance at the full fit's own mode and data (its one draw is unused)
     at_mode = update_skills(
-        data, items, init=posterior.mode["global"][:s_real], max_steps=0, num_draws=1
+        data,
+        items,
+        init=posterior.mode["global"][:s_real],
+        rng_key=jax.random.PRNGKey(config.seed),
+        max_steps=0,
+        num_draws=1,
     )
     names = np.asarray(cells.systems, dtype=object)
     a, b = names[cells.pair_a], names[cells.pair_b]

@@ -136,7 +136,7 @@ def update_skills(
     *,
     init: np.ndarray | None = None,
     item_term: np.ndarray | None = None,
-    rng_key: jax.Array | None = None,
+    rng_key: jax.Array,
     num_draws: int = 1000,
     max_steps: int = 25,
     tol: float = 1e-9,
@@ -190,8 +190,7 @@ def update_skills(
     cov = conditional if item_term is None else conditional + np.asarray(item_term, np.float64)
     mode = np.asarray(s, np.float64)[:s_real]
     chol = np.linalg.cholesky(cov)
-    key = jax.random.PRNGKey(0) if rng_key is None else rng_key
-    z = np.asarray(jax.random.normal(key, (num_draws, s_real)), np.float64)
+    z = np.asarray(jax.random.normal(rng_key, (num_draws, s_real)), np.float64)
     finite = bool(np.isfinite(mode).all() and np.isfinite(chol).all())
     # the decrement test is scale-free; the gradient check guards the last step
     converged = (

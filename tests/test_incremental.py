@@ -46,7 +46,7 @@ def _base(frame: pl.DataFrame, symmetric: bool):
         full.mode["items"][: data.num_items], symmetric=symmetric, num_categories=3
     )
     s = len(SYSTEMS)
-    at_mode = update_skills(data, items, init=full.mode["global"][:s], max_steps=0)
+    at_mode = update_skills(data, items, init=full.mode["global"][:s], rng_key=KEY, max_steps=0)
     term = item_uncertainty(full.info["cov_global"], at_mode.conditional_cov)
     return cells, data, full, items, term
 
@@ -77,7 +77,7 @@ def test_with_five_percent_more_judgments_an_update_tracks_a_full_refit(log, sym
     assert cells1.items == cells0.items and cells1.systems == cells0.systems
     assert (cells1.pair_a == cells0.pair_a).all() and (cells1.pair_b == cells0.pair_b).all()
     s = len(SYSTEMS)
-    update = update_skills(data1, items, init=base.mode["global"][:s], item_term=term)
+    update = update_skills(data1, items, init=base.mode["global"][:s], item_term=term, rng_key=KEY)
     refit = fit_laplace(data1, rng_key=KEY, num_draws=200, symmetric_thresholds=symmetric)
     sd = np.sqrt(np.diag(refit.info["cov_global"]))
     shift = (update.mode - refit.mode["global"][:s]) / sd
@@ -90,10 +90,18 @@ def test_with_five_percent_more_judgments_an_update_tracks_a_full_refit(log, sym
 def test_batches_of_one_bucket_reuse_the_compiled_update(log):
     _, _, base, items, term = _base(log.head(1000), True)
     s = len(SYSTEMS)
-    update_skills(_data(log.head(1000))[1], items, init=base.mode["global"][:s], item_term=term)
+    update_skills(
+        _data(log.head(1000))[1], items, init=base.mode["global"][:s], item_term=term, rng_key=KEY
+    )
     traces = TRACE_COUNTS["skills"]
     for n in (1005, 1010, 1020):  # 1000..1024: one padded bucket
-        update_skills(_data(log.head(n))[1], items, init=base.mode["global"][:s], item_term=term)
+        update_skills(
+            _data(log.head(n))[1],
+            items,
+            init=base.mode["global"][:s],
+            item_term=term,
+            rng_key=KEY,
+        )
     assert TRACE_COUNTS["skills"] == traces, "a batch in the same bucket recompiled the update"
 
 
@@ -101,7 +109,7 @@ def test_wrong_item_count_and_per_comparison_data_are_rejected(log):
     cells, data, _, items, _ = _base(log.head(400), True)
     short = ItemPoint(alpha=items.alpha[:-1], b=items.b[:-1])
     with pytest.raises(ValueError, match="item parameters for"):
-        update_skills(data, short)
+        update_skills(data, short, rng_key=KEY)
     per_comparison = model_data(cells, likelihood="judgment", parameterization="comparison")
     with pytest.raises(ValueError, match="per-system"):
-        update_skills(per_comparison, items)
+        update_skills(per_comparison, items, rng_key=KEY)
