@@ -134,7 +134,7 @@ def _cached_mcmc(
 def fit_nuts(
     data: GRMData,
     *,
-    rng_key: jax.Array | None = None,
+    rng_key: jax.Array,
     num_chains: int = 4,
     num_warmup: int = 1000,
     num_samples: int = 1000,
@@ -152,7 +152,6 @@ def fit_nuts(
     (``numpyro.set_host_device_count``), otherwise vectorised.
     """
     start = time.perf_counter()
-    rng_key = jax.random.PRNGKey(0) if rng_key is None else rng_key
     padded = pad_data(data)
     static = _static_key(padded, alpha_scale, b_scale, symmetric_thresholds, tau_scale)
     chain_method = chain_method or chain_method_for(num_chains)

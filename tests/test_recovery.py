@@ -7,6 +7,7 @@ r(alpha) >= 0.8 and 90% intervals of theta covering the truth 85-95% of the time
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 import pytest
 
@@ -24,7 +25,13 @@ def recovery(method: str) -> dict:
         truth = draw_truth(rng, 20, 200, 7)
         data = simulate_net_ratings(rng, truth)
         if method == "nuts":
-            post = fit_nuts(data, num_chains=4, num_warmup=1000, num_samples=1000)
+            post = fit_nuts(
+                data,
+                rng_key=jax.random.PRNGKey(0),
+                num_chains=4,
+                num_warmup=1000,
+                num_samples=1000,
+            )
             assert post.diagnostics.max_rhat() < 1.05
         else:
             # the Gaussian Laplace, as live snapshots use it (the exact item draws serve Δ)
