@@ -126,7 +126,7 @@ def implied_net_preference(
     b: np.ndarray,
     tau: np.ndarray | None = None,
     *,
-    rng_key: jax.Array | None = None,
+    rng_key: jax.Array,
     max_draws: int = 1000,
     noise: bool = True,
 ) -> Implied:
@@ -138,10 +138,10 @@ def implied_net_preference(
             paper's net rating: one observation per cell).
         theta: (D, C) ability differences; alpha: (D, P); b: (D, P, K-1).
         tau: (D,) sd of the prompt-by-comparison effect, or None (no such effect).
+        rng_key: key of the cells' noise (split into one key per kept draw).
         max_draws: draws used (evenly thinned).
         noise: add the cells' conditional variance to the draws of Δ (False: their mean).
     """
-    rng_key = jax.random.PRNGKey(0) if rng_key is None else rng_key
     num_draws = theta.shape[0]
     keep = np.linspace(0, num_draws - 1, min(num_draws, max_draws)).round().astype(np.int64)
     # shapes padded to buckets, so streaming snapshots reuse the compiled function
