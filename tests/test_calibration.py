@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import polars as pl
@@ -105,7 +106,9 @@ def test_implied_net_preference_without_cells_is_the_mean_expected_judgment():
     theta = np.array([[0.5, -1.0]])
     alpha = np.array([[1.0, 2.0]])
     b = np.array([[[-1.0, 0.5], [-0.2, 0.3]]])
-    out = implied_net_preference(data, theta, alpha, b, None, noise=False)
+    out = implied_net_preference(
+        data, theta, alpha, b, None, noise=False, rng_key=jax.random.PRNGKey(0)
+    )
     want0 = expected_signed(np.array([0.5, 0.5]), alpha[0], b[0]).mean()
     want1 = expected_signed(np.array([-1.0]), alpha[0, 1:], b[0, 1:]).mean()
     assert out.delta[0].tolist() == pytest.approx([want0, want1], abs=1e-5)

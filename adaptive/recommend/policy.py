@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from adaptive.recommend.state import Batch, CellState, RecommendInfo, Request, Snapshot
@@ -30,7 +31,7 @@ def recommend_key(seed: int, version: int) -> jax.Array:
 def _numpy_rng(rng_key: jax.Array) -> np.random.Generator:
     """The numpy generator the steps draw from, determined by the JAX key."""
     data = rng_key
-    if jax.dtypes.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
+    if jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
         data = jax.random.key_data(rng_key)
     return np.random.default_rng(np.asarray(data, dtype=np.uint32).ravel().tolist())
 
