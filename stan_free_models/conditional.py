@@ -64,6 +64,39 @@ def item_log_prior(
     return lp + log_jac, jnp.exp(log_alpha), b
 
 
+def candidate_weights(
+    z: jax.Array,
+    mean: jax.Array,
+    chol: jax.Array,
+    scale: float,
+    theta: jax.Array,
+    tau: jax.Array,
+    cells: tuple[jax.Array, jax.Array, jax.Array],
+    num_items: int,
+    prior: tuple[float, float, bool, int],
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """Candidates for every prompt from N(mean, (scale chol)(scale chol)ᵀ) and their SIR weights.
+
+    z: (S, P, m) standard normal coordinates of the candidates; cells: the cells'
+    comparison, item and category counts; prior: (alpha_scale, b_scale, symmetric,
+    num_categories). Returns the (S, P, m) candidates, (S, P) log weights (exact
+    conditional given theta and tau over proposal, up to a constant per prompt), and the
+    candidates' alpha (S, P) and thresholds (S, P, K - 1).
+    """
+    cell_comp, cell_item, counts = cells
+    cand = mean[None] + scale * jnp.einsum("jkl,sjl->sjk", chol, z)
+    lp, alpha, b = item_log_prior(cand, *prior)
+
+    def loglik(alpha_s, b_s):
+        per_cell = cell_counts_log_lik(
+            theta[cell_comp], alpha_s[cell_item], b_s[cell_item], tau, counts
+        )
+        return jax.ops.segment_sum(per_cell, cell_item, num_segments=num_items)
+
+    log_w = lp + jax.vmap(loglik)(alpha, b) + 0.5 * jnp.sum(z**2, axis=-1)
+    return cand, log_w, alpha, b
+
+
 @functools.lru_cache(maxsize=16)
 def _compiled(
     num_items: int,
@@ -74,20 +107,14 @@ def _compiled(
     num_candidates: int,
     scale: float,
 ):
+    prior = (alpha_scale, b_scale, symmetric, num_categories)
+
     def one(draw, cell_comp, cell_item, counts):
         theta, tau, mean, chol, key = draw  # (C,), (), (P, m), (P, m, m)
         z = jax.random.normal(key, (num_candidates,) + mean.shape, mean.dtype)
-        cand = mean[None] + scale * jnp.einsum("jkl,sjl->sjk", chol, z)  # (S, P, m)
-        lp, alpha, b = item_log_prior(cand, alpha_scale, b_scale, symmetric, num_categories)
-
-        def loglik(alpha_s, b_s):
-            per_cell = cell_counts_log_lik(
-                theta[cell_comp], alpha_s[cell_item], b_s[cell_item], tau, counts
-            )
-            return jax.ops.segment_sum(per_cell, cell_item, num_segments=num_items)
-
-        lik = jax.vmap(loglik)(alpha, b)  # (S, P)
-        log_w = lp + lik + 0.5 * jnp.sum(z**2, axis=-1)  # target / proposal, up to a constant
+        cand, log_w, _, _ = candidate_weights(
+            z, mean, chol, scale, theta, tau, (cell_comp, cell_item, counts), num_items, prior
+        )
         pick = jax.random.categorical(jax.random.fold_in(key, 1), log_w, axis=0)  # (P,)
         chosen = jnp.take_along_axis(cand, pick[None, :, None], axis=0)[0]
         w = jax.nn.softmax(log_w, axis=0)
@@ -159,10 +186,10 @@ def resample_items(
 
 #: Gibbs sweeps of :func:`refine_draws` and Metropolis steps for theta within each sweep
 REFINE_SWEEPS = 4
+THETA_STEPS = 4
 #: the fast path refines while the prompts have fewer judgments than this on average
 #: (``stan_free_models.laplace.fit_laplace``: the paper's full campaign has 60)
 REFINE_BELOW = 30.0
-THETA_STEPS = 4
 #: random-walk step for theta, in units of its conditional sd given the items (about
 #: optimal for a one-dimensional Gaussian target: acceptance near 0.44)
 THETA_STEP_SCALE = 2.4
@@ -181,6 +208,8 @@ def _compiled_refine(
     sweeps: int,
     theta_steps: int,
 ):
+    prior = (alpha_scale, b_scale, symmetric, num_categories)
+
     def one(draw, cells, proposal):
         theta, items, tau, comp, key = draw
         cell_comp, cell_item, counts = cells
@@ -210,15 +239,9 @@ def _compiled_refine(
                 chol, (items - mean) / scale
             )
             z = jnp.concatenate([z_now[None], z_new], axis=0)  # (S + 1, P, m)
-            cand = mean[None] + scale * jnp.einsum("jkl,sjl->sjk", chol, z)
-            lp, alpha_c, b_c = item_log_prior(cand, alpha_scale, b_scale, symmetric, num_categories)
-
-            def item_lik(alpha_s, b_s):
-                return jax.ops.segment_sum(
-                    per_cell(theta, alpha_s, b_s), cell_item, num_segments=num_items
-                )
-
-            log_w = lp + jax.vmap(item_lik)(alpha_c, b_c) + 0.5 * jnp.sum(z**2, axis=-1)
+            cand, log_w, alpha_c, b_c = candidate_weights(
+                z, mean, chol, scale, theta, tau, cells, num_items, prior
+            )
             pick = jax.random.categorical(key_pick, log_w, axis=0)  # (P,)
             items = jnp.take_along_axis(cand, pick[None, :, None], axis=0)[0]
             alpha = jnp.take_along_axis(alpha_c, pick[None, :], axis=0)[0]
@@ -334,4 +357,4 @@ def refine_draws(
     return np.asarray(out_theta, np.float64), np.asarray(out_items, np.float64), diagnostics
 
 
-__all__ = ["item_log_prior", "refine_draws", "resample_items"]
+__all__ = ["candidate_weights", "item_log_prior", "refine_draws", "resample_items"]

@@ -240,7 +240,7 @@ def fit_laplace(
         refine_below: refine only while the prompts have fewer judgments than this on
             average: with more, each prompt's Gaussian is close to its posterior and the
             joint mode's bias is small against the interval (coverage of Δ 0.96-0.97 at
-            60 judgments per prompt unrefined), while the sweeps cost about 2x the fit.
+            60 judgments per prompt unrefined), while the sweeps cost about 3x the fit.
 
     Returns:
         A :class:`Posterior` with ``method="laplace"``; ``mode`` is the warm start
@@ -483,6 +483,29 @@ def fit_laplace(
     return Posterior(draws=draws, method="laplace", diagnostics=diagnostics, mode=mode, info=info)
 
 
+def _draw_tau_and_cells(
+    padded: GRMData, g_draws: np.ndarray, tau_parts: list[np.ndarray]
+) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Each draw's tau (0 without cells) and the cells' sufficient statistics.
+
+    tau comes from the grid components' values, or from the draws' last global entry
+    when tau was fitted at the joint mode; without cells every observation is a cell.
+    """
+    if padded.has_cells:
+        tau = np.concatenate(tau_parts) if tau_parts else np.exp(g_draws[:, -1])
+        return tau, _cell_stats(padded)
+    stats = cell_counts(
+        np.arange(padded.num_obs),
+        padded.comparison,
+        padded.item,
+        padded.y,
+        padded.weight,
+        padded.num_obs,
+        padded.num_categories,
+    )
+    return np.zeros(len(g_draws)), stats
+
+
 def _refined_draws(
     padded: GRMData,
     comp_info: list,
@@ -503,20 +526,7 @@ def _refined_draws(
     component = np.concatenate(
         [np.full(hi - lo, k) for k, (_, lo, hi, _, _) in enumerate(comp_info)]
     )
-    if padded.has_cells:
-        tau = np.concatenate(tau_parts)
-        stats = _cell_stats(padded)
-    else:
-        tau = np.zeros(len(g_draws))
-        stats = cell_counts(
-            np.arange(padded.num_obs),
-            padded.comparison,
-            padded.item,
-            padded.y,
-            padded.weight,
-            padded.num_obs,
-            padded.num_categories,
-        )
+    tau, stats = _draw_tau_and_cells(padded, g_draws, tau_parts)
     outs = [out for *_, out, _ in comp_info]
     theta, items, diagnostics = refine_draws(
         rng_key,
@@ -566,20 +576,7 @@ def _exact_item_draws(
         theta = skill[:, padded.pair_b] - skill[:, padded.pair_a]
     else:
         theta = g_draws[:, : padded.num_comparisons]
-    if padded.has_cells:
-        tau = np.concatenate(tau_parts) if tau_parts else np.exp(g_draws[:, -1])
-        stats = _cell_stats(padded)
-    else:
-        tau = np.zeros(len(g_draws))
-        stats = cell_counts(
-            np.arange(padded.num_obs),
-            padded.comparison,
-            padded.item,
-            padded.y,
-            padded.weight,
-            padded.num_obs,
-            padded.num_categories,
-        )
+    tau, stats = _draw_tau_and_cells(padded, g_draws, tau_parts)
     return resample_items(
         rng_key,
         theta,
