@@ -1,0 +1,72 @@
+"""Each comparison's model Δ against its own raw judgments, on subsamples of a real log.
+
+For every share of the judgments kept (uniformly at random, per seed), fits the default
+model on the fast path and reports per comparison whether the model's net preference has
+the sign of the observed one (mean over prompts of each cell's mean signed judgment), how
+many comparisons are adjusted-significant, and how many posterior predictive checks flag.
+
+    python scripts/raw_sign_check.py --data data/chateval_ncm/judgments.csv --fractions 1 0.3 0.15 --seeds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+
+def main() -> int:
+    from adaptive.data import read_judgments
+    from adaptive.fitting import preset_config
+    from adaptive.pipeline import analyze
+    from adaptive.significance import compare
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=str(ROOT / "data/chateval_ncm/judgments.csv"))
+    parser.add_argument("--fractions", type=float, nargs="+", default=[1.0, 0.3, 0.15])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--refine-sweeps", type=int, default=None)
+    args = parser.parse_args()
+    full = read_judgments(args.data)
+    print(
+        "fraction  seed  comparisons  sign_agrees  sign_agrees_where_observed_clear  adjusted  ppc_flags  refined  seconds"
+    )
+    for fraction in args.fractions:
+        for seed in range(args.seeds if fraction < 1 else 1):
+            frame = full
+            if fraction < 1:
+                rng = np.random.default_rng(20_000 + seed)
+                keep = np.sort(
+                    rng.choice(full.height, round(fraction * full.height), replace=False)
+                )
+                frame = full[keep]
+            overrides = {} if args.refine_sweeps is None else {"refine_sweeps": args.refine_sweeps}
+            config = preset_config("default", method="fast", seed=seed, **overrides)
+            start = time.perf_counter()
+            result = analyze(frame, config=config)
+            rows = compare(result.posterior, result.cells)
+            seconds = time.perf_counter() - start
+            agree = [r["sign_agrees"] for r in rows]
+            # comparisons whose observed Δ is at least 2 standard errors from 0
+            clear = [
+                r["sign_agrees"] for r in rows if abs(r["observed_net"]) >= 2 * r["observed_se"]
+            ]
+            print(
+                f"{fraction:8.2f}  {seed:4d}  {len(rows):11d}  {sum(agree):5d}/{len(agree):<5d}  "
+                f"{sum(clear):15d}/{len(clear):<16d}  {sum(r['significant_adjusted'] for r in rows):8d}  "
+                f"{sum(bool(r['ppc_flag']) for r in rows):9d}  {'refine' in result.posterior.info!s:7s}  {seconds:7.1f}",
+                flush=True,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
