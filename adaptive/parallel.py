@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import ray
 
 
@@ -144,6 +145,71 @@ def map_items(
         item_seconds=[s[5] for s in slots],
     )
     return [s[0] for s in slots], info
+
+
+def serial_info(seconds: float, item_seconds: Sequence[float]) -> MapInfo:
+    """The :class:`MapInfo` of items run in this process (e.g. batched by the caller)."""
+    total = len(item_seconds)
+    return MapInfo(
+        backend="serial",
+        workers=1,
+        seconds=seconds,
+        node_ids=["local"] * total,
+        node_ips=["local"] * total,
+        hostnames=[socket.gethostname()] * total,
+        pids=[os.getpid()] * total,
+        item_seconds=list(item_seconds),
+    )
+
+
+def map_groups(
+    fn: Callable[[Any, list[Any]], list[Any]],
+    shared: Any,
+    items: Sequence[Any],
+    *,
+    workers: int = 1,
+    progress: ProgressFn | None = None,
+) -> tuple[list[Any], MapInfo]:
+    """``fn(shared, group)`` over consecutive groups of ``items``, one group per worker.
+
+    For work that runs better together on one machine (LOCO folds share one compiled
+    fit): ``workers`` groups of nearly equal size (one with ``workers=1``, run in this
+    process), each a Ray task placed by :func:`map_items` (SPREAD across nodes).
+
+    Returns:
+        (``fn``'s results flattened, in item order; :class:`MapInfo` with one entry per
+        item: its group's node, process and seconds divided by the group's size).
+    """
+    if not items:
+        return [], serial_info(0.0, [])
+    groups = [
+        list(g) for g in np.array_split(np.arange(len(items)), max(1, min(workers, len(items))))
+    ]
+    groups_items = [[items[i] for i in g] for g in groups]
+    total = len(items)
+
+    def group_progress(done: int, num_groups: int) -> None:
+        if progress is not None:
+            progress(sum(len(g) for g in groups[:done]), total)
+
+    out, info = map_items(fn, shared, groups_items, workers=workers, progress=group_progress)
+    results = [r for group in out for r in group]
+    if len(results) != total:
+        raise RuntimeError(f"a group returned {len(results)} results for {total} items")
+
+    def per_item(values: list[Any]) -> list[Any]:
+        return [v for v, g in zip(values, groups) for _ in g]
+
+    return results, MapInfo(
+        backend=info.backend,
+        workers=info.workers,
+        seconds=info.seconds,
+        node_ids=per_item(info.node_ids),
+        node_ips=per_item(info.node_ips),
+        hostnames=per_item(info.hostnames),
+        pids=per_item(info.pids),
+        item_seconds=[s / len(g) for s, g in zip(info.item_seconds, groups) for _ in g],
+    )
 
 
 def shutdown() -> None:

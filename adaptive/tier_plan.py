@@ -19,6 +19,7 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,7 @@ from adaptive.tiers import Tiers, split_tiers
 from stan_free_models.inference import GRMData
 from stan_free_models.information import expected_information
 from stan_free_models.laplace import fit_laplace
+from stan_free_models.laplace_batch import BatchShape, fit_laplace_batch
 
 if TYPE_CHECKING:
     from adaptive.loco import LocoData
@@ -49,10 +51,8 @@ class ItemFit:
     b_draws: np.ndarray  # (D, P, K-1)
 
 
-def fit_items(
-    data: LocoData, comparisons: np.ndarray, rng_key: jax.Array, num_draws: int
-) -> ItemFit:
-    """Fast (MAP + Laplace) graded-response fit on the given comparisons only."""
+def _grm_data(data: LocoData, comparisons: np.ndarray) -> tuple[GRMData, np.ndarray]:
+    """The cells of ``comparisons`` only, renumbered, and which cells those are."""
     comparisons = np.asarray(comparisons, dtype=np.int64)
     remap = np.full(data.num_comparisons, -1, dtype=np.int64)
     remap[comparisons] = np.arange(len(comparisons))
@@ -66,21 +66,58 @@ def fit_items(
         num_items=data.num_prompts,
         num_categories=data.num_categories,
     )
-    # the items' Gaussian draws suffice here (their means and the abilities are what LOCO
-    # uses); the exact conditional draws are for the net preference's intervals
-    post = fit_laplace(grm, rng_key=rng_key, num_draws=num_draws, exact_items=False)
+    return grm, keep
+
+
+def _item_fit(data: LocoData, comparisons: np.ndarray, keep: np.ndarray, post) -> ItemFit:
     has_data = np.zeros(data.num_prompts, dtype=bool)
     has_data[data.cell_prompt[keep]] = True
     return ItemFit(
         alpha=np.exp(post.mean("log_alpha")),
         b=post.mean("b"),
         theta_draws=post.flat("theta"),
-        comparisons=comparisons,
+        comparisons=np.asarray(comparisons, dtype=np.int64),
         has_data=has_data,
         converged=bool(post.diagnostics.converged),
         log_alpha_draws=post.flat("log_alpha"),
         b_draws=post.flat("b"),
     )
+
+
+def fit_items(
+    data: LocoData, comparisons: np.ndarray, rng_key: jax.Array, num_draws: int
+) -> ItemFit:
+    """Fast (MAP + Laplace) graded-response fit on the given comparisons only."""
+    grm, keep = _grm_data(data, comparisons)
+    # the items' Gaussian draws suffice here (their means and the abilities are what LOCO
+    # uses); the exact conditional draws are for the net preference's intervals
+    post = fit_laplace(grm, rng_key=rng_key, num_draws=num_draws, exact_items=False)
+    return _item_fit(data, comparisons, keep, post)
+
+
+def fit_items_batch(
+    data: LocoData,
+    comparison_sets: Sequence[np.ndarray],
+    rng_keys: Sequence[jax.Array],
+    num_draws: int,
+    *,
+    shape: BatchShape | None = None,
+    vmap: bool = False,
+) -> tuple[list[ItemFit], BatchShape]:
+    """:func:`fit_items` on every comparison set, all at one padded ``shape`` (one program).
+
+    See :func:`stan_free_models.laplace_batch.fit_laplace_batch`: a set whose own padded
+    shape is ``shape`` gets :func:`fit_items`'s numbers exactly (``vmap=False``); a
+    smaller one is padded up and agrees with it to the optimiser's tolerance.
+    """
+    built = [_grm_data(data, c) for c in comparison_sets]
+    posts, used = fit_laplace_batch(
+        [g for g, _ in built], rng_keys, num_draws=num_draws, shape=shape, vmap=vmap
+    )
+    fits = [
+        _item_fit(data, c, keep, post) for c, (_, keep), post in zip(comparison_sets, built, posts)
+    ]
+    return fits, used
 
 
 def information_score(fit: ItemFit, num_info_draws: int) -> np.ndarray:
@@ -144,6 +181,7 @@ def fit_tier(
     min_tier_comparisons: int,
     num_draws: int,
     refit: bool = True,
+    refitted: ItemFit | None = None,
 ) -> TierFit:
     """Refit the item parameters on tier ``tier``'s comparisons and merge them with ``fit``'s.
 
@@ -156,6 +194,8 @@ def fit_tier(
         min_tier_comparisons: fewer than this (or a single tier) keeps the global parameters.
         num_draws: Laplace draws of the refit.
         refit: False to only decide whether the tier is usable (no fit; global parameters).
+        refitted: the fit on the tier's comparisons, when the caller already made it
+            (a batch of folds' tier fits); ``rng_key`` and ``num_draws`` are then unused.
 
     Returns:
         The :class:`TierFit`.
@@ -164,7 +204,7 @@ def fit_tier(
     usable = tiers.num_tiers > 1 and tier >= 0 and len(inside) >= min_tier_comparisons
     if not (usable and refit):
         return TierFit(tier, inside, usable, None, fit.alpha, fit.b)
-    tfit = fit_items(data, inside, rng_key, num_draws)
+    tfit = fit_items(data, inside, rng_key, num_draws) if refitted is None else refitted
     alpha = np.where(tfit.has_data, tfit.alpha, fit.alpha)
     b = np.where(tfit.has_data[:, None], tfit.b, fit.b)
     return TierFit(tier, inside, usable, tfit, alpha, b)
@@ -174,6 +214,7 @@ __all__ = [
     "ItemFit",
     "TierFit",
     "fit_items",
+    "fit_items_batch",
     "fit_tier",
     "information_score",
     "redundancy_groups",

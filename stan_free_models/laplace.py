@@ -55,7 +55,8 @@ def _compiled_laplace(
     a random-walk step per global parameter from its conditional sd given the items.
 
     The fixed-tau fit also returns the Laplace estimate of log p(y, log tau) (up to a
-    constant): -U at the conditional mode - 0.5 log det of its Hessian.
+    constant): -U at the conditional mode - 0.5 log det of its Hessian. ``rng_key`` may be
+    the draws' standard normals ``(z_g, z_i)`` instead (:mod:`stan_free_models.laplace_batch`).
     """
     potential = _potential_fn(static)
     num_cat = static[3]
@@ -114,13 +115,16 @@ def _compiled_laplace(
         chol_s = jnp.linalg.cholesky(schur)
         cov_g = jax.scipy.linalg.cho_solve((chol_s, True), eye_g)
 
-        key_g, key_i = jax.random.split(rng_key)
-        z_g = jax.random.normal(key_g, (num_draws, size_g), dtype=g.dtype)
+        if isinstance(rng_key, tuple):
+            z_g, z_i = rng_key
+        else:
+            key_g, key_i = jax.random.split(rng_key)
+            z_g = jax.random.normal(key_g, (num_draws, size_g), dtype=g.dtype)
+            z_i = jax.random.normal(key_i, (num_draws,) + items.shape, dtype=g.dtype)
         g_draws = g + jax.scipy.linalg.solve_triangular(chol_s.T, z_g.T, lower=False).T
         # items | global: N(mu_i - D^-1 B (g - mu_g), D^-1)
         shift = jnp.einsum("jkl,jlg,ng->njk", d_inv, b_cross, g_draws - g)
         chol_d = jnp.linalg.cholesky(d_inv)
-        z_i = jax.random.normal(key_i, (num_draws,) + items.shape, dtype=g.dtype)
         i_draws = items - shift + jnp.einsum("jkl,njl->njk", chol_d, z_i)
         # marginal sd of the global block and of each item block (exact block inverse)
         item_cov = d_inv + jnp.einsum(

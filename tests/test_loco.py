@@ -187,3 +187,66 @@ def test_located_tier_information_needs_the_global_estimate():
         LocoConfig(tier_information="located", tier_estimate="tier")
     with pytest.raises(ValueError, match="tier_information"):
         LocoConfig(tier_information="nearby")
+
+
+def test_batched_folds_equal_one_fold_at_a_time():
+    """All folds at one padded shape (one compiled fit) give each fold's numbers alone.
+
+    The training fits already have the batch's shape, so every policy that uses them alone
+    is bit for bit run_fold's (wrongly masked padding would move them); the tier refits
+    are padded up and agree to the optimiser's tolerance. A fold's batched numbers do not
+    depend on which folds share its batch."""
+    from adaptive.loco_batch import loco_shape, run_folds
+
+    data = tiny_data(num_prompts=10)
+    folds = list(range(data.num_comparisons))
+    batched = run_folds(data, TINY, folds)
+    alone = [run_folds(data, TINY, [f])[0] for f in (0, 4)]
+    serial = [run_fold(data, TINY, f) for f in folds]
+    own = loco_shape(data)
+    assert (own.num_comparisons, own.num_items) == (8, 12)
+    for b, a in zip([batched[0], batched[4]], alone):
+        assert b.se_full == a.se_full and b.tier == a.tier
+        for policy in TINY.policies:
+            np.testing.assert_allclose(b.se[policy], a.se[policy], rtol=0, atol=1e-6)
+            np.testing.assert_allclose(b.estimate[policy], a.estimate[policy], rtol=0, atol=1e-6)
+    for b, s in zip(batched, serial):
+        assert b.fold == s.fold and b.tier == s.tier and b.num_available == s.num_available
+        assert abs(b.se_full - s.se_full) <= 1e-6
+        assert abs(b.estimate_full - s.estimate_full) <= 1e-6
+        for policy in ("random", "prompt"):
+            np.testing.assert_allclose(b.se[policy], s.se[policy], rtol=0, atol=1e-6)
+            np.testing.assert_allclose(b.estimate[policy], s.estimate[policy], rtol=0, atol=1e-6)
+            np.testing.assert_array_equal(b.order.get(policy), s.order.get(policy))
+        # tier refits: padded up from their own shape; the same SEs up to the fit's tolerance
+        np.testing.assert_allclose(b.se["prompt_model"], s.se["prompt_model"], atol=0.02)
+
+
+def test_batched_fit_matches_the_fast_fit_and_pads_exactly():
+    """fit_laplace_batch at a fit's own shape is fit_laplace; padded to a bigger shape (more
+    observations, comparisons and prompts, all of weight 0) it moves within the tolerance."""
+    import jax
+
+    from adaptive.tier_plan import _grm_data
+    from stan_free_models.laplace import fit_laplace
+    from stan_free_models.laplace_batch import BatchShape, fit_laplace_batch
+
+    data = tiny_data(num_prompts=10)
+    grm, _ = _grm_data(data, np.arange(6))
+    small, _ = _grm_data(data, np.array([0, 1, 2]))
+    keys = [jax.random.PRNGKey(3), jax.random.PRNGKey(4)]
+    ref = [
+        fit_laplace(d, rng_key=k, num_draws=50, exact_items=False)
+        for d, k in zip([grm, small], keys)
+    ]
+    posts, shape = fit_laplace_batch([grm, small], keys, num_draws=50)
+    assert shape == BatchShape(2, 64, 8, 12)
+    for name in ("theta", "log_alpha", "b"):
+        np.testing.assert_array_equal(posts[0].draws[name], ref[0].draws[name])
+    again, _ = fit_laplace_batch([small, grm], keys[::-1], num_draws=50, shape=shape)
+    np.testing.assert_array_equal(again[0].draws["theta"], posts[1].draws["theta"])  # any order
+    big, _ = fit_laplace_batch([small], keys[1:], num_draws=50, shape=BatchShape(1, 192, 16, 24))
+    assert big[0].draws["theta"].shape == ref[1].draws["theta"].shape
+    for name in ("theta", "log_alpha", "b"):
+        np.testing.assert_allclose(big[0].mean(name), ref[1].mean(name), atol=2e-3)
+    assert big[0].diagnostics.converged

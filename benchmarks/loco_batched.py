@@ -1,0 +1,138 @@
+"""LOCO wall time: one fold at a time (run_fold) vs batched (run_folds), same data, same config.
+
+    python benchmarks/loco_batched.py [--data FILE] [--folds 17] [--num-random 20] [--warm] [--vmap]
+
+Each path runs cold in its own fresh process (compilation included: neither inherits
+the other's compiled programs), both started by this one run, one after the other, on
+the same data and config; ``--warm`` repeats each path in its process once compiled.
+``--vmap`` adds the batched path with each round as one vmapped program. Prints one
+JSON line: seconds of each path, the ratio serial / batched (> 1: batched is faster),
+and the largest absolute difference of every per-fold figure (each policy's SEs and
+estimates at every k and draw, the full-set SE and estimate), overall and per policy,
+and whether the prompt orders are the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _figures(results) -> list[dict]:
+    return [
+        {
+            "fold": r.fold,
+            "se_full": r.se_full,
+            "estimate_full": r.estimate_full,
+            "se": {k: v.tolist() for k, v in r.se.items()},
+            "estimate": {k: v.tolist() for k, v in r.estimate.items()},
+            "order": {k: v.tolist() for k, v in r.order.items()},
+            "tier": r.tier,
+        }
+        for r in results
+    ]
+
+
+def _run(data_path: str, config_kwargs: dict, mode: str, folds, warm: bool, queue) -> None:
+    from adaptive.cells import build_cells
+    from adaptive.data import read_judgments
+    from adaptive.loco import LocoConfig, loco_data, run_fold
+    from adaptive.loco_batch import run_folds
+
+    data = loco_data(build_cells(read_judgments(data_path)))
+    config = LocoConfig(**config_kwargs)
+    items = list(range(data.num_comparisons)) if folds is None else folds
+
+    def once():
+        start = time.perf_counter()
+        if mode == "serial":
+            results = [run_fold(data, config, f) for f in items]
+        else:
+            results = run_folds(data, config, items, vmap=mode == "vmap")
+        return results, time.perf_counter() - start
+
+    results, cold = once()
+    out = {"seconds": cold, "figures": _figures(results)}
+    if warm:
+        again, out["warm_seconds"] = once()
+        out["warm_identical"] = _figures(again) == out["figures"]
+    queue.put(out)
+
+
+def measure(data_path: str, config_kwargs: dict, mode: str, folds, warm: bool) -> dict:
+    """One path in a fresh process, so that it compiles everything it needs itself."""
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_run, args=(data_path, config_kwargs, mode, folds, warm, queue))
+    proc.start()
+    out = queue.get()
+    proc.join()
+    return out
+
+
+def differences(a: list[dict], b: list[dict]) -> dict:
+    """Largest absolute difference of every per-fold figure, overall and per policy."""
+    per: dict[str, float] = {"se_full": 0.0, "estimate_full": 0.0}
+    same_orders = True
+    for x, y in zip(a, b):
+        assert x["fold"] == y["fold"]
+        for key in ("se_full", "estimate_full"):
+            per[key] = max(per[key], abs(x[key] - y[key]))
+        for field in ("se", "estimate"):
+            for policy in x[field]:
+                diff = float(np.max(np.abs(np.subtract(x[field][policy], y[field][policy]))))
+                name = f"{field}.{policy}"
+                per[name] = max(per.get(name, 0.0), diff)
+        same_orders &= x["order"] == y["order"] and x["tier"] == y["tier"]
+    return {"max_abs_diff": max(per.values()), "per_figure": per, "same_orders": same_orders}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=str(ROOT / "data" / "chateval_ncm" / "judgments.csv"))
+    parser.add_argument("--folds", type=int, default=0, help="first N folds only (0: all)")
+    parser.add_argument("--num-random", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--warm", action="store_true", help="also time each path once compiled")
+    parser.add_argument("--vmap", action="store_true", help="also the vmapped batched path")
+    args = parser.parse_args(argv)
+    config = {"num_random": args.num_random, "seed": args.seed}
+    folds = list(range(args.folds)) if args.folds else None
+    serial = measure(args.data, config, "serial", folds, args.warm)
+    batched = measure(args.data, config, "batched", folds, args.warm)
+    report = {
+        "data": os.path.relpath(args.data, ROOT),
+        "folds": len(serial["figures"]),
+        "cpus": os.cpu_count(),
+        "serial_seconds": round(serial["seconds"], 1),
+        "batched_seconds": round(batched["seconds"], 1),
+        "speedup": round(serial["seconds"] / batched["seconds"], 2),
+        **differences(serial["figures"], batched["figures"]),
+    }
+    if args.warm:
+        report["serial_warm_seconds"] = round(serial["warm_seconds"], 1)
+        report["batched_warm_seconds"] = round(batched["warm_seconds"], 1)
+        report["warm_speedup"] = round(serial["warm_seconds"] / batched["warm_seconds"], 2)
+    if args.vmap:
+        vmapped = measure(args.data, config, "vmap", folds, args.warm)
+        report["vmap_seconds"] = round(vmapped["seconds"], 1)
+        report["vmap_speedup"] = round(serial["seconds"] / vmapped["seconds"], 2)
+        report["vmap_max_abs_diff"] = differences(serial["figures"], vmapped["figures"])[
+            "max_abs_diff"
+        ]
+    report["load_average_1min"] = round(os.getloadavg()[0], 1)
+    print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
