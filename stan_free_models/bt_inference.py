@@ -10,7 +10,8 @@
   BradleyTerry2 does), standard errors from the observed information. Used to
   check the model against an independent maximum-likelihood implementation.
 
-NUTS and the fast path pad the data to shape buckets (as
+NUTS and the fast path run on :mod:`stan_free_models.engine` (the model enters
+as :data:`BT_SPEC`) and pad the data to shape buckets (as
 :mod:`stan_free_models.inference` does) so a compiled function is reused for
 every data set whose sizes fall in the same bucket; padded observations have
 weight 0 and padded players/groups only see their prior and are cut off.
@@ -25,14 +26,17 @@ from dataclasses import dataclass, replace
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
-import optax.tree_utils as otu
-from jax.flatten_util import ravel_pytree
-from numpyro.infer.util import potential_energy
 
 from stan_free_models.bradley_terry import TIE, TIE_MODELS, bradley_terry, log_likelihood
-from stan_free_models.inference import MODEL_LOCK, bucket
-from stan_free_models.nuts import chain_method_for, new_mcmc, nuts_diagnostics, sample_mcmc
+from stan_free_models.engine import TRACE_COUNTS as TRACE_COUNTS  # one counter for every model
+from stan_free_models.engine import (
+    ModelSpec,
+    NutsSettings,
+    fit_dense_laplace,
+    nuts_diagnostics,
+    run_nuts,
+)
+from stan_free_models.inference import bucket
 from stan_free_models.posterior import Diagnostics, Posterior
 
 
@@ -118,6 +122,10 @@ def _model_fn(static: tuple):
     )
 
 
+#: the Bradley-Terry model for the engine (static key: :func:`_static_key`)
+BT_SPEC = ModelSpec("bradley_terry", _model_fn)
+
+
 def _arrays(data: BTData) -> dict[str, jax.Array]:
     return dict(
         first=jnp.asarray(data.first),
@@ -146,55 +154,6 @@ def _cut(data: BTData, draws: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         out["log_nu"] = draws["log_nu"]
         out["nu"] = np.exp(draws["log_nu"])
     return out
-
-
-#: counts how often each compiled function is traced (a test checks reuse)
-TRACE_COUNTS: dict[str, int] = {"laplace": 0, "nuts": 0}
-
-
-@functools.lru_cache(maxsize=32)
-def _compiled_laplace(static: tuple, max_iter: int, tol: float, num_draws: int):
-    model = _model_fn(static)
-
-    def fit(rng_key, x0, arrays):
-        TRACE_COUNTS["laplace"] += 1  # runs at trace time only
-        flat0, unravel = ravel_pytree(x0)
-
-        def fun(flat):
-            return potential_energy(model, (), arrays, unravel(flat))
-
-        opt = optax.lbfgs()
-        value_and_grad = optax.value_and_grad_from_state(fun)
-
-        def step(carry):
-            params, state = carry
-            value, grad = value_and_grad(params, state=state)
-            updates, state = opt.update(grad, state, params, value=value, grad=grad, value_fn=fun)
-            return optax.apply_updates(params, updates), state
-
-        def keep_going(carry):
-            _, state = carry
-            count = otu.tree_get(state, "count")
-            err = otu.tree_norm(otu.tree_get(state, "grad"))
-            return (count == 0) | ((count < max_iter) & (err >= tol))
-
-        flat, state = jax.lax.while_loop(keep_going, step, (flat0, opt.init(flat0)))
-        grad_norm = jnp.linalg.norm(jax.grad(fun)(flat))
-        hess = jax.hessian(fun)(flat)
-        hess = 0.5 * (hess + hess.T)
-        chol = jnp.linalg.cholesky(hess)
-        z = jax.random.normal(rng_key, (num_draws, flat.shape[0]), dtype=flat.dtype)
-        # x = mode + L^-T z has covariance (L L^T)^-1 = H^-1
-        draws = flat + jax.scipy.linalg.solve_triangular(chol.T, z.T, lower=False).T
-        return {
-            "mode": unravel(flat),
-            "draws": jax.vmap(unravel)(draws),
-            "grad_norm": grad_norm,
-            "num_steps": otu.tree_get(state, "count"),
-            "finite": jnp.all(jnp.isfinite(chol)),
-        }
-
-    return jax.jit(fit)
 
 
 def fit_laplace(
@@ -227,11 +186,16 @@ def fit_laplace(
             else:
                 k = min(prev.shape[0], x0[name].shape[0])
                 x0[name][:k] = prev[:k]
-    fit = _compiled_laplace(static, int(max_iter), float(tol), int(num_draws))
-    with MODEL_LOCK:  # NumPyro's handler stack is process-wide: one trace at a time
-        out = jax.device_get(
-            fit(rng_key, {k: jnp.asarray(v) for k, v in x0.items()}, _arrays(padded))
-        )
+    out = fit_dense_laplace(
+        BT_SPEC,
+        static,
+        rng_key,
+        x0,
+        _arrays(padded),
+        max_iter=max_iter,
+        tol=tol,
+        num_draws=num_draws,
+    )
     draws = {k: np.asarray(v, np.float64)[None] for k, v in out["draws"].items()}
     grad_norm = float(out["grad_norm"])
     diagnostics = Diagnostics(
@@ -246,28 +210,6 @@ def fit_laplace(
         diagnostics=diagnostics,
         mode=mode,
         info={"grad_norm": grad_norm, "padded_shape": static[:3]},
-    )
-
-
-@functools.lru_cache(maxsize=8)
-def _cached_mcmc(
-    static: tuple,
-    num_chains: int,
-    num_warmup: int,
-    num_samples: int,
-    chain_method: str,
-    progress: bool,
-    target_accept: float,
-):
-    TRACE_COUNTS["nuts"] += 1
-    return new_mcmc(
-        _model_fn(static),
-        num_chains=num_chains,
-        num_warmup=num_warmup,
-        num_samples=num_samples,
-        chain_method=chain_method,
-        progress=progress,
-        target_accept=target_accept,
     )
 
 
@@ -292,11 +234,10 @@ def fit_nuts(
     start = time.perf_counter()
     padded = pad_data(data)
     static = _static_key(padded, prior_scale, intercept_scale)
-    chain_method = chain_method or chain_method_for(num_chains)
-    mcmc = _cached_mcmc(
-        static, num_chains, num_warmup, num_samples, chain_method, progress, target_accept
+    settings = NutsSettings.of(
+        num_chains, num_warmup, num_samples, progress, target_accept, chain_method
     )
-    samples, diverging = sample_mcmc(mcmc, rng_key, _arrays(padded))
+    samples, diverging = run_nuts(BT_SPEC, static, rng_key, _arrays(padded), settings)
     draws = _cut(data, samples)
     checked = {k: v for k, v in draws.items() if k in ("ability", "intercept", "log_nu")}
     diagnostics = nuts_diagnostics(checked, diverging, num_samples, start)

@@ -10,18 +10,24 @@
 All pad the data to shape buckets so that a compiled function is reused for
 every data set whose sizes fall in the same bucket (padding has weight 0, a
 padded comparison or item only sees its prior and is cut off the result).
+The L-BFGS loop, the model lock, the trace counter and the cached sampler are the
+engine's (:mod:`stan_free_models.engine`), shared with the Bradley-Terry fits;
+:data:`GRM_SPEC` is this model's entry into it.
 """
 
 from __future__ import annotations
 
-import threading
+import functools
 from dataclasses import dataclass, replace
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from numpyro.infer.util import potential_energy
 
+from stan_free_models.engine import MODEL_LOCK as MODEL_LOCK  # the fits' lock, re-exported
+from stan_free_models.engine import TRACE_COUNTS as TRACE_COUNTS  # one counter, every model
+from stan_free_models.engine import ModelSpec
+from stan_free_models.engine import lbfgs_minimise as lbfgs_minimise  # the fast path's optimiser
 from stan_free_models.graded_response import (
     cell_counts,
     graded_response,
@@ -130,33 +136,6 @@ def pad_data(data: GRMData) -> GRMData:
     return out
 
 
-def _model_kwargs(
-    data: GRMData, alpha_scale: float, b_scale: float, symmetric: bool, tau_scale: float
-) -> dict:
-    kwargs = dict(
-        comparison=jnp.asarray(data.comparison),
-        item=jnp.asarray(data.item),
-        y=jnp.asarray(data.y),
-        weight=jnp.asarray(data.weight),
-        num_comparisons=data.num_comparisons,
-        num_items=data.num_items,
-        num_categories=data.num_categories,
-        alpha_scale=alpha_scale,
-        b_scale=b_scale,
-        symmetric_thresholds=symmetric,
-    )
-    if data.has_cells:
-        kwargs.update(cell=jnp.asarray(data.cell), num_cells=data.num_cells, tau_scale=tau_scale)
-        kwargs.update(zip(_CELL_STATS, (jnp.asarray(x) for x in _cell_stats(data))))
-    if data.per_system:
-        kwargs.update(
-            pair_a=jnp.asarray(data.pair_a),
-            pair_b=jnp.asarray(data.pair_b),
-            num_systems=data.num_systems,
-        )
-    return kwargs
-
-
 def _static_key(
     data: GRMData, alpha_scale: float, b_scale: float, symmetric: bool, tau_scale: float = 1.0
 ) -> tuple:
@@ -206,31 +185,55 @@ def _dynamic_args(data: GRMData) -> tuple:
     )
 
 
+#: the model's keyword for each entry of the static key after the number of observations
+_STATIC_NAMES = (
+    "num_comparisons",
+    "num_items",
+    "num_categories",
+    "num_systems",
+    "alpha_scale",
+    "b_scale",
+    "symmetric_thresholds",
+    "num_cells",
+    "tau_scale",
+)
+
+
+def _grm_model(static: tuple):
+    """The graded response model with the static key's sizes and priors bound."""
+    sizes = dict(zip(_STATIC_NAMES, static[1:]))
+    if static[4] is None:
+        del sizes["num_systems"]
+    if static[8] is None:
+        del sizes["num_cells"], sizes["tau_scale"]
+    return functools.partial(graded_response, **sizes)
+
+
+#: the graded response model for the engine (static key: :func:`_static_key`)
+GRM_SPEC = ModelSpec("graded_response", _grm_model)
+
+
+def _model_arrays(
+    static: tuple, comparison, item, y, weight, pair_a, pair_b, cell, *stats
+) -> dict[str, jax.Array]:
+    """The model's data keywords from :func:`_dynamic_args` (placeholders dropped)."""
+    arrays = dict(comparison=comparison, item=item, y=y, weight=weight)
+    if static[4] is not None:
+        arrays.update(pair_a=pair_a, pair_b=pair_b)
+    if static[8] is not None:
+        arrays.update(cell=cell)
+        arrays.update(zip(_CELL_STATS, stats))
+    return arrays
+
+
 def _potential_fn(static: tuple):
-    num_obs, num_comp, num_items, num_cat, num_systems, alpha_scale, b_scale, symmetric = static[:8]
-    num_cells, tau_scale = static[8], static[9]
+    """The potential of ``(params, *_dynamic_args(padded))`` for the static key."""
+    potential = GRM_SPEC.potential(static)
 
-    def potential(params, comparison, item, y, weight, pair_a, pair_b, cell, *stats):
-        kwargs = dict(
-            comparison=comparison,
-            item=item,
-            y=y,
-            weight=weight,
-            num_comparisons=num_comp,
-            num_items=num_items,
-            num_categories=num_cat,
-            alpha_scale=alpha_scale,
-            b_scale=b_scale,
-            symmetric_thresholds=symmetric,
-        )
-        if num_systems is not None:
-            kwargs.update(pair_a=pair_a, pair_b=pair_b, num_systems=num_systems)
-        if num_cells is not None:
-            kwargs.update(cell=cell, num_cells=num_cells, tau_scale=tau_scale)
-            kwargs.update(zip(_CELL_STATS, stats))
-        return potential_energy(graded_response, (), kwargs, params)
+    def fn(params, *args):
+        return potential(params, _model_arrays(static, *args))
 
-    return potential
+    return fn
 
 
 def _global_name(static: tuple) -> str:
@@ -278,15 +281,6 @@ def _global_start(x0: dict[str, np.ndarray]) -> np.ndarray:
     if "log_tau" in x0:
         return np.concatenate([x0["global"], x0["log_tau"]])
     return x0["global"]
-
-
-#: NumPyro's effect-handler stack is one process-wide list, so two threads tracing a
-#: model at once corrupt each other's traces ("all sites must have unique names").
-#: Every fit that runs NumPyro code (a trace, a compile, MCMC initialisation) holds it.
-MODEL_LOCK = threading.RLock()
-
-#: counts how often each compiled function is traced (a test checks reuse)
-TRACE_COUNTS: dict[str, int] = {"laplace": 0, "nuts": 0}
 
 
 def _ordered(raw: np.ndarray) -> np.ndarray:
