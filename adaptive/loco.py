@@ -64,6 +64,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from adaptive.cells import RATING_HALF_RANGE, CellData, prompt_rating_matrix
+from adaptive.loco_batch import run_rounds
 from adaptive.redundancy import DEFAULT_FDR, DEFAULT_THRESHOLD
 from adaptive.selection import (
     chain,
@@ -259,8 +260,8 @@ def run_fold(data: LocoData, config: LocoConfig, fold: int) -> FoldResult:
     """Hold out comparison ``fold``, fit on the rest, and score every policy over the grid.
 
     Each fit is :func:`adaptive.tier_plan.fit_items` at the fit's own padded shape (a
-    shape bucket compiles its own program); :func:`adaptive.loco_batch.run_folds` makes
-    the same fits at one shape.
+    shape bucket compiles its own program); :func:`run_folds` makes the
+    same fits at one shape.
     """
     start = time.perf_counter()
     steps = fold_steps(data, config, fold)
@@ -281,7 +282,7 @@ def fold_steps(
 
     The first request is the training fit, the second (``prompt_model`` with a usable
     tier refit only) the tier's; everything else is computed here, so that the serial
-    driver (:func:`run_fold`) and the batched one (:func:`adaptive.loco_batch.run_folds`)
+    driver (:func:`run_fold`) and the batched one (:func:`run_folds`)
     share every line. ``reuse_likelihood`` computes the held-out comparison's likelihood
     grid once per set of item parameters instead of once per selection (the same
     numbers; a third of a compiled fold's time on ChatEval NCM).
@@ -512,6 +513,27 @@ def fold_task(shared: tuple[LocoData, LocoConfig], fold: int) -> FoldResult:
     return run_fold(data, config, fold)
 
 
+def run_folds(
+    data: LocoData, config: LocoConfig, folds: list[int], *, vmap: bool = False, progress=None
+) -> list[FoldResult]:
+    """Several folds with every fast fit at one padded shape, one compiled program.
+
+    :mod:`adaptive.loco_batch` says how, and how its numbers relate to :func:`run_fold`'s.
+    ``info["seconds"]`` is a fold's own time plus its share of the batched fits.
+    """
+    steps = {f: fold_steps(data, config, f, reuse_likelihood=True) for f in folds}
+    results, spent = run_rounds(data, steps, config.num_draws, vmap=vmap, progress=progress)
+    for fold in folds:
+        results[fold].info["seconds"] = spent[fold]
+    return [results[f] for f in folds]
+
+
+def fold_group_task(shared: tuple[LocoData, LocoConfig], group: list[int]) -> list[FoldResult]:
+    """:func:`run_folds` on a group of folds, the form :mod:`adaptive.parallel` maps."""
+    data, config = shared
+    return run_folds(data, config, group)
+
+
 def run_loco(
     data: LocoData,
     config: LocoConfig,
@@ -523,7 +545,7 @@ def run_loco(
 ):
     """Every fold (or the given ones), serially or on Ray; results are identical either way.
 
-    ``batched`` (default) runs the folds through :func:`adaptive.loco_batch.run_folds`:
+    ``batched`` (default) runs the folds through :func:`run_folds`:
     serially all in one
     group, on Ray one group of folds per worker (each group batched on its worker); the
     numbers are the same either way. ``batched=False`` runs :func:`run_fold` per fold (per
@@ -533,7 +555,6 @@ def run_loco(
         (fold results in fold order, :class:`adaptive.parallel.MapInfo`, one entry per fold).
     """
     # the one Ray module, loaded only to run folds
-    from adaptive.loco_batch import fold_group_task, run_folds
     from adaptive.parallel import map_groups, map_items, serial_info
 
     if data.num_comparisons < 2:

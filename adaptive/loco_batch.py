@@ -2,20 +2,41 @@
 
 :func:`adaptive.loco.run_fold` makes each fit at its own padded shape, and each shape
 bucket compiles its own program; on ChatEval NCM (17 folds) that is four programs of
-about 20 s each, most of a serial run. :func:`run_folds` advances several folds together
-(:func:`adaptive.loco.fold_steps`) and makes each round's fits at :func:`loco_shape`.
+about 20 s each (the training fits' bucket and three of the tier refits'), against
+0.2 s to run a fit: most of a serial run. :func:`adaptive.loco.run_folds` advances
+several folds together (:func:`adaptive.loco.fold_steps`, run here by
+:func:`run_rounds`) and makes each round's fits at :func:`loco_shape`, so the run
+compiles one program.
+
+Numbers: a training fit's own shape is already :func:`loco_shape`'s, so it is
+:func:`adaptive.loco.run_fold`'s bit for bit, and so is every policy that uses it alone
+(``random``, ``prompt``, ``discrimination``, the full-set SE). A tier refit (2-7
+comparisons) is padded up from its own bucket: exact in arithmetic, but float32 sums
+round differently and L-BFGS stops within its tolerance somewhere else, so
+``prompt_model``'s tier information (and with ``tier_estimate`` "tier"/"linked" its SEs)
+can move by that much, and a near-tie of two prompts' information can swap. On ChatEval
+NCM every SE and estimate came out identical; only some orders of ``prompt_model``
+differ, below every k of the grid (docs/performance.md). A fold's batched numbers do not
+depend on which folds run with it (a fold alone, a Ray group, all of them).
+``vmap=True`` runs each round as one vmapped program: the same shapes, but batched
+reductions round differently in every fit (differences up to the fit's tolerance),
+and on 2 cores it compiles longer than it saves.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from adaptive.loco import FitRequest, FoldResult, LocoConfig, LocoData, fold_steps
-from adaptive.tier_plan import ItemFit, fit_items_batch
+from adaptive.tier_plan import fit_items_batch
 from stan_free_models.inference import bucket
 from stan_free_models.laplace_batch import BatchShape
+
+if TYPE_CHECKING:
+    from adaptive.loco import LocoData
 
 
 def loco_shape(data: LocoData, batch: int = 1) -> BatchShape:
@@ -33,55 +54,35 @@ def loco_shape(data: LocoData, batch: int = 1) -> BatchShape:
     )
 
 
-def run_folds(
+def run_rounds(
     data: LocoData,
-    config: LocoConfig,
-    folds: list[int],
+    steps: dict[int, Generator[Any, Any, Any]],
+    num_draws: int,
     *,
     vmap: bool = False,
     progress=None,
-) -> list[FoldResult]:
-    """Several folds with every fast fit at one padded shape: one compiled program.
-
-    The folds advance together (:func:`fold_steps`): all training fits, then all tier
-    fits, each round through :func:`adaptive.tier_plan.fit_items_batch` at
-    :func:`loco_shape`. One fold at a time, each fit compiles a program for its own shape
-    bucket (on ChatEval NCM: the training fits' one and the tier fits' three), which is
-    most of a serial run's time; here the run compiles one.
-
-    Numbers: a training fit's shape is already :func:`loco_shape`'s, so with ``vmap=False``
-    it is :func:`run_fold`'s bit for bit, and so is every policy that uses it alone
-    (``random``, ``prompt``, ``discrimination``, the full-set SE). A tier refit (2-7
-    comparisons) is padded up from its own bucket: padding is exact in arithmetic but
-    changes float32 rounding, and L-BFGS stops within its tolerance somewhere else, so
-    ``prompt_model``'s tier information (and with ``tier_estimate`` "tier"/"linked", its
-    SEs) moves by that much, and a near-tie of two prompts' information can swap
-    (docs/performance.md has the measured differences). The batched numbers do not
-    depend on which folds run together or how many (a fold alone, a Ray group, all).
-    ``vmap=True`` runs each round as one vmapped program instead of a loop over one
-    compiled fit: the same shapes, float differences of the order above in every fit.
+) -> tuple[dict[int, Any], dict[int, float]]:
+    """Advance every fold's generator together; each round's fits in one batch.
 
     Returns:
-        The results in ``folds`` order; ``info["seconds"]`` is the fold's own time plus
-        its share of the rounds' fits.
+        (each fold's result, each fold's seconds: its own plus its share of the rounds).
     """
-    shape = loco_shape(data, len(folds) if vmap else 1)
-    steps = {f: fold_steps(data, config, f, reuse_likelihood=True) for f in folds}
-    spent = dict.fromkeys(folds, 0.0)
-    requests: dict[int, FitRequest] = {}
-    results: dict[int, FoldResult] = {}
+    shape = loco_shape(data, len(steps) if vmap else 1)
+    spent = dict.fromkeys(steps, 0.0)
+    requests: dict[int, Any] = {}
+    results: dict[int, Any] = {}
 
-    def advance(fold: int, fit: ItemFit | None) -> None:
+    def advance(fold: int, fit: Any) -> None:
         start = time.perf_counter()
         try:
             requests[fold] = next(steps[fold]) if fit is None else steps[fold].send(fit)
         except StopIteration as stop:
             results[fold] = stop.value
             if progress is not None:
-                progress(len(results), len(folds))
+                progress(len(results), len(steps))
         spent[fold] += time.perf_counter() - start
 
-    for fold in folds:
+    for fold in steps:
         advance(fold, None)
     while requests:
         asked = list(requests)
@@ -90,7 +91,7 @@ def run_folds(
             data,
             [requests[f][0] for f in asked],
             [requests[f][1] for f in asked],
-            config.num_draws,
+            num_draws,
             shape=shape,
             vmap=vmap,
         )
@@ -99,15 +100,7 @@ def run_folds(
         for fold, fit in zip(asked, fits):
             spent[fold] += share
             advance(fold, fit)
-    for fold in folds:
-        results[fold].info["seconds"] = spent[fold]
-    return [results[f] for f in folds]
+    return results, spent
 
 
-def fold_group_task(shared: tuple[LocoData, LocoConfig], group: list[int]) -> list[FoldResult]:
-    """:func:`run_folds` on a group of folds, the form :mod:`adaptive.parallel` maps."""
-    data, config = shared
-    return run_folds(data, config, group)
-
-
-__all__ = ["fold_group_task", "loco_shape", "run_folds"]
+__all__ = ["loco_shape", "run_rounds"]

@@ -45,8 +45,7 @@ def _figures(results) -> list[dict]:
 def _run(data_path: str, config_kwargs: dict, mode: str, folds, warm: bool, queue) -> None:
     from adaptive.cells import build_cells
     from adaptive.data import read_judgments
-    from adaptive.loco import LocoConfig, loco_data, run_fold
-    from adaptive.loco_batch import run_folds
+    from adaptive.loco import LocoConfig, loco_data, run_fold, run_folds
 
     data = loco_data(build_cells(read_judgments(data_path)))
     config = LocoConfig(**config_kwargs)

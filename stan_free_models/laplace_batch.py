@@ -94,23 +94,48 @@ def batch_shape(datas: Sequence[GRMData]) -> BatchShape:
 
 
 @functools.lru_cache(maxsize=8)
-def _batched_program(static: tuple, max_iter: int, num_draws: int):
+def _program(static: tuple, max_iter: int, num_draws: int, vmap: bool):
+    """The fast fit at the common shape, from a key and the fit's own padded sizes."""
     fit = _compiled_laplace(static, max_iter, num_draws, False, False)
-    # normals, start, start, data, tolerance, log tau
-    return jax.jit(jax.vmap(fit, in_axes=(0, None, None, 0, 0, None)))
+    num_cat, symmetric = static[3], static[7]
+    width = 1 + ((num_cat - 1) // 2 if symmetric else num_cat - 1)
+
+    def run(rng_key, c_own, p_own, g0, items0, args, tol, log_tau):
+        normals = own_shape_normals(rng_key, c_own, p_own, num_draws, static[1], (static[2], width))
+        return fit(normals, g0, items0, args, tol, log_tau)
+
+    if vmap:
+        return jax.jit(jax.vmap(run, in_axes=(0, 0, 0, None, None, 0, 0, None)))
+    return jax.jit(run)
 
 
-@functools.lru_cache(maxsize=32)
-def _own_normals(num_draws: int, size_g: int, item_shape: tuple[int, int]):
-    """What the fast fit draws from its key at its own shapes (laplace's own lines, jitted)."""
+def own_shape_normals(
+    rng_key: jax.Array,
+    c_own: jax.Array,
+    p_own: jax.Array,
+    num_draws: int,
+    c_common: int,
+    item_shape: tuple[int, int],
+) -> tuple[jax.Array, jax.Array]:
+    """The fast fit's standard normals at its own sizes (c_own, p_own), zero-padded.
 
-    def draw(rng_key):
-        key_g, key_i = jax.random.split(rng_key)
-        z_g = jax.random.normal(key_g, (num_draws, size_g), dtype=jnp.float32)
-        z_i = jax.random.normal(key_i, (num_draws,) + item_shape, dtype=jnp.float32)
-        return z_g, z_i
-
-    return jax.jit(draw)
+    What ``fit_laplace`` draws from ``rng_key`` for a fit of ``c_own`` padded comparisons
+    and ``p_own`` padded prompts, placed in the common shape. With partitionable
+    threefry (JAX's default, checked by the caller) element i of ``normal(key, shape)``
+    depends on the key and the flat index i only, so every own size is read off one
+    flat draw at the common size: one program serves all sizes (``tests/test_loco.py``
+    checks the values against ``jax.random.normal`` at the own shape).
+    """
+    key_g, key_i = jax.random.split(rng_key)
+    p_common, width = item_shape
+    flat_g = jax.random.normal(key_g, (num_draws * c_common,), dtype=jnp.float32)
+    d, j = jnp.arange(num_draws)[:, None], jnp.arange(c_common)[None, :]
+    z_g = jnp.where(j < c_own, flat_g[jnp.minimum(d * c_own + j, flat_g.size - 1)], 0.0)
+    flat_i = jax.random.normal(key_i, (num_draws * p_common * width,), dtype=jnp.float32)
+    d3 = jnp.arange(num_draws)[:, None, None]
+    p, k = jnp.arange(p_common)[None, :, None], jnp.arange(width)[None, None, :]
+    index = jnp.minimum((d3 * p_own + p) * width + k, flat_i.size - 1)
+    return z_g, jnp.where(p < p_own, flat_i[index], 0.0)
 
 
 def _pad_to(padded: GRMData, num_obs: int) -> GRMData:
@@ -168,6 +193,8 @@ def fit_laplace_batch(
     num_cat = {d.num_categories for d in datas}
     if len(num_cat) != 1:
         raise ValueError("every data set of a batch needs the same number of categories")
+    if not getattr(jax.config, "jax_threefry_partitionable", False):
+        raise RuntimeError("fit_laplace_batch needs jax_threefry_partitionable (JAX's default)")
     own = [pad_data(d) for d in datas]
     common = batch_shape(datas) if shape is None else shape.covering(batch_shape(datas))
     template = replace(
@@ -182,29 +209,25 @@ def fit_laplace_batch(
     args = [_dynamic_args(_pad_to(own[i], common.num_obs)) for i in slots]
     scales = [max(1.0, math.sqrt(datas[i].num_obs / 1000)) for i in slots]
     tols = jnp.asarray([tol * s for s in scales], dtype=jnp.float32)
-    z_g = np.zeros((common.batch, num_draws, common.num_comparisons), np.float32)
-    z_i = np.zeros((common.batch, num_draws) + tuple(items0.shape), np.float32)
-    for b, i in enumerate(slots):
-        c_own, p_own = own[i].num_comparisons, own[i].num_items
-        draw = _own_normals(int(num_draws), c_own, (p_own, int(items0.shape[1])))
-        zg, zi = jax.device_get(draw(rng_keys[i]))
-        z_g[b, :, :c_own] = zg
-        z_i[b, :, :p_own] = zi
+    c_own = jnp.asarray([own[i].num_comparisons for i in slots], jnp.int32)
+    p_own = jnp.asarray([own[i].num_items for i in slots], jnp.int32)
+    keys = [rng_keys[i] for i in slots]
     log_tau = jnp.asarray(0.0, jnp.float32)
-    if vmap:
-        program = _batched_program(static, int(max_iter), int(num_draws))
-        stacked_args = tuple(jnp.stack(column) for column in zip(*args))
-        with MODEL_LOCK:
-            normals = (jnp.asarray(z_g), jnp.asarray(z_i))
-            out = jax.device_get(program(normals, g0, items0, stacked_args, tols, log_tau))
-    else:
-        one = _compiled_laplace(static, int(max_iter), int(num_draws), False, False)
-        outs = []
-        with MODEL_LOCK:
-            for b in range(len(datas)):
-                normals = (jnp.asarray(z_g[b]), jnp.asarray(z_i[b]))
-                outs.append(jax.device_get(one(normals, g0, items0, args[b], tols[b], log_tau)))
-        out = {k: [o[k] for o in outs] for k in outs[0]}
+    program = _program(static, int(max_iter), int(num_draws), vmap)
+    with MODEL_LOCK:
+        if vmap:
+            stacked = tuple(jnp.stack(column) for column in zip(*args))
+            out = jax.device_get(
+                program(jnp.stack(keys), c_own, p_own, g0, items0, stacked, tols, log_tau)
+            )
+        else:
+            outs = [
+                jax.device_get(
+                    program(keys[b], c_own[b], p_own[b], g0, items0, args[b], tols[b], log_tau)
+                )
+                for b in range(len(datas))
+            ]
+            out = {k: [o[k] for o in outs] for k in outs[0]}
     seconds = (time.perf_counter() - start) / len(datas)
     posts = [
         _posterior(
@@ -272,4 +295,4 @@ def _posterior(
     )
 
 
-__all__ = ["BatchShape", "batch_shape", "fit_laplace_batch"]
+__all__ = ["BatchShape", "batch_shape", "fit_laplace_batch", "own_shape_normals"]

@@ -196,7 +196,8 @@ def test_batched_folds_equal_one_fold_at_a_time():
     is bit for bit run_fold's (wrongly masked padding would move them); the tier refits
     are padded up and agree to the optimiser's tolerance. A fold's batched numbers do not
     depend on which folds share its batch."""
-    from adaptive.loco_batch import loco_shape, run_folds
+    from adaptive.loco import run_folds
+    from adaptive.loco_batch import loco_shape
 
     data = tiny_data(num_prompts=10)
     folds = list(range(data.num_comparisons))
@@ -250,3 +251,18 @@ def test_batched_fit_matches_the_fast_fit_and_pads_exactly():
     for name in ("theta", "log_alpha", "b"):
         np.testing.assert_allclose(big[0].mean(name), ref[1].mean(name), atol=2e-3)
     assert big[0].diagnostics.converged
+
+
+def test_own_shape_normals_are_the_fast_fits_draws_at_its_own_shape():
+    """One flat draw at the common size gives each own size's normals (what the fit draws)."""
+    import jax
+
+    from stan_free_models.laplace_batch import own_shape_normals
+
+    key = jax.random.PRNGKey(7)
+    key_g, key_i = jax.random.split(key)
+    for c_own, p_own in ((8, 12), (12, 24), (16, 12)):
+        z_g, z_i = own_shape_normals(key, c_own, p_own, 30, 16, (24, 7))
+        np.testing.assert_array_equal(z_g[:, :c_own], jax.random.normal(key_g, (30, c_own)))
+        np.testing.assert_array_equal(z_i[:, :p_own], jax.random.normal(key_i, (30, p_own, 7)))
+        assert not np.any(z_g[:, c_own:]) and not np.any(z_i[:, p_own:])
