@@ -9,7 +9,7 @@ the same data and config; ``--warm`` repeats each path in its process once compi
 JSON line: seconds of each path, the ratio serial / batched (> 1: batched is faster),
 and the largest absolute difference of every per-fold figure (each policy's SEs and
 estimates at every k and draw, the full-set SE and estimate), overall and per policy,
-and whether the prompt orders are the same.
+and the folds and policies whose full prompt order differs (``fold:policy``).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def measure(data_path: str, config_kwargs: dict, mode: str, folds, warm: bool) -
 def differences(a: list[dict], b: list[dict]) -> dict:
     """Largest absolute difference of every per-fold figure, overall and per policy."""
     per: dict[str, float] = {"se_full": 0.0, "estimate_full": 0.0}
-    same_orders = True
+    orders_differ = []
     for x, y in zip(a, b):
         assert x["fold"] == y["fold"]
         for key in ("se_full", "estimate_full"):
@@ -91,8 +91,10 @@ def differences(a: list[dict], b: list[dict]) -> dict:
                 diff = float(np.max(np.abs(np.subtract(x[field][policy], y[field][policy]))))
                 name = f"{field}.{policy}"
                 per[name] = max(per.get(name, 0.0), diff)
-        same_orders &= x["order"] == y["order"] and x["tier"] == y["tier"]
-    return {"max_abs_diff": max(per.values()), "per_figure": per, "same_orders": same_orders}
+        orders_differ += [f"{x['fold']}:{k}" for k in x["order"] if x["order"][k] != y["order"][k]]
+        if x["tier"] != y["tier"]:
+            orders_differ.append(f"{x['fold']}:tier")
+    return {"max_abs_diff": max(per.values()), "per_figure": per, "orders_differ": orders_differ}
 
 
 def main(argv: list[str] | None = None) -> int:
