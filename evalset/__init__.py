@@ -46,7 +46,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from adaptive.data import read_judgments
+from evalset._common import _dims, _method, example, read
+from evalset.bradley_terry import annotators, leaderboard
 
 __all__ = [
     "annotators",
@@ -69,63 +70,6 @@ __all__ = [
     "replay",
     "significance",
 ]
-
-METHOD_ALIASES = {"fast": "fast", "laplace": "fast", "nuts": "nuts"}
-
-
-def _method(method: str) -> str:
-    try:
-        return METHOD_ALIASES[method]
-    except KeyError:
-        raise ValueError(f"unknown method {method!r}; expected 'fast' or 'nuts'") from None
-
-
-def read(data: Any) -> pl.DataFrame:
-    """Validated judgments from a polars/pandas DataFrame or a file (see :mod:`adaptive.data`).
-
-    Example:
-        >>> import pandas as pd
-        >>> read(pd.DataFrame({"item_id": ["p1"], "system_a": ["x"], "system_b": ["y"],
-        ...     "annotator_id": ["w1"], "winner": ["B"]}))["winner"].to_list()
-        ['b']
-    """
-    if isinstance(data, pl.DataFrame) and "row" in data.columns and "dimension" in data.columns:
-        return data  # already validated
-    return read_judgments(data)
-
-
-def _dims(judgments: pl.DataFrame, dimension: str | None) -> list[str]:
-    if dimension is not None:
-        return [dimension]
-    return judgments["dimension"].unique(maintain_order=True).to_list()
-
-
-def example(num_systems: int = 4, num_prompts: int = 30, *, seed: int = 0) -> pl.DataFrame:
-    """A small simulated campaign (all pairs, 2 annotators per cell; later systems are better).
-
-    Example:
-        >>> example(num_systems=3, num_prompts=5).height
-        30
-    """
-    rng = np.random.default_rng(seed)
-    skill = np.linspace(0.0, 3.0, num_systems)
-    rows = []
-    for a in range(num_systems):
-        for b in range(a + 1, num_systems):
-            for p in range(num_prompts):
-                for w in range(2):
-                    d = skill[b] - skill[a] + rng.normal(0, 0.3)
-                    probs = np.array([np.exp(-d), 0.6, np.exp(d)])
-                    winner = rng.choice(["a", "tie", "b"], p=probs / probs.sum())
-                    first = "a" if rng.random() < 0.5 else "b"
-                    rows.append((f"p{p:03d}", f"s{a}", f"s{b}", f"w{(p + w) % 5}", winner, first))
-    frame = pl.DataFrame(
-        rows,
-        schema=["item_id", "system_a", "system_b", "annotator_id", "winner", "shown_first"],
-        orient="row",
-    )
-    return read_judgments(frame)
-
 
 # ---------------------------------------------------------------- graded response
 
@@ -377,99 +321,6 @@ def evidence(
                 )
             )
     return pl.concat(frames)
-
-
-# ---------------------------------------------------------------- Bradley-Terry
-
-
-def _bt_fit(judgments: pl.DataFrame, dim: str, method: str, ties: str, seed: int, **kw):
-    from adaptive.bt import BTConfig, fit_dimension
-
-    bt_method = {"fast": "laplace", "nuts": "nuts"}[_method(method)]
-    return fit_dimension(judgments, dim, BTConfig(by="pooled", method=bt_method, ties=ties,
-                                                   seed=seed, **kw))  # fmt: skip
-
-
-def leaderboard(
-    data: Any,
-    *,
-    dimension: str | None = None,
-    method: str = "fast",
-    ties: str = "davidson",
-    reference: str | None = None,
-    level: float = 0.95,
-    seed: int = 0,
-) -> pl.DataFrame:
-    """Pooled Bradley-Terry abilities with a position effect, best first.
-
-    Abilities are only defined up to a constant; they are reported **sum-to-zero**
-    (the average system is 0) or, with ``reference``, relative to that system (its
-    ability is 0 and every interval is of the difference from it). The ``scale``
-    column says which. Also ``rank_mean``, ``p_best`` and ``n_judgments``.
-
-    Example:
-        >>> board = leaderboard(example(num_systems=3, num_prompts=10))
-        >>> board["system"].to_list(), board["scale"][0]
-        (['s2', 's1', 's0'], 'sum-to-zero')
-    """
-    from adaptive.bt import hdi
-
-    judgments = read(data)
-    rows = []
-    for dim in _dims(judgments, dimension):
-        result = _bt_fit(judgments, dim, method, ties, seed)
-        names = [s for _, s in result.input.players]
-        draws = result.ability_draws()
-        if reference is None:
-            draws = draws - draws.mean(axis=1, keepdims=True)
-            scale = "sum-to-zero"
-        else:
-            if reference not in names:
-                raise ValueError(f"reference system {reference!r} not in {names}")
-            draws = draws - draws[:, [names.index(reference)]]
-            scale = f"relative to {reference}"
-        low, high = hdi(draws, level)
-        ranks = 1 + (draws[:, None, :] > draws[:, :, None]).sum(axis=2)
-        for i, name in enumerate(names):
-            rows.append(
-                {
-                    "dimension": dim,
-                    "system": name,
-                    "ability": float(draws[:, i].mean()),
-                    "sd": float(draws[:, i].std(ddof=1)),
-                    "ci_low": float(low[i]),
-                    "ci_high": float(high[i]),
-                    "rank_mean": float(ranks[:, i].mean()),
-                    "p_best": float((ranks[:, i] == 1).mean()),
-                    "n_judgments": int(result.input.judgments_per_player[i]),
-                    "scale": scale,
-                    "method": result.posterior.method,
-                }
-            )
-    return pl.DataFrame(rows).sort(["dimension", "ability"], descending=[False, True])
-
-
-def annotators(
-    data: Any,
-    *,
-    dimension: str | None = None,
-    method: str = "fast",
-    assume_a_first: bool = False,
-    alpha: float = 0.05,
-    seed: int = 0,
-) -> pl.DataFrame:
-    """Per annotator: position bias (interval), agreement with the others, flags
-    (:func:`adaptive.annotators.screen_annotators`). Without a ``shown_first`` column
-    the position screen needs ``assume_a_first=True`` (response a shown first)."""
-    from adaptive.annotators import ScreenConfig, screen_annotators
-
-    judgments = read(data)
-    if dimension is not None:
-        judgments = judgments.filter(pl.col("dimension") == dimension)
-    bt_method = {"fast": "laplace", "nuts": "nuts"}[_method(method)]
-    config = ScreenConfig(method=bt_method, assume_a_first=assume_a_first, alpha=alpha, seed=seed)
-    rows, _ = screen_annotators(judgments, config)
-    return pl.DataFrame(rows, infer_schema_length=None)
 
 
 # ---------------------------------------------------------------- thin wrappers

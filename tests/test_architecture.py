@@ -43,12 +43,10 @@ def test_models_do_not_import_the_decision_layer_or_services():
 PACKAGES = ("adaptive", "services", "stan_free_models", "evalset")
 #: modules held to the 600-line rule here (the ones split or written for it so far)
 LINE_LIMITED = (
-    "adaptive/snapshot.py",
-    "adaptive/streaming.py",
-    "adaptive/skill_update.py",
-    "services/answers.py",
-    "services/settings.py",
-    "services/api/*.py",
+    "adaptive/**/*.py",
+    "stan_free_models/**/*.py",
+    "services/**/*.py",
+    "evalset/**/*.py",
 )
 MAX_LINES = 600
 
@@ -234,7 +232,7 @@ def test_the_recommender_and_the_models_handle_no_names():
     assert {rel: found for rel, found in offenders.items() if rel not in NAMES_KEPT} == {}
 
 
-def test_split_modules_keep_to_600_lines():
+def test_no_module_is_over_600_lines():
     paths = sorted({p for pattern in LINE_LIMITED for p in ROOT.glob(pattern)})
     assert paths
     long = {

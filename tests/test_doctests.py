@@ -8,7 +8,8 @@ import pkgutil
 
 import pytest
 
-PACKAGES = ("stan_free_models", "adaptive", "services")
+#: the top-level evalset module's own examples run in tests/test_python_api.py
+PACKAGES = ("stan_free_models", "adaptive", "services", "evalset")
 #: modules that cannot be imported outside their tool (alembic runs the migrations' env)
 SKIP = ("services.store.migrations",)
 

@@ -1,0 +1,100 @@
+"""Bradley-Terry for notebooks: the pooled leaderboard and the annotator screen."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from evalset._common import _dims, _method, read
+
+
+def _bt_fit(judgments: pl.DataFrame, dim: str, method: str, ties: str, seed: int, **kw: Any) -> Any:
+    from adaptive.bt import BTConfig, fit_dimension
+
+    bt_method = {"fast": "laplace", "nuts": "nuts"}[_method(method)]
+    return fit_dimension(judgments, dim, BTConfig(by="pooled", method=bt_method, ties=ties,
+                                                   seed=seed, **kw))  # fmt: skip
+
+
+def leaderboard(
+    data: Any,
+    *,
+    dimension: str | None = None,
+    method: str = "fast",
+    ties: str = "davidson",
+    reference: str | None = None,
+    level: float = 0.95,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """Pooled Bradley-Terry abilities with a position effect, best first.
+
+    Abilities are only defined up to a constant; they are reported **sum-to-zero**
+    (the average system is 0) or, with ``reference``, relative to that system (its
+    ability is 0 and every interval is of the difference from it). The ``scale``
+    column says which. Also ``rank_mean``, ``p_best`` and ``n_judgments``.
+
+    Example:
+        >>> from evalset import example
+        >>> board = leaderboard(example(num_systems=3, num_prompts=10))
+        >>> board["system"].to_list(), board["scale"][0]
+        (['s2', 's1', 's0'], 'sum-to-zero')
+    """
+    from adaptive.bt import hdi
+
+    judgments = read(data)
+    rows = []
+    for dim in _dims(judgments, dimension):
+        result = _bt_fit(judgments, dim, method, ties, seed)
+        names = [s for _, s in result.input.players]
+        draws = result.ability_draws()
+        if reference is None:
+            draws = draws - draws.mean(axis=1, keepdims=True)
+            scale = "sum-to-zero"
+        else:
+            if reference not in names:
+                raise ValueError(f"reference system {reference!r} not in {names}")
+            draws = draws - draws[:, [names.index(reference)]]
+            scale = f"relative to {reference}"
+        low, high = hdi(draws, level)
+        ranks = 1 + (draws[:, None, :] > draws[:, :, None]).sum(axis=2)
+        for i, name in enumerate(names):
+            rows.append(
+                {
+                    "dimension": dim,
+                    "system": name,
+                    "ability": float(draws[:, i].mean()),
+                    "sd": float(draws[:, i].std(ddof=1)),
+                    "ci_low": float(low[i]),
+                    "ci_high": float(high[i]),
+                    "rank_mean": float(ranks[:, i].mean()),
+                    "p_best": float((ranks[:, i] == 1).mean()),
+                    "n_judgments": int(result.input.judgments_per_player[i]),
+                    "scale": scale,
+                    "method": result.posterior.method,
+                }
+            )
+    return pl.DataFrame(rows).sort(["dimension", "ability"], descending=[False, True])
+
+
+def annotators(
+    data: Any,
+    *,
+    dimension: str | None = None,
+    method: str = "fast",
+    assume_a_first: bool = False,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """Per annotator: position bias (interval), agreement with the others, flags
+    (:func:`adaptive.annotators.screen_annotators`). Without a ``shown_first`` column
+    the position screen needs ``assume_a_first=True`` (response a shown first)."""
+    from adaptive.annotators import ScreenConfig, screen_annotators
+
+    judgments = read(data)
+    if dimension is not None:
+        judgments = judgments.filter(pl.col("dimension") == dimension)
+    bt_method = {"fast": "laplace", "nuts": "nuts"}[_method(method)]
+    config = ScreenConfig(method=bt_method, assume_a_first=assume_a_first, alpha=alpha, seed=seed)
+    rows, _ = screen_annotators(judgments, config)
+    return pl.DataFrame(rows, infer_schema_length=None)
