@@ -90,7 +90,7 @@ def cluster():
 
 
 def _fold_hosts(name: str) -> dict[str, tuple[str, str]]:
-    """Fold task name -> (state, node IP), from the head's state API (Ray's own record)."""
+    """Task name -> (state, node IP), from the head's state API (Ray's own record)."""
     snippet = f"""
 import json
 from ray.util.state import list_nodes, list_tasks
@@ -133,10 +133,11 @@ def test_loco_folds_run_on_both_hosts_and_match_serial(cluster):
         for column in ("se_mean", "se_sd", "draw_sd", "rmse_vs_full"):
             assert r[column] == pytest.approx(s[column], rel=0, abs=1e-12), (s, r)
 
-    # every fold ran once, to completion, and both hosts ran some
+    # each worker's group of folds (one compiled program per group) ran once, to
+    # completion, and both hosts ran one
     hosts = _fold_hosts(cluster)
-    assert sorted(hosts) == sorted(f"fold_task[{i}]" for i in range(NUM_FOLDS))
+    assert sorted(hosts) == sorted(f"fold_group_task[{j}]" for j in range(2))
     assert {state for state, _ in hosts.values()} == {"FINISHED"}
     per_host = {ip: sum(1 for _, h in hosts.values() if h == ip) for ip in (HEAD_IP, WORKER_IP)}
     assert all(count >= 1 for count in per_host.values()), per_host
-    print(f"folds per host: {per_host}")
+    print(f"fold groups per host: {per_host}")
