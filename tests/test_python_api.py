@@ -66,7 +66,9 @@ def test_leaderboard_sum_to_zero_or_relative_to_a_reference(df):
 
 
 def test_inference_data_of_a_bradley_terry_fit(df):
-    fit = evalset._bt_fit(evalset.read(df), "overall", "fast", "davidson", 0)
+    from evalset.bradley_terry import _bt_fit
+
+    fit = _bt_fit(evalset.read(df), "overall", "fast", "davidson", 0)
     idata = evalset.inference_data(fit)
     assert list(idata.posterior["ability"].coords["system"].values) == ["s0", "s1", "s2"]
     assert idata.posterior["ability"].dims == ("chain", "draw", "system")
