@@ -55,6 +55,7 @@ results.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Generator
 from dataclasses import dataclass, field
@@ -368,7 +369,8 @@ def fold_steps(
         )
         held_tier = int(tiers.comparison_tier[fold])
         tier_key = jax.random.fold_in(base_key, 3)
-        tier_fit = fit_tier(
+        tier_of = functools.partial(
+            fit_tier,
             data,
             fit,
             tiers,
@@ -376,20 +378,11 @@ def fold_steps(
             tier_key,
             min_tier_comparisons=config.min_tier_comparisons,
             num_draws=config.num_draws,
-            refit=False,
         )
+        tier_fit = tier_of(refit=False)
         if tier_fit.usable and config.tier_information == "refit":
             refitted = yield tier_fit.comparisons, tier_key
-            tier_fit = fit_tier(
-                data,
-                fit,
-                tiers,
-                held_tier,
-                tier_key,
-                min_tier_comparisons=config.min_tier_comparisons,
-                num_draws=config.num_draws,
-                refitted=refitted,
-            )
+            tier_fit = tier_of(refitted=refitted)
         tier_train = tier_fit.comparisons
         if tier_fit.usable:
             tier = held_tier
