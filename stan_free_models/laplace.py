@@ -17,7 +17,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import optax.tree_utils as otu
 
 from stan_free_models.conditional import REFINE_BELOW, REFINE_SWEEPS, THETA_STEP_SCALE
@@ -39,6 +38,7 @@ from stan_free_models.inference import (
     _split_params,
     _static_key,
     default_init,
+    lbfgs_minimise,
     pad_data,
 )
 from stan_free_models.posterior import Diagnostics, Posterior
@@ -70,26 +70,9 @@ def _compiled_laplace(
     def fit(rng_key, g0, items0, args, tol, log_tau):
         TRACE_COUNTS["laplace"] += 1  # runs at trace time only
         fun = lambda p: objective(p[0], p[1], args, log_tau)  # noqa: E731
-        opt = optax.lbfgs()
-        value_and_grad = optax.value_and_grad_from_state(fun)
-
-        def step(carry):
-            params, state = carry
-            value, grad = value_and_grad(params, state=state)
-            updates, state = opt.update(grad, state, params, value=value, grad=grad, value_fn=fun)
-            return optax.apply_updates(params, updates), state
-
-        def keep_going(carry):
-            _, state = carry
-            count = otu.tree_get(state, "count")
-            grad = otu.tree_get(state, "grad")
-            err = otu.tree_norm(grad)
-            return (count == 0) | ((count < max_iter) & (err >= tol))
-
-        params, state = jax.lax.while_loop(keep_going, step, ((g0, items0), opt.init((g0, items0))))
+        params, num_steps = lbfgs_minimise(fun, (g0, items0), max_iter=max_iter, tol=tol)
         g, items = params
         grad_norm = otu.tree_norm(jax.grad(fun)(params))
-        num_steps = otu.tree_get(state, "count")
 
         # Hessian blocks via Hessian-vector products
         grad_fn = jax.grad(objective, argnums=(0, 1))
@@ -199,7 +182,7 @@ def _allocate(weights: np.ndarray, total: int) -> np.ndarray:
 def fit_laplace(
     data: GRMData,
     *,
-    rng_key: jax.Array | None = None,
+    rng_key: jax.Array,
     init: dict[str, np.ndarray] | None = None,
     num_draws: int = 1000,
     max_iter: int = 500,
@@ -256,7 +239,6 @@ def fit_laplace(
         grid over a hyperparameter, weighted by Laplace marginals).
     """
     start = time.perf_counter()
-    rng_key = jax.random.PRNGKey(0) if rng_key is None else rng_key
     padded = pad_data(data)
     static = _static_key(padded, alpha_scale, b_scale, symmetric_thresholds, tau_scale)
     x0 = default_init(padded, symmetric_thresholds)

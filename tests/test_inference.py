@@ -12,6 +12,9 @@ from stan_free_models.laplace import fit_laplace
 from stan_free_models.nuts import fit_nuts
 from stan_free_models.simulate import draw_truth, simulate_net_ratings
 
+#: the key every fit here used before keys were required
+KEY = jax.random.PRNGKey(0)
+
 
 def small_problem(seed: int, num_comparisons: int = 8, num_items: int = 60) -> tuple:
     rng = np.random.default_rng(seed)
@@ -37,7 +40,7 @@ def test_padding_keeps_real_observations_and_zero_weights_the_rest():
 
 def test_laplace_recovers_abilities_on_a_small_simulation():
     truth, data = small_problem(1, num_comparisons=12, num_items=120)
-    post = fit_laplace(data)
+    post = fit_laplace(data, rng_key=KEY)
     assert post.diagnostics.converged
     assert np.corrcoef(post.mean("theta"), truth.theta)[0, 1] > 0.95
     z = (post.mean("theta") - truth.theta) / post.sd("theta")
@@ -59,11 +62,11 @@ def subset(data: GRMData, n: int) -> GRMData:
 def test_laplace_is_compiled_once_per_bucket_and_warm_start_saves_steps():
     _, full = small_problem(2)  # 480 observations
     earlier = subset(full, 440)  # the snapshot before the last batch; same bucket (512)
-    first = fit_laplace(earlier)
+    first = fit_laplace(earlier, rng_key=KEY)
     traces = inference.TRACE_COUNTS["laplace"]
-    cold = fit_laplace(full)
+    cold = fit_laplace(full, rng_key=KEY)
     assert inference.TRACE_COUNTS["laplace"] == traces  # a new batch does not recompile
-    warm = fit_laplace(full, init=first.mode)
+    warm = fit_laplace(full, rng_key=KEY, init=first.mode)
     assert inference.TRACE_COUNTS["laplace"] == traces
     assert warm.diagnostics.num_steps < cold.diagnostics.num_steps
     # small data can have several nearby modes: they agree well within the posterior sd
@@ -72,7 +75,7 @@ def test_laplace_is_compiled_once_per_bucket_and_warm_start_saves_steps():
 
 def test_laplace_warm_start_accepts_grown_problem():
     truth, data = small_problem(4, num_comparisons=6, num_items=40)
-    post = fit_laplace(data)
+    post = fit_laplace(data, rng_key=KEY)
     bigger = GRMData(
         comparison=np.concatenate([data.comparison, [6, 6, 6]]),
         item=np.concatenate([data.item, [0, 1, 40]]),
@@ -82,7 +85,7 @@ def test_laplace_warm_start_accepts_grown_problem():
         num_items=41,
         num_categories=7,
     )
-    grown = fit_laplace(bigger, init=post.mode)
+    grown = fit_laplace(bigger, rng_key=KEY, init=post.mode)
     assert grown.draws["theta"].shape[-1] == 7
     assert grown.mean("theta")[6] > 0.5  # three strong B wins
 
@@ -95,7 +98,7 @@ def test_per_system_parameterisation_gives_differences_of_skills():
     truth = draw_truth(rng, len(pairs), 80, 3, num_systems=5, pair_a=pair_a, pair_b=pair_b)
     base = simulate_net_ratings(rng, truth)
     data = GRMData(**{**base.__dict__, "pair_a": pair_a, "pair_b": pair_b, "num_systems": 5})
-    post = fit_laplace(data)
+    post = fit_laplace(data, rng_key=KEY)
     skill = post.draws["skill"][0]
     theta = post.draws["theta"][0]
     assert np.allclose(theta, skill[:, pair_b] - skill[:, pair_a])
@@ -106,7 +109,7 @@ def test_invalid_data_is_refused():
     _, data = small_problem(6)
     bad = GRMData(**{**data.__dict__, "y": data.y + 7})
     with pytest.raises(ValueError, match="y must lie"):
-        fit_laplace(bad)
+        fit_laplace(bad, rng_key=KEY)
 
 
 def test_nuts_and_laplace_agree_and_nuts_reports_diagnostics():
@@ -119,7 +122,7 @@ def test_nuts_and_laplace_agree_and_nuts_reports_diagnostics():
         num_samples=250,
         chain_method="sequential",
     )
-    fast = fit_laplace(data)
+    fast = fit_laplace(data, rng_key=KEY)
     d = nuts.diagnostics
     assert set(d.rhat) == {"theta", "log_alpha", "b"}
     assert d.max_rhat() < 1.05
@@ -137,7 +140,7 @@ def test_symmetric_thresholds_recover_and_stay_symmetric():
     d = np.abs(rng.normal(0.0, 1.5, 100)) + 0.1
     truth = type(truth)(theta=truth.theta, alpha=truth.alpha, b=np.stack([-d, d], axis=1))
     data = simulate_net_ratings(rng, truth)
-    post = fit_laplace(data, symmetric_thresholds=True)
+    post = fit_laplace(data, rng_key=KEY, symmetric_thresholds=True)
     b = post.flat("b")
     assert b.shape[-1] == 2
     assert np.allclose(b[..., 0], -b[..., 1])
@@ -152,9 +155,9 @@ def test_bucket_refuses_a_minimum_that_cannot_grow():
 
 def test_unusable_warm_start_falls_back_to_a_cold_start():
     _, data = small_problem(9)
-    cold = fit_laplace(data)
+    cold = fit_laplace(data, rng_key=KEY)
     poisoned = {k: np.full_like(v, 1e6) for k, v in cold.mode.items()}
-    rescued = fit_laplace(data, init=poisoned)
+    rescued = fit_laplace(data, rng_key=KEY, init=poisoned)
     assert rescued.info["restarted_cold"]
     assert rescued.diagnostics.converged
     assert rescued.info["potential"] == pytest.approx(cold.info["potential"], rel=1e-4)
@@ -171,7 +174,7 @@ def test_fits_in_several_threads_do_not_corrupt_each_others_traces():
 
     def work(data):
         try:
-            assert fit_laplace(data, num_draws=50).diagnostics.converged
+            assert fit_laplace(data, rng_key=KEY, num_draws=50).diagnostics.converged
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
@@ -218,7 +221,7 @@ def test_laplace_integrates_tau_when_cells_have_one_judgment():
         cell=np.arange(len(y)),
         num_cells=len(y),
     )
-    post = fit_laplace(data, num_draws=400)
+    post = fit_laplace(data, rng_key=KEY, num_draws=400)
     comps = post.info["components"]
     assert sum(c["weight"] for c in comps) == pytest.approx(1.0)
     assert sum(c["stop"] - c["start"] for c in comps) == 400
