@@ -37,6 +37,7 @@ import numpyro.distributions as dist
 from jax.flatten_util import ravel_pytree
 from numpyro.distributions import constraints
 
+from stan_free_models.engine import ModelSpec, NutsSettings, cached_mcmc
 from stan_free_models.graded_response import (
     DEFAULT_ALPHA_SCALE,
     DEFAULT_B_SCALE,
@@ -44,7 +45,6 @@ from stan_free_models.graded_response import (
 )
 from stan_free_models.inference import (
     MODEL_LOCK,
-    TRACE_COUNTS,
     GRMData,
     _constrain_items,
     _dynamic_args,
@@ -54,7 +54,7 @@ from stan_free_models.inference import (
     pad_data,
 )
 from stan_free_models.laplace import fit_laplace
-from stan_free_models.nuts import chain_method_for, checked_sites, new_mcmc, nuts_diagnostics
+from stan_free_models.nuts import checked_sites, nuts_diagnostics
 from stan_free_models.posterior import Posterior
 
 #: per-prompt sites of the unconstrained parameter dict (leading axis: the prompt)
@@ -164,26 +164,9 @@ def _whitened_model(static: tuple):
     return model
 
 
-@functools.lru_cache(maxsize=8)
-def _cached_whitened_mcmc(
-    static: tuple,
-    num_chains: int,
-    num_warmup: int,
-    num_samples: int,
-    chain_method: str,
-    progress: bool,
-    target_accept: float,
-):
-    TRACE_COUNTS["nuts"] += 1
-    return new_mcmc(
-        _whitened_model(static),
-        num_chains=num_chains,
-        num_warmup=num_warmup,
-        num_samples=num_samples,
-        chain_method=chain_method,
-        progress=progress,
-        target_accept=target_accept,
-    )
+#: the whitened model as the engine sees it: its compiled sampler is cached per
+#: padded shape and settings like every other NUTS fit's
+WHITENED_SPEC = ModelSpec("graded_response_whitened", _whitened_model)
 
 
 def _mode_vector(data: GRMData, static: tuple, **priors) -> np.ndarray:
@@ -238,10 +221,10 @@ def fit_nuts_whitened(
     args = _dynamic_args(padded)
     chol = whitening(laplace_hessian(static, x0, args))
     prep_seconds = time.perf_counter() - start
-    chain_method = chain_method or chain_method_for(num_chains)
-    mcmc = _cached_whitened_mcmc(
-        static, num_chains, num_warmup, num_samples, chain_method, progress, target_accept
+    settings = NutsSettings.of(
+        num_chains, num_warmup, num_samples, progress, target_accept, chain_method
     )
+    mcmc = cached_mcmc(WHITENED_SPEC, static, settings)
     key_init, key_run = jax.random.split(rng_key)
     size = len(x0)
     w_init = jax.random.normal(key_init, (num_chains, size) if num_chains > 1 else (size,))
