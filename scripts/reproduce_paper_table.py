@@ -12,6 +12,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,12 +82,18 @@ def agreement(table: list[dict]) -> dict:
 
 
 def run(
-    method: str, seed: int, group: bool, likelihood: str = "net", b_scale: float = 2.0
+    method: str,
+    seed: int,
+    group: bool,
+    likelihood: str = "net",
+    b_scale: float = 2.0,
+    **overrides: Any,
 ) -> tuple[list[dict], dict, float]:
+    """The paper preset's fit of the NCM judgments; ``overrides`` replace config fields."""
     judgments = read_judgments(DATA)
     # the paper's model (``evalset significance --preset paper``)
     config = preset_config(
-        "paper", method=method, likelihood=likelihood, seed=seed, b_scale=b_scale
+        "paper", method=method, likelihood=likelihood, seed=seed, b_scale=b_scale, **overrides
     )
     start = time.perf_counter()
     result = analyze(judgments, config=config, group_redundant=group)

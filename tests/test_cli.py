@@ -12,6 +12,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NCM = ROOT / "data" / "chateval_ncm" / "judgments.csv"
+#: fast-path draws: these tests are about the command's output, not the draw count (the
+#: refinement sweeps cost time in proportion to it; the default is 4000)
+DRAWS = "400"
 KEYS = {
     "system_a",
     "system_b",
@@ -71,7 +74,16 @@ def small_file(tmp_path_factory) -> Path:
 
 def test_significance_json_has_the_documented_keys_in_the_data_orientation(small_file):
     out = evalset(
-        "significance", "--data", str(small_file), "--method", "fast", "--format", "json", "--quiet"
+        "significance",
+        "--data",
+        str(small_file),
+        "--method",
+        "fast",
+        "--draws",
+        DRAWS,
+        "--format",
+        "json",
+        "--quiet",
     )
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)
@@ -100,6 +112,8 @@ def test_same_seed_same_output_and_csv_format(small_file):
         str(small_file),
         "--method",
         "fast",
+        "--draws",
+        DRAWS,
         "--format",
         "csv",
         "--seed",
@@ -112,6 +126,8 @@ def test_same_seed_same_output_and_csv_format(small_file):
         str(small_file),
         "--method",
         "fast",
+        "--draws",
+        DRAWS,
         "--format",
         "csv",
         "--seed",
@@ -132,6 +148,8 @@ def test_items_lists_discrimination_and_thresholds(small_file):
         str(small_file),
         "--method",
         "fast",
+        "--draws",
+        DRAWS,
         "--preset",
         "paper",
         "--format",
@@ -157,3 +175,9 @@ def test_bad_file_gives_one_line_reason_and_nonzero_exit(tmp_path):
     assert out.stdout == ""
     assert "row 1, column 'winner'" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_draws_must_be_positive():
+    out = evalset("significance", "--data", str(NCM), "--method", "fast", "--draws", "0")
+    assert out.returncode != 0 and out.stdout == ""
+    assert "--draws must be at least 1" in out.stderr

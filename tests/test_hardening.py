@@ -546,7 +546,9 @@ def test_the_worker_process_leaves_the_requests_a_cpu(tmp_path: Path) -> None:
             time.sleep(0.05)
         assert os.sched_getscheduler(pid) == os.SCHED_BATCH
         assert os.sched_getaffinity(pid) == expected
-        assert os.getpriority(os.PRIO_PROCESS, pid) == settings.worker_nice
+        # os.nice adds to the server's own niceness (a suite run under nice starts above 0)
+        own = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, pid) == min(19, own + settings.worker_nice)
         assert os.sched_getaffinity(0) != expected or len(expected) == 1  # the API keeps them all
 
 

@@ -35,7 +35,8 @@ def test_table3_signs_and_verdicts_agree_with_the_paper():
 
 
 def test_fast_fit_gets_every_certain_sign_right():
-    rows, _, _ = run("fast", seed=0, group=True)
+    # 1000 draws pin every mean to well within its sd (the shipped default is 4000)
+    rows, _, _ = run("fast", seed=0, group=True, num_draws=1000)
     table = side_by_side(rows, pl.read_csv(PAPER))
     certain = [r for r in table if r["mapping"] == "certain"]
     assert all(np.sign(r["mean"]) == np.sign(r["paper_mean"]) for r in certain)

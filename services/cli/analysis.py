@@ -58,7 +58,12 @@ def _add_fit_args(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--chains", type=int, default=4)
     parser.add_argument("--warmup", type=int, default=1000)
-    parser.add_argument("--draws", type=int, default=1000)
+    parser.add_argument(
+        "--draws",
+        type=int,
+        default=None,
+        help="posterior draws kept (nuts: per chain, default 1000; fast: in all, default 4000)",
+    )
     parser.add_argument(
         "--no-grouping",
         action="store_true",
@@ -103,6 +108,11 @@ def _analyses(args: argparse.Namespace) -> Any:
         overrides["thresholds"] = "symmetric"  # free thresholds leave per-system skills adrift
     if args.no_cell_effect or overrides.get("likelihood") == "net":
         overrides["cell_effect"] = False
+    draws: dict[str, int] = {}
+    if args.draws is not None:
+        if args.draws < 1:
+            raise SystemExit("evalset: --draws must be at least 1")
+        draws = {"num_samples" if args.method == "nuts" else "num_draws": args.draws}
     try:
         config = preset_config(
             args.preset,
@@ -110,7 +120,7 @@ def _analyses(args: argparse.Namespace) -> Any:
             parameterization=args.parameterization,
             num_chains=args.chains,
             num_warmup=args.warmup,
-            num_samples=args.draws,
+            **draws,
             seed=args.seed,
             b_scale=args.b_scale,
             alpha_scale=args.alpha_scale,
