@@ -106,34 +106,9 @@ def test_significance_json_has_the_documented_keys_in_the_data_orientation(small
 
 
 def test_same_seed_same_output_and_csv_format(small_file):
-    a = evalset(
-        "significance",
-        "--data",
-        str(small_file),
-        "--method",
-        "fast",
-        "--draws",
-        DRAWS,
-        "--format",
-        "csv",
-        "--seed",
-        "3",
-        "--quiet",
-    )
-    b = evalset(
-        "significance",
-        "--data",
-        str(small_file),
-        "--method",
-        "fast",
-        "--draws",
-        DRAWS,
-        "--format",
-        "csv",
-        "--seed",
-        "3",
-        "--quiet",
-    )
+    args = ("significance", "--data", str(small_file), "--method", "fast", "--draws", DRAWS)
+    a = evalset(*args, "--format", "csv", "--seed", "3", "--quiet")
+    b = evalset(*args, "--format", "csv", "--seed", "3", "--quiet")
     assert a.returncode == 0, a.stderr
     assert a.stdout == b.stdout
     header = a.stdout.splitlines()[0].split(",")
