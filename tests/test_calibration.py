@@ -171,7 +171,7 @@ def test_null_campaigns_rarely_get_an_adjusted_flag(fraction):
     # without the exact item draws, which also switches off the Gibbs sweeps that move
     # theta on sparse data (3x the fit's time): this bounds the verdict with the Gaussian
     # theta, whose model half alone flagged 52% at 15%; the shipped, refined path flagged
-    # 1 of 40 at 15% and 0 of 30 at 30% (docs/calibration/null_fast.jsonl)
+    # 1 of 40 at 15% and 0 of 40 at 30% (docs/calibration/null_fast.jsonl)
     flagged = sum(
         any(
             r["significant_adjusted"]
