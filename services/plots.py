@@ -27,6 +27,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from services.colors import DECISION_COLORS  # noqa: E402
+
 FORMATS = (".png", ".svg")
 
 POLICY_LABELS = {
@@ -34,18 +36,6 @@ POLICY_LABELS = {
     "prompt": "Prompt weighted",
     "prompt_model": "Prompt and Model weighted",
     "discrimination": "Discrimination (alpha) ranked",
-}
-
-#: decision colours, the same in every figure (colour-blind safe: Okabe-Ito)
-DECISION_COLORS = {
-    "leader": "#000000",
-    "below the leader": "#0072B2",
-    "equivalent to the leader": "#009E73",
-    "undecided": "#E69F00",
-    "not compared": "#999999",
-    "B better": "#0072B2",
-    "A better": "#D55E00",
-    "equivalent": "#009E73",
 }
 
 

@@ -15,19 +15,12 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
+from services.colors import DECISION_COLORS
+
 __all__ = ["COLORS", "FAVICON", "forest_svg", "judgments_svg", "outcomes_svg", "render"]
 
-#: Okabe-Ito, as in services.plots.DECISION_COLORS (kept in step by a test)
-COLORS = {
-    "leader": "#000000",
-    "below the leader": "#0072B2",
-    "equivalent to the leader": "#009E73",
-    "undecided": "#E69F00",
-    "not compared": "#999999",
-    "B better": "#0072B2",
-    "A better": "#D55E00",
-    "equivalent": "#009E73",
-}
+#: the decision colours of every figure (services.colors)
+COLORS = DECISION_COLORS
 #: comparisons drawn in the judgments chart (open ones closest to a decision first)
 MAX_BARS = 60
 
