@@ -49,6 +49,18 @@ def _describe(char: str) -> str:
     return f"control character (U+{ord(char):04X})"
 
 
+def _length_or_char_problem(
+    value: str, max_length: int, refused: re.Pattern[str], kind: str
+) -> str | None:
+    """Too long, or the first character ``refused`` matches (``kind``: "an id", "a text")."""
+    if len(value) > max_length:
+        return f"at most {max_length} characters (got {len(value)})"
+    bad = refused.search(value)
+    if bad:
+        return f"{_describe(bad.group())} at position {bad.start()} is not allowed in {kind}"
+    return None
+
+
 def id_problem(value: Any, *, allow_empty: bool = False, max_length: int = MAX_ID) -> str | None:
     """Why ``value`` is not a valid id, or None.
 
@@ -60,24 +72,14 @@ def id_problem(value: Any, *, allow_empty: bool = False, max_length: int = MAX_I
         return f"expected a string, got {type(value).__name__}"
     if not value and not allow_empty:
         return "must not be empty"
-    if len(value) > max_length:
-        return f"at most {max_length} characters (got {len(value)})"
-    bad = _ID_BAD.search(value)
-    if bad:
-        return f"{_describe(bad.group())} at position {bad.start()} is not allowed in an id"
-    return None
+    return _length_or_char_problem(value, max_length, _ID_BAD, "an id")
 
 
 def text_problem(value: Any, *, max_length: int = MAX_TEXT) -> str | None:
     """Why ``value`` is not a valid free text, or None (tab and newlines are fine)."""
     if not isinstance(value, str):
         return f"expected a string, got {type(value).__name__}"
-    if len(value) > max_length:
-        return f"at most {max_length} characters (got {len(value)})"
-    bad = _TEXT_BAD.search(value)
-    if bad:
-        return f"{_describe(bad.group())} at position {bad.start()} is not allowed in a text"
-    return None
+    return _length_or_char_problem(value, max_length, _TEXT_BAD, "a text")
 
 
 def row_problems(
