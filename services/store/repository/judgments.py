@@ -27,6 +27,17 @@ from services.store.repository.rows import JudgmentRow
 from services.store.validation import row_problems
 
 
+def _refuse(problems: list[dict[str, Any]], code: str, what: str) -> None:
+    """Raise ``code`` with the problems in row order, if there are any: nothing is stored."""
+    if problems:
+        problems.sort(key=lambda p: p["row"])
+        raise StoreError(
+            code,
+            f"{len(problems)} {what} in the batch; nothing was stored",
+            problems=problems,
+        )
+
+
 def _check_judgments(judgments: Sequence[dict[str, Any]]) -> None:
     """Ids, texts and enumerations of every row (before anything touches the database)."""
     problems = row_problems(
@@ -56,13 +67,7 @@ def _check_judgments(judgments: Sequence[dict[str, Any]]) -> None:
                     "message": f"shown_first must be a or b (got {j.get('shown_first')!r})",
                 }
             )
-    if problems:
-        problems.sort(key=lambda p: p["row"])
-        raise StoreError(
-            "validation_error",
-            f"{len(problems)} invalid field(s) in the batch; nothing was stored",
-            problems=problems,
-        )
+    _refuse(problems, "validation_error", "invalid field(s)")
 
 
 def add_judgments(
@@ -164,13 +169,7 @@ def add_judgments(
                 f"judgment_id {r['judgment_id']!r} was already stored with different "
                 f"{', '.join(differs)}; a judgment cannot be changed",
             )
-    if problems:
-        problems.sort(key=lambda p: p["row"])
-        raise StoreError(
-            "invalid_batch",
-            f"{len(problems)} problem(s) in the batch; nothing was stored",
-            problems=problems,
-        )
+    _refuse(problems, "invalid_batch", "problem(s)")
     inserted = 0
     last_seq = 0
     if new_rows:
