@@ -28,15 +28,7 @@ def _upsert(
     rows = list({r[key]: r for r in rows}.values())
     project_id = rows[0]["project_id"]
     ids = [r[key] for r in rows]
-    existing: set[str] = set()
-    for chunk in _chunks(ids):
-        existing.update(
-            conn.scalars(
-                select(table.c[key]).where(
-                    table.c.project_id == project_id, table.c[key].in_(chunk)
-                )
-            )
-        )
+    existing = _known(conn, table, key, project_id, set(ids))
     for chunk in _chunks(rows, 200):
         stmt = _insert(conn, table).values(list(chunk))
         stmt = stmt.on_conflict_do_update(
@@ -44,6 +36,29 @@ def _upsert(
         )
         conn.execute(stmt)
     return len(set(ids) - existing)
+
+
+def _upsert_described(
+    conn: Connection,
+    table: Table,
+    key: str,
+    project_id: str,
+    entries: Sequence[dict[str, Any]],
+    now: datetime | None,
+) -> int:
+    """Register entries of ``key`` and ``description`` (systems, dimensions)."""
+    now = now or utcnow()
+    check_rows(entries, f"the {table.name}", ids=(key,), texts=("description",))
+    rows = [
+        {
+            "project_id": project_id,
+            key: e[key],
+            "description": e.get("description", ""),
+            "created_at": now,
+        }
+        for e in entries
+    ]
+    return _upsert(conn, table, key, rows, ["description"])
 
 
 def upsert_systems(
@@ -54,18 +69,7 @@ def upsert_systems(
     now: datetime | None = None,
 ) -> int:
     """Register systems (``system_id``, ``description``); existing ones are updated."""
-    now = now or utcnow()
-    check_rows(systems, "the systems", ids=("system_id",), texts=("description",))
-    rows = [
-        {
-            "project_id": project_id,
-            "system_id": s["system_id"],
-            "description": s.get("description", ""),
-            "created_at": now,
-        }
-        for s in systems
-    ]
-    return _upsert(conn, t.systems, "system_id", rows, ["description"])
+    return _upsert_described(conn, t.systems, "system_id", project_id, systems, now)
 
 
 def upsert_prompts(
@@ -101,18 +105,7 @@ def upsert_dimensions(
     now: datetime | None = None,
 ) -> int:
     """Register dimensions (``dimension_id``, ``description``)."""
-    now = now or utcnow()
-    check_rows(dimensions, "the dimensions", ids=("dimension_id",), texts=("description",))
-    rows = [
-        {
-            "project_id": project_id,
-            "dimension_id": d["dimension_id"],
-            "description": d.get("description", ""),
-            "created_at": now,
-        }
-        for d in dimensions
-    ]
-    return _upsert(conn, t.dimensions, "dimension_id", rows, ["description"])
+    return _upsert_described(conn, t.dimensions, "dimension_id", project_id, dimensions, now)
 
 
 def list_systems(*, conn: Connection, project_id: str) -> list[SystemRow]:
