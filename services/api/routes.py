@@ -18,7 +18,12 @@ from services.api.limits import admin_token_ok
 from services.store import repository as repo
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from pydantic import BaseModel
     from sqlalchemy import Connection
+
+    from services.api.state import ServiceState
 
 router = APIRouter()
 
@@ -237,15 +242,27 @@ def _unique(ids: list[str], what: str) -> None:
         )
 
 
+def _register(
+    state: ServiceState,
+    project_id: str,
+    upsert: Callable[..., int],
+    plural: str,
+    entries: Sequence[BaseModel],
+) -> s.BulkResult:
+    """Register catalogue entries in bulk (``plural``: systems, prompts or dimensions): a
+    repeated id refuses the request, the others are upserted; counts new and updated."""
+    key = f"{plural[:-1]}_id"
+    rows = [x.model_dump() for x in entries]
+    _unique([r[key] for r in rows], key)
+    with state.store.write() as conn:
+        new = upsert(conn=conn, project_id=project_id, **{plural: rows})
+    return _bulk(new, len(rows))
+
+
 @router.post("/projects/{project_id}/systems", operation_id="register_systems", tags=["catalogue"])
 def register_systems(project_id: ProjectId, body: s.SystemsCreate, state: State) -> s.BulkResult:
     """Register systems in bulk (existing ones get the new description)."""
-    _unique([x.system_id for x in body.systems], "system_id")
-    with state.store.write() as conn:
-        new = repo.upsert_systems(
-            conn=conn, project_id=project_id, systems=[x.model_dump() for x in body.systems]
-        )
-    return _bulk(new, len(body.systems))
+    return _register(state, project_id, repo.upsert_systems, "systems", body.systems)
 
 
 @router.get("/projects/{project_id}/systems", operation_id="list_systems", tags=["catalogue"])
@@ -257,12 +274,7 @@ def list_systems(project_id: ProjectId, state: State) -> list[s.SystemPublic]:
 @router.post("/projects/{project_id}/prompts", operation_id="register_prompts", tags=["catalogue"])
 def register_prompts(project_id: ProjectId, body: s.PromptsCreate, state: State) -> s.BulkResult:
     """Register prompts with their text and each system's response, in bulk."""
-    _unique([x.prompt_id for x in body.prompts], "prompt_id")
-    with state.store.write() as conn:
-        new = repo.upsert_prompts(
-            conn=conn, project_id=project_id, prompts=[x.model_dump() for x in body.prompts]
-        )
-    return _bulk(new, len(body.prompts))
+    return _register(state, project_id, repo.upsert_prompts, "prompts", body.prompts)
 
 
 @router.get("/projects/{project_id}/prompts", operation_id="list_prompts", tags=["catalogue"])
@@ -283,12 +295,7 @@ def list_prompts(
 def register_dimensions(
     project_id: ProjectId, body: s.DimensionsCreate, state: State
 ) -> s.BulkResult:
-    _unique([x.dimension_id for x in body.dimensions], "dimension_id")
-    with state.store.write() as conn:
-        new = repo.upsert_dimensions(
-            conn=conn, project_id=project_id, dimensions=[x.model_dump() for x in body.dimensions]
-        )
-    return _bulk(new, len(body.dimensions))
+    return _register(state, project_id, repo.upsert_dimensions, "dimensions", body.dimensions)
 
 
 @router.get("/projects/{project_id}/dimensions", operation_id="list_dimensions", tags=["catalogue"])
