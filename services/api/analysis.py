@@ -7,10 +7,12 @@ here fits a model.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
+from fastapi.types import DecoratedCallable
 
 from adaptive.snapshot import Snapshot
 from services import schemas as s
@@ -97,6 +99,25 @@ def _snapshot(state: State, project_id: str, dimension: str, method: str | None)
     return snap
 
 
+def _newest(state: State, project_id: str, dimension: str | None, method: str | None) -> Snapshot:
+    """The snapshot a request answers from: of the dimension asked (or the default one),
+    the newest of ``method``."""
+    return _snapshot(state, project_id, _dimension(state, project_id, dimension), method)
+
+
+def _significance(snap: Snapshot, rows: list[dict[str, Any]]) -> s.SignificancePublic:
+    return s.SignificancePublic(
+        snapshot=_from_snapshot(snap), rows=[s.SignificanceRow(**r) for r in rows]
+    )
+
+
+def _answers(path: str, operation_id: str) -> Callable[[DecoratedCallable], DecoratedCallable]:
+    """A GET route answering from snapshots: 404 for an unknown name, 409 before any snapshot."""
+    return router.get(
+        path, operation_id=operation_id, tags=["analysis"], responses=error_responses(404, 409)
+    )
+
+
 # ---------------------------------------------------------------- answers from snapshots
 
 
@@ -108,12 +129,7 @@ def list_snapshots(project_id: ProjectId, state: State) -> s.SnapshotsPublic:
     return s.SnapshotsPublic(snapshots=[snapshot_public(m) for m in metas])
 
 
-@router.get(
-    "/projects/{project_id}/significance",
-    operation_id="significance",
-    tags=["analysis"],
-    responses=error_responses(404, 409),
-)
+@_answers("/projects/{project_id}/significance", "significance")
 def significance(
     project_id: ProjectId,
     state: State,
@@ -127,20 +143,12 @@ def significance(
     method: Method = None,
 ) -> s.SignificancePublic:
     """Every comparison: theta = s_B - s_A (> 0: B better), interval, P(B better), verdicts."""
-    dim = _dimension(state, project_id, dimension)
-    snap = _snapshot(state, project_id, dim, method)
+    snap = _newest(state, project_id, dimension, method)
     rows = pair_rows(snap, all_pairs=all_pairs, rule=rule, alpha=alpha, level=level)
-    return s.SignificancePublic(
-        snapshot=_from_snapshot(snap), rows=[s.SignificanceRow(**r) for r in rows]
-    )
+    return _significance(snap, rows)
 
 
-@router.get(
-    "/projects/{project_id}/significance/{system_a}/{system_b}",
-    operation_id="significance_pair",
-    tags=["analysis"],
-    responses=error_responses(404, 409),
-)
+@_answers("/projects/{project_id}/significance/{system_a}/{system_b}", "significance_pair")
 def significance_pair(
     project_id: ProjectId,
     system_a: str,
@@ -156,25 +164,17 @@ def significance_pair(
     """One pair in the orientation asked (A vs B); works for pairs never compared too."""
     if system_a == system_b:
         raise ApiError(422, "validation_error", "system_b must differ from system_a")
-    dim = _dimension(state, project_id, dimension)
-    snap = _snapshot(state, project_id, dim, method)
+    snap = _newest(state, project_id, dimension, method)
     for name in (system_a, system_b):
         if name not in snap.systems:
             raise ApiError(404, "not_found", f"unknown system {name!r} in snapshot {snap.version}")
     rows = pair_rows(
         snap, [(system_a, system_b)], all_pairs=all_pairs, rule=rule, alpha=alpha, level=level
     )
-    return s.SignificancePublic(
-        snapshot=_from_snapshot(snap), rows=[s.SignificanceRow(**r) for r in rows]
-    )
+    return _significance(snap, rows)
 
 
-@router.get(
-    "/projects/{project_id}/leaderboard",
-    operation_id="leaderboard",
-    tags=["analysis"],
-    responses=error_responses(404, 409),
-)
+@_answers("/projects/{project_id}/leaderboard", "leaderboard")
 def leaderboard(
     project_id: ProjectId,
     state: State,
@@ -183,38 +183,26 @@ def leaderboard(
     method: Method = None,
 ) -> s.LeaderboardPublic:
     """Per-system skill with its interval, mean rank and P(best), best first."""
-    dim = _dimension(state, project_id, dimension)
-    snap = _snapshot(state, project_id, dim, method)
+    snap = _newest(state, project_id, dimension, method)
     return s.LeaderboardPublic(
         snapshot=_from_snapshot(snap),
         rows=[s.LeaderboardRow(**r) for r in leaderboard_rows(snap, level=level)],
     )
 
 
-@router.get(
-    "/projects/{project_id}/prompt-parameters",
-    operation_id="prompt_parameters",
-    tags=["analysis"],
-    responses=error_responses(404, 409),
-)
+@_answers("/projects/{project_id}/prompt-parameters", "prompt_parameters")
 def prompt_parameters(
     project_id: ProjectId, state: State, dimension: Dimension = None, method: Method = None
 ) -> s.PromptParametersPublic:
     """Per prompt: discrimination alpha and thresholds b (mean, sd), most discriminating first."""
-    dim = _dimension(state, project_id, dimension)
-    snap = _snapshot(state, project_id, dim, method)
+    snap = _newest(state, project_id, dimension, method)
     return s.PromptParametersPublic(
         snapshot=_from_snapshot(snap),
         rows=[s.PromptParameterRow(**r) for r in item_rows(snap)],
     )
 
 
-@router.get(
-    "/projects/{project_id}/pruning",
-    operation_id="pruning",
-    tags=["analysis"],
-    responses=error_responses(404, 409),
-)
+@_answers("/projects/{project_id}/pruning", "pruning")
 def pruning(
     project_id: ProjectId,
     state: State,
