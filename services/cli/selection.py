@@ -82,6 +82,19 @@ def _add_selection_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
+def _selection_options(args: argparse.Namespace) -> dict[str, Any]:
+    """LocoConfig and PruneConfig fields from the options both commands take (tiers,
+    redundancy, seed)."""
+    return {
+        "num_tiers": args.tiers,
+        "tier_sizes": args.tier_sizes,
+        "ability_method": args.ability,
+        "redundancy_threshold": None if args.no_redundancy else args.redundancy_threshold,
+        "redundancy_fdr": args.redundancy_fdr,
+        "seed": args.seed,
+    }
+
+
 def _dimensions(args: argparse.Namespace) -> Any:
     from adaptive.cells import build_cells
     from adaptive.data import read_judgments
@@ -101,14 +114,9 @@ def run_loco_command(args: argparse.Namespace) -> int:
         grid=args.grid,
         policies=args.policies,
         num_random=args.num_random,
-        num_tiers=args.tiers,
-        tier_sizes=args.tier_sizes,
-        ability_method=args.ability,
-        redundancy_threshold=None if args.no_redundancy else args.redundancy_threshold,
-        redundancy_fdr=args.redundancy_fdr,
         tier_estimate=args.tier_estimate,
         tier_information=args.tier_information,
-        seed=args.seed,
+        **_selection_options(args),
     )
     workers = max(1, args.workers)
     rows: list[dict[str, Any]] = []
@@ -151,14 +159,7 @@ def run_prune_command(args: argparse.Namespace) -> int:
     from adaptive.tiers import tier_names
 
     config = PruneConfig(
-        keep=args.keep,
-        target_se_ratio=args.target_se_ratio,
-        num_tiers=args.tiers,
-        tier_sizes=args.tier_sizes,
-        ability_method=args.ability,
-        redundancy_threshold=None if args.no_redundancy else args.redundancy_threshold,
-        redundancy_fdr=args.redundancy_fdr,
-        seed=args.seed,
+        keep=args.keep, target_se_ratio=args.target_se_ratio, **_selection_options(args)
     )
     names = tier_names(args.tiers)
     rows: list[dict[str, Any]] = []
