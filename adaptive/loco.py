@@ -83,7 +83,7 @@ from adaptive.tier_plan import (
     fit_tier,
     information_score,
     redundancy_groups,
-    split_by_fit,
+    split_by_options,
 )
 from stan_free_models.graded_response import graded_log_prob
 from stan_free_models.information import expected_information
@@ -360,13 +360,7 @@ def fold_steps(
     tier = -1
     info: dict[str, float] = {"converged": float(fit.converged)}
     if "prompt_model" in config.policies:
-        tiers = split_by_fit(
-            data,
-            fit,
-            num_tiers=config.num_tiers,
-            method=config.ability_method,
-            sizes=config.tier_sizes,
-        )
+        tiers = split_by_options(data, fit, config)
         held_tier = int(tiers.comparison_tier[fold])
         tier_key = jax.random.fold_in(base_key, 3)
         tier_of = functools.partial(

@@ -45,7 +45,7 @@ from adaptive.selection import (
     rank_by_information,
     select_prompts,
 )
-from adaptive.tier_plan import fit_items, fit_tier, redundancy_groups, split_by_fit
+from adaptive.tier_plan import fit_items, fit_tier, redundancy_groups, split_by_options
 from adaptive.tiers import Tiers
 from stan_free_models.information import information_matrix
 
@@ -198,13 +198,7 @@ def prune(data: LocoData, config: PruneConfig) -> tuple[list[TierPlan], Tiers, d
     key = jax.random.PRNGKey(config.seed)
     everything = np.arange(data.num_comparisons)
     fit = fit_items(data, everything, jax.random.fold_in(key, 0), config.num_draws)
-    tiers = split_by_fit(
-        data,
-        fit,
-        num_tiers=config.num_tiers,
-        method=config.ability_method,
-        sizes=config.tier_sizes,
-    )
+    tiers = split_by_options(data, fit, config)
     groups = redundancy_groups(
         data, everything, threshold=config.redundancy_threshold, fdr=config.redundancy_fdr
     )

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import jax
 import numpy as np
@@ -159,6 +159,31 @@ def split_by_fit(
     )
 
 
+class TierOptions(Protocol):
+    """How to split into tiers: the fields :class:`adaptive.loco.LocoConfig` and
+    :class:`adaptive.pruning.PruneConfig` share."""
+
+    @property
+    def num_tiers(self) -> int: ...
+
+    @property
+    def ability_method(self) -> str: ...
+
+    @property
+    def tier_sizes(self) -> tuple[int, ...] | None: ...
+
+
+def split_by_options(data: LocoData, fit: ItemFit, options: TierOptions) -> Tiers:
+    """:func:`split_by_fit` with a LOCO or pruning config's tier options."""
+    return split_by_fit(
+        data,
+        fit,
+        num_tiers=options.num_tiers,
+        method=options.ability_method,
+        sizes=options.tier_sizes,
+    )
+
+
 @dataclass(frozen=True)
 class TierFit:
     """Item parameters for one tier: refitted inside it, or the global ones."""
@@ -213,10 +238,12 @@ def fit_tier(
 __all__ = [
     "ItemFit",
     "TierFit",
+    "TierOptions",
     "fit_items",
     "fit_items_batch",
     "fit_tier",
     "information_score",
     "redundancy_groups",
     "split_by_fit",
+    "split_by_options",
 ]
