@@ -396,21 +396,30 @@ class Refresher:
         self, source: Source, previous: Snapshot | None
     ) -> tuple[Snapshot, SkillBase | None]:
         """A full MAP + Laplace fit of every judgment, warm-started from ``previous``."""
+        options = {"num_draws": self.config.fast_num_draws}
+        return self._fit(source, "fast", options, previous, with_base=True)  # type: ignore[return-value]
+
+    def _fit(
+        self,
+        source: Source,
+        method: str,
+        options: dict[str, int],
+        previous: Snapshot | None = None,
+        *,
+        with_base: bool = False,
+    ) -> Snapshot | tuple[Snapshot, SkillBase | None]:
+        """Fit every judgment of ``source`` with ``method`` (seeded by the judgment count)."""
         cfg = self.config
-        return fit_snapshot(  # type: ignore[return-value]
+        seed = (cfg.seed + source.num_judgments) % 2**31
+        return fit_snapshot(
             source.judgments,
             dimension=source.dimension,
             systems=source.systems,
-            config=stream_config(
-                "fast",
-                cell_effect=cfg.cell_effect,
-                num_draws=cfg.fast_num_draws,
-                seed=(cfg.seed + source.num_judgments) % 2**31,
-            ),
+            config=stream_config(method, cell_effect=cfg.cell_effect, seed=seed, **options),
             last_seq=source.last_seq,
             previous=previous,
             max_draws=cfg.snapshot_max_draws,
-            with_base=True,
+            with_base=with_base,
         )
 
     def _start_items_refresh(self, key: Hashable, base: SkillBase) -> None:
@@ -488,21 +497,12 @@ class Refresher:
             if source is None:
                 return None
             cfg = self.config
-            snapshot = fit_snapshot(
-                source.judgments,
-                dimension=source.dimension,
-                systems=source.systems,
-                config=stream_config(
-                    "nuts",
-                    cell_effect=cfg.cell_effect,
-                    num_chains=cfg.nuts_chains,
-                    num_warmup=cfg.nuts_warmup,
-                    num_samples=cfg.nuts_samples,
-                    seed=(cfg.seed + source.num_judgments) % 2**31,
-                ),
-                last_seq=source.last_seq,
-                max_draws=cfg.snapshot_max_draws,
-            )
+            options = {
+                "num_chains": cfg.nuts_chains,
+                "num_warmup": cfg.nuts_warmup,
+                "num_samples": cfg.nuts_samples,
+            }
+            snapshot = self._fit(source, "nuts", options)
             snapshot = cast(Snapshot, snapshot)  # with_base=False: the snapshot alone
             diag = snapshot.diagnostics
             max_rhat = diag.get("max_rhat")
