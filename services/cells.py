@@ -4,8 +4,21 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping, Sequence
+from typing import TypedDict
 
 import numpy as np
+
+
+class NamedCell(TypedDict):
+    """One cell of a batch, by name."""
+
+    item_id: str
+    system_a: str
+    system_b: str
+    dimension: str
+    shown_first: str
+    reason: str
+    needed: int | None
 
 
 def same_text(text: str) -> str:

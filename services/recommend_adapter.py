@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypedDict
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -42,7 +42,7 @@ from adaptive.recommend import (
     snapshot_from_draws,
     tier_comparisons,
 )
-from services.cells import annotatable_cells
+from services.cells import NamedCell, annotatable_cells
 
 #: a judgment or leased cell as the CLI's files and the store give it (keys by column name)
 Row = Mapping[str, Any]
@@ -71,18 +71,6 @@ class NamedFit(NamedTuple):
     pair_b: np.ndarray
     theta: np.ndarray | None
     skill: np.ndarray | None
-
-
-class NamedCell(TypedDict):
-    """One cell of a batch, by name."""
-
-    item_id: str
-    system_a: str
-    system_b: str
-    dimension: str
-    shown_first: str
-    reason: str
-    needed: int | None
 
 
 @dataclass(frozen=True)

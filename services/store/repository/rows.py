@@ -10,6 +10,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, TypedDict
 
+from services.cells import NamedCell
+
 
 class ProjectRow(TypedDict):
     project_id: str
@@ -87,16 +89,10 @@ class SnapshotMeta(TypedDict):
     diagnostics: dict[str, Any]
 
 
-class LeasedCellRow(TypedDict):
-    """One cell of a lease, as the next-batch route stores it."""
+class LeasedCellRow(NamedCell):
+    """One cell of a lease, as the next-batch route stores it: the batch's cell and the
+    snapshot version it was chosen from."""
 
-    item_id: str
-    system_a: str
-    system_b: str
-    dimension: str
-    shown_first: str
-    reason: str
-    needed: int | None
     snapshot_version: int
 
 
