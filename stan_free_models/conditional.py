@@ -33,7 +33,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from stan_free_models.graded_response import cell_counts_log_lik, symmetric_from_half
+from stan_free_models.graded_response import (
+    NUM_CELL_NODES,
+    cell_counts_log_lik,
+    symmetric_from_half,
+)
 
 #: candidates per prompt and draw, and how much wider than the Laplace conditional they are
 NUM_CANDIDATES = 8
@@ -74,14 +78,16 @@ def candidate_weights(
     cells: tuple[jax.Array, jax.Array, jax.Array],
     num_items: int,
     prior: tuple[float, float, bool, int],
+    num_nodes: int = NUM_CELL_NODES,
 ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """Candidates for every prompt from N(mean, (scale chol)(scale chol)ᵀ) and their SIR weights.
 
     z: (S, P, m) standard normal coordinates of the candidates; cells: the cells'
     comparison, item and category counts; prior: (alpha_scale, b_scale, symmetric,
-    num_categories). Returns the (S, P, m) candidates, (S, P) log weights (exact
-    conditional given theta and tau over proposal, up to a constant per prompt), and the
-    candidates' alpha (S, P) and thresholds (S, P, K - 1).
+    num_categories); num_nodes: quadrature nodes of the cell effect (1 when tau = 0).
+    Returns the (S, P, m) candidates, (S, P) log weights (exact conditional given theta
+    and tau over proposal, up to a constant per prompt), and the candidates' alpha (S, P)
+    and thresholds (S, P, K - 1).
     """
     cell_comp, cell_item, counts = cells
     cand = mean[None] + scale * jnp.einsum("jkl,sjl->sjk", chol, z)
@@ -89,12 +95,21 @@ def candidate_weights(
 
     def loglik(alpha_s, b_s):
         per_cell = cell_counts_log_lik(
-            theta[cell_comp], alpha_s[cell_item], b_s[cell_item], tau, counts
+            theta[cell_comp], alpha_s[cell_item], b_s[cell_item], tau, counts, num_nodes
         )
         return jax.ops.segment_sum(per_cell, cell_item, num_segments=num_items)
 
     log_w = lp + jax.vmap(loglik)(alpha, b) + 0.5 * jnp.sum(z**2, axis=-1)
     return cand, log_w, alpha, b
+
+
+def _num_nodes(tau: np.ndarray) -> int:
+    """Quadrature nodes of the cell effect: one when every draw's tau is 0 (no cells).
+
+    With tau = 0 all nodes give the same value, so one node is the same likelihood (to
+    rounding) at 1 / ``NUM_CELL_NODES`` of the work.
+    """
+    return NUM_CELL_NODES if bool(np.any(np.asarray(tau) > 0)) else 1
 
 
 @functools.lru_cache(maxsize=16)
@@ -106,6 +121,7 @@ def _compiled(
     symmetric: bool,
     num_candidates: int,
     scale: float,
+    num_nodes: int,
 ):
     prior = (alpha_scale, b_scale, symmetric, num_categories)
 
@@ -113,7 +129,16 @@ def _compiled(
         theta, tau, mean, chol, key = draw  # (C,), (), (P, m), (P, m, m)
         z = jax.random.normal(key, (num_candidates,) + mean.shape, mean.dtype)
         cand, log_w, _, _ = candidate_weights(
-            z, mean, chol, scale, theta, tau, (cell_comp, cell_item, counts), num_items, prior
+            z,
+            mean,
+            chol,
+            scale,
+            theta,
+            tau,
+            (cell_comp, cell_item, counts),
+            num_items,
+            prior,
+            num_nodes,
         )
         pick = jax.random.categorical(jax.random.fold_in(key, 1), log_w, axis=0)  # (P,)
         chosen = jnp.take_along_axis(cand, pick[None, :, None], axis=0)[0]
@@ -169,6 +194,7 @@ def resample_items(
         bool(symmetric),
         int(num_candidates),
         float(scale),
+        _num_nodes(tau),
     )
     keys = jax.random.split(rng_key, theta.shape[0])
     chosen, ess = fn(
@@ -207,6 +233,7 @@ def _compiled_refine(
     scale: float,
     sweeps: int,
     theta_steps: int,
+    num_nodes: int,
 ):
     prior = (alpha_scale, b_scale, symmetric, num_categories)
 
@@ -217,7 +244,9 @@ def _compiled_refine(
         chol, step = proposal[3][comp], proposal[4][comp]
 
         def per_cell(th, alpha, b):
-            return cell_counts_log_lik(th[cell_comp], alpha[cell_item], b[cell_item], tau, counts)
+            return cell_counts_log_lik(
+                th[cell_comp], alpha[cell_item], b[cell_item], tau, counts, num_nodes
+            )
 
         def theta_target(th, alpha, b):  # (C,): each comparison's log density given the items
             lik = jax.ops.segment_sum(
@@ -240,7 +269,7 @@ def _compiled_refine(
             )
             z = jnp.concatenate([z_now[None], z_new], axis=0)  # (S + 1, P, m)
             cand, log_w, alpha_c, b_c = candidate_weights(
-                z, mean, chol, scale, theta, tau, cells, num_items, prior
+                z, mean, chol, scale, theta, tau, cells, num_items, prior, num_nodes
             )
             pick = jax.random.categorical(key_pick, log_w, axis=0)  # (P,)
             items = jnp.take_along_axis(cand, pick[None, :, None], axis=0)[0]
@@ -338,6 +367,7 @@ def refine_draws(
         float(scale),
         int(sweeps),
         int(theta_steps),
+        _num_nodes(tau),
     )
     keys = jax.random.split(rng_key, theta.shape[0])
     f32 = functools.partial(jnp.asarray, dtype=jnp.float32)

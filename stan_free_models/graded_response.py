@@ -212,7 +212,12 @@ def graded_log_probs_all(cum_logits: jax.Array) -> jax.Array:
 
 
 def cell_counts_log_lik(
-    eta: jax.Array, alpha: jax.Array, b: jax.Array, tau: jax.Array, counts: jax.Array
+    eta: jax.Array,
+    alpha: jax.Array,
+    b: jax.Array,
+    tau: jax.Array,
+    counts: jax.Array,
+    num_nodes: int = NUM_CELL_NODES,
 ) -> jax.Array:
     """(M,) cell log-likelihoods from each cell's (weighted) count of every category.
 
@@ -220,8 +225,10 @@ def cell_counts_log_lik(
     of a cell differ only in their category, so sum_k w_k log P(y_k | eps) =
     sum_c n_c log P(c | eps), and the cost is O(cells x nodes x K) rather than
     O(judgments x nodes). Per-cell args: eta (M,), alpha (M,), b (M, K-1), counts (M, K).
+    ``num_nodes=1`` is the likelihood without a cell effect (the one node sits at eps = 0),
+    exactly, at a fraction of the cost: what a fit without cells (tau = 0) should use.
     """
-    x, log_w = cell_nodes()
+    x, log_w = cell_nodes(num_nodes)
     shifted = eta[:, None] + tau * jnp.asarray(x, dtype=eta.dtype)[None, :]  # (M, Q)
     cum_logits = alpha[:, None, None] * (shifted[..., None] - b[:, None, :])  # (M, Q, K-1)
     logp = graded_log_probs_all(cum_logits)  # (M, Q, K)

@@ -141,3 +141,42 @@ def test_cell_likelihood_from_category_counts_equals_the_sum_over_judgments():
     per_cell = cell_counts_log_lik(theta[cc], alpha[ci], b[ci], tau, jnp.asarray(counts))
     np.testing.assert_allclose(np.asarray(per_cell), np.asarray(per_judgment), atol=2e-4)
     assert counts.sum() == pytest.approx(weight.sum(), rel=1e-5)
+
+
+def test_one_quadrature_node_is_the_likelihood_without_a_cell_effect():
+    """With tau = 0 the fast path evaluates one node, not eleven: the same numbers.
+
+    The reference is GradedResponse's own log-probability summed per cell; eleven nodes
+    at tau = 0 agree with it to rounding, one node as well.
+    """
+    from stan_free_models.graded_response import (
+        GradedResponse,
+        cell_counts,
+        cell_counts_log_lik,
+    )
+
+    rng = np.random.default_rng(5)
+    n, num_cells = 60, 12
+    cell = rng.integers(0, num_cells, n)
+    comparison, item = cell % 4, cell % 6
+    y = rng.integers(0, 7, n)
+    weight = rng.choice([1.0, 0.5], n).astype(np.float32)
+    theta = jnp.asarray(rng.normal(size=4), jnp.float32)
+    alpha = jnp.asarray(np.exp(rng.normal(size=6)), jnp.float32)
+    b = jnp.asarray(np.sort(rng.normal(0, 2, (6, 6)), axis=1), jnp.float32)
+    logp = GradedResponse(alpha[item][:, None] * (theta[comparison][:, None] - b[item])).log_prob(
+        jnp.asarray(y)
+    )
+    want = np.zeros(num_cells)
+    np.add.at(want, cell, np.asarray(logp) * weight)
+    cc, ci, counts = cell_counts(cell, comparison, item, y, weight, num_cells, 7)
+    args = (theta[cc], alpha[ci], b[ci], 0.0, jnp.asarray(counts))
+    one = np.asarray(cell_counts_log_lik(*args, num_nodes=1))
+    eleven = np.asarray(cell_counts_log_lik(*args))
+    np.testing.assert_allclose(one, want, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(one, eleven, rtol=1e-6, atol=1e-5)
+    # and with a cell effect one node is not the integral: the flag must follow tau
+    with_tau = np.asarray(
+        cell_counts_log_lik(theta[cc], alpha[ci], b[ci], 0.8, jnp.asarray(counts))
+    )
+    assert np.abs(with_tau - one).max() > 1e-2
