@@ -63,6 +63,9 @@ class FitConfig:
     # items towards the exact posterior (stan_free_models.conditional.refine_draws); 0: off
     refine_sweeps: int = REFINE_SWEEPS
     sampler: str = "whitened"  # NUTS: see SAMPLERS
+    # NUTS (whitened): after warm-up, sample in blocks of num_samples draws per chain until
+    # every parameter has bulk and tail ESS >= min_ess and R-hat <= 1.01 (None: one block)
+    min_ess: float | None = None
     seed: int = 0
     progress: bool = False
 
@@ -81,6 +84,10 @@ class FitConfig:
             )
         if self.cell_effect and self.likelihood != "judgment":
             raise ValueError("cell_effect needs likelihood='judgment'")
+        if self.min_ess is not None and (self.min_ess <= 0 or self.sampler != "whitened"):
+            raise ValueError(
+                f"min_ess={self.min_ess!r} needs a positive number and the whitened sampler"
+            )
         if self.parameterization not in PARAMETERIZATIONS:
             raise ValueError(
                 f"unknown parameterization {self.parameterization!r}; expected one of {PARAMETERIZATIONS}"
@@ -168,7 +175,11 @@ def fit_cells(
             exact_items=config.exact_items,
             refine_sweeps=config.refine_sweeps,
         )
-    nuts = fit_nuts_whitened if config.sampler == "whitened" else fit_nuts
+    # the whitened sampler can also sample until an ESS target (FitConfig.min_ess)
+    extra: dict[str, Any] = {}
+    nuts: Any = fit_nuts
+    if config.sampler == "whitened":
+        nuts, extra = fit_nuts_whitened, {"min_ess": config.min_ess}
     return nuts(
         data,
         rng_key=rng_key,
@@ -180,6 +191,7 @@ def fit_cells(
         b_scale=config.b_scale,
         symmetric_thresholds=config.thresholds == "symmetric",
         tau_scale=config.tau_scale,
+        **extra,
     )
 
 

@@ -2,17 +2,21 @@
 
     python benchmarks/nuts.py [--comparisons 20] [--prompts 200] [--fraction 1.0]
                               [--chains 4] [--warmup 1000] [--samples 1000] [--product-warmup 500]
+                              [--preset default|paper] [--product-samples N] [--product-min-ess 400]
 
 The model is the default one (every judgment a 3-category response, a
-prompt-by-comparison effect integrated out of each cell). Both sides run cold
-in their own process, so compile time is included:
+prompt-by-comparison effect integrated out of each cell), or with ``--preset paper``
+the paper's (each cell's net rating, 7 categories, free thresholds, no cell effect).
+Both sides run cold in their own process, so compile time is included:
 
 * ``plain``: ``numpyro.infer.NUTS`` on ``graded_response`` written the
   straightforward way (one likelihood term per judgment), its default start and
   diagonal mass-matrix adaptation;
 * ``product``: ``adaptive.fitting`` with ``method="nuts"``: the cells'
   sufficient statistics and NUTS on Laplace-whitened coordinates
-  (``stan_free_models.whitened_nuts``), ``--product-warmup`` warm-up iterations.
+  (``stan_free_models.whitened_nuts``), ``--product-warmup`` warm-up iterations;
+  with ``--product-min-ess`` it samples in blocks of ``--product-samples`` draws per
+  chain until every parameter has bulk and tail ESS >= that and R-hat <= 1.01.
 
 Prints one JSON object per side and the ratio of min bulk ESS per second (ArviZ's
 ``ess(method="bulk")`` over theta, log alpha, the thresholds and tau), max
@@ -52,6 +56,8 @@ def _data(args):
         keep = rng.choice(frame.height, size=round(args["fraction"] * frame.height), replace=False)
         frame = frame[np.sort(keep)]
     cells = build_cells(frame)
+    if args["preset"] == "paper":
+        return model_data(cells, likelihood="net", parameterization="comparison", cell_effect=False)
     return model_data(cells, likelihood="judgment", parameterization="comparison", cell_effect=True)
 
 
@@ -64,12 +70,16 @@ def _side(side: str, args: dict, queue) -> None:
     import numpy as np
 
     data = _data(args)
+    sites = ("theta", "log_alpha", "b") + (("tau",) if data.has_cells else ())
     start = time.perf_counter()
     if side == "plain":
         from numpyro.infer import MCMC, NUTS
 
         from stan_free_models.graded_response import graded_response
 
+        cell_args = {}
+        if data.has_cells:
+            cell_args = dict(cell=jnp.asarray(data.cell), num_cells=data.num_cells)
         mcmc = MCMC(
             NUTS(graded_response),
             num_warmup=args["warmup"],
@@ -86,15 +96,14 @@ def _side(side: str, args: dict, queue) -> None:
             num_categories=data.num_categories,
             y=jnp.asarray(data.y),
             weight=jnp.asarray(data.weight),
-            cell=jnp.asarray(data.cell),
-            num_cells=data.num_cells,
+            **cell_args,
         )
         samples = {k: np.asarray(v, np.float64) for k, v in mcmc.get_samples(True).items()}
         samples.pop("theta", None)
-        draws = {k: samples[k] for k in ("log_alpha", "b", "tau")}
+        draws = {k: samples[k] for k in sites if k != "theta"}
         draws["theta"] = np.asarray(mcmc.get_samples(True)["theta"], np.float64)
         divergences = int(np.asarray(mcmc.get_extra_fields()["diverging"]).sum())
-        steps = None
+        steps = blocks = None
     else:
         from stan_free_models.whitened_nuts import fit_nuts_whitened
 
@@ -103,23 +112,29 @@ def _side(side: str, args: dict, queue) -> None:
             rng_key=jax.random.PRNGKey(args["seed"]),
             num_chains=args["chains"],
             num_warmup=args["product_warmup"],
-            num_samples=args["samples"],
+            num_samples=args["product_samples"] or args["samples"],
+            min_ess=args["product_min_ess"],
         )
-        draws = {k: post.draws[k] for k in ("theta", "log_alpha", "b", "tau")}
+        draws = {k: post.draws[k] for k in sites}
         divergences = post.diagnostics.num_divergences
         steps = post.info["mean_leapfrog_steps"]
+        blocks = post.info["blocks"]
     seconds = time.perf_counter() - start
-    ess, rhat = {}, {}
+    ess, tail, rhat = {}, {}, {}
     for name, x in draws.items():
         x = x.reshape(x.shape[:2] + (-1,))
         ess[name] = float(min(az.ess(x[..., i], method="bulk") for i in range(x.shape[-1])))
+        tail[name] = float(min(az.ess(x[..., i], method="tail") for i in range(x.shape[-1])))
         rhat[name] = float(max(az.rhat(x[..., i]) for i in range(x.shape[-1])))
     theta = draws["theta"].reshape(-1, draws["theta"].shape[-1])
     queue.put(
         {
             "side": side,
             "seconds": round(seconds, 1),
+            "draws_per_chain": int(draws["theta"].shape[1]),
+            "blocks": blocks,
             "min_bulk_ess": round(min(ess.values()), 1),
+            "min_tail_ess": round(min(tail.values()), 1),
             "min_ess_per_second": min(ess.values()) / seconds,
             "max_rhat": round(max(rhat.values()), 4),
             "ess_by_site": {k: round(v, 1) for k, v in ess.items()},
@@ -157,6 +172,9 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--product-warmup", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--preset", choices=["default", "paper"], default="default")
+    parser.add_argument("--product-samples", type=int, default=None, help="default: --samples")
+    parser.add_argument("--product-min-ess", type=float, default=None)
     args = vars(parser.parse_args())
     results = {side: measure(side, args) for side in ("plain", "product")}
     import numpy as np

@@ -202,11 +202,21 @@ def fit_nuts_whitened(
     symmetric_thresholds: bool = False,
     chain_method: str | None = None,
     tau_scale: float = DEFAULT_TAU_SCALE,
+    min_ess: float | None = None,
+    max_rhat: float = 1.01,
+    max_samples: int | None = None,
 ) -> Posterior:
     """Full posterior by NUTS on Laplace-whitened coordinates (see the module docstring).
 
     The same model and output as :func:`stan_free_models.nuts.fit_nuts`;
     ``info`` adds ``prep_seconds`` (mode and Hessian) and the mean leapfrog steps.
+
+    With ``min_ess``, sampling goes on after warm-up in blocks of ``num_samples`` draws
+    per chain until every checked parameter has bulk and tail ESS >= ``min_ess`` and
+    R-hat <= ``max_rhat`` (:func:`stop_rule`), or ``max_samples`` draws per chain
+    (default 8 blocks); ``info["blocks"]`` and ``info["stopped"]`` say how it ended.
+    Each block continues every chain from its last state with the adapted step size
+    and mass matrix, so the blocks are one chain cut in pieces.
     """
     start = time.perf_counter()
     padded = pad_data(data)
@@ -228,23 +238,44 @@ def fit_nuts_whitened(
     key_init, key_run = jax.random.split(rng_key)
     size = len(x0)
     w_init = jax.random.normal(key_init, (num_chains, size) if num_chains > 1 else (size,))
+    limit = max_samples if max_samples is not None else 8 * num_samples
+    run_args = (jnp.asarray(x0, jnp.float32), jnp.asarray(chol, jnp.float32), *args)
+    blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    stopped = "fixed"
     with MODEL_LOCK:
-        mcmc.run(
-            key_run,
-            jnp.asarray(x0, jnp.float32),
-            jnp.asarray(chol, jnp.float32),
-            *args,
-            init_params={"w": w_init},
-            extra_fields=("diverging", "num_steps"),
-        )
-        w = np.asarray(mcmc.get_samples(group_by_chain=True)["w"], np.float64)
-        extra = mcmc.get_extra_fields(group_by_chain=True)
-        diverging = np.asarray(extra["diverging"])
-        num_steps = np.asarray(extra["num_steps"])
-    x = x0 + w @ chol.T  # (chains, draws, D)
+        try:
+            mcmc.run(
+                key_run,
+                *run_args,
+                init_params={"w": w_init},
+                extra_fields=("diverging", "num_steps"),
+            )
+            blocks.append(_block(mcmc))
+            while min_ess is not None:
+                draws = _constrained_draws(static, data, _whole(blocks, x0, chol))
+                stopped = stop_rule(
+                    checked_sites(draws, symmetric_thresholds), min_ess=min_ess, max_rhat=max_rhat
+                )
+                if stopped == "target" or len(blocks) * num_samples + num_samples > limit:
+                    stopped = stopped if stopped == "target" else "max_samples"
+                    break
+                # the next block: every chain from its last state, no warm-up
+                mcmc.post_warmup_state = mcmc.last_state
+                mcmc.run(
+                    mcmc.post_warmup_state.rng_key,
+                    *run_args,
+                    extra_fields=("diverging", "num_steps"),
+                )
+                blocks.append(_block(mcmc))
+        finally:
+            # the sampler is cached: the next fit must start with its own warm-up
+            mcmc.post_warmup_state = None
+    x = _whole(blocks, x0, chol)  # (chains, draws, D)
+    diverging = np.concatenate([b[1] for b in blocks], axis=1)
+    num_steps = np.concatenate([b[2] for b in blocks], axis=1)
     draws = _constrained_draws(static, data, x)
     checked = checked_sites(draws, symmetric_thresholds)
-    diagnostics = nuts_diagnostics(checked, diverging, num_samples, start)
+    diagnostics = nuts_diagnostics(checked, diverging, x.shape[1], start)
     return Posterior(
         draws=draws,
         method="nuts",
@@ -254,8 +285,49 @@ def fit_nuts_whitened(
             "sampler": "nuts-whitened",
             "prep_seconds": prep_seconds,
             "mean_leapfrog_steps": float(num_steps.mean()),
+            "blocks": len(blocks),
+            "stopped": stopped,
         },
     )
+
+
+def _block(mcmc) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One run's whitened draws, divergence flags and leapfrog steps, by chain."""
+    w = np.asarray(mcmc.get_samples(group_by_chain=True)["w"], np.float64)
+    extra = mcmc.get_extra_fields(group_by_chain=True)
+    return w, np.asarray(extra["diverging"]), np.asarray(extra["num_steps"])
+
+
+def _whole(blocks: list, x0: np.ndarray, chol: np.ndarray) -> np.ndarray:
+    """The blocks' draws joined along each chain, in the model's unconstrained coordinates."""
+    w = np.concatenate([b[0] for b in blocks], axis=1)
+    return x0 + w @ chol.T
+
+
+def stop_rule(checked: dict[str, np.ndarray], *, min_ess: float, max_rhat: float) -> str:
+    """``"target"`` when every parameter has bulk and tail ESS >= min_ess and R-hat <= max_rhat.
+
+    ESS and R-hat are ArviZ's (rank-normalised, Vehtari et al. 2021); otherwise the
+    name of the first criterion missed (``"ess_bulk"``, ``"ess_tail"`` or ``"rhat"``).
+
+    Example:
+        >>> rng = np.random.default_rng(0)
+        >>> stop_rule({"x": rng.normal(size=(4, 1000, 3))}, min_ess=400, max_rhat=1.01)
+        'target'
+        >>> stop_rule({"x": rng.normal(size=(4, 50, 3))}, min_ess=400, max_rhat=1.01)
+        'ess_bulk'
+    """
+    import arviz as az
+
+    dataset = az.convert_to_dataset({k: np.asarray(v) for k, v in checked.items()})
+    for method, name in (("bulk", "ess_bulk"), ("tail", "ess_tail")):
+        ess = az.ess(dataset, method=method)
+        if min(float(np.nanmin(ess[k].values)) for k in checked) < min_ess:
+            return name
+    rhat = az.rhat(dataset)
+    if max(float(np.nanmax(rhat[k].values)) for k in checked) > max_rhat:
+        return "rhat"
+    return "target"
 
 
 def _constrained_draws(static: tuple, data: GRMData, x: np.ndarray) -> dict[str, np.ndarray]:
@@ -294,4 +366,4 @@ def _constrained_draws(static: tuple, data: GRMData, x: np.ndarray) -> dict[str,
     return draws
 
 
-__all__ = ["colouring", "fit_nuts_whitened", "laplace_hessian", "whitening"]
+__all__ = ["colouring", "fit_nuts_whitened", "laplace_hessian", "stop_rule", "whitening"]

@@ -70,3 +70,47 @@ def test_whitened_and_diagonal_nuts_give_the_same_posterior():
         assert np.all(np.abs(white.mean(site) - plain.mean(site)) < 0.35 * sd), site
         ratio = white.sd(site) / sd
         assert np.all((ratio > 0.75) & (ratio < 1.33)), (site, ratio)
+
+
+def test_sampling_until_an_ess_target_continues_the_chains_and_leaves_the_cache_clean():
+    """Blocks of draws until bulk and tail ESS and R-hat meet the target, then stop.
+
+    The reference for the stopping figures is ArviZ on the returned draws; a fixed-length
+    fit with the same key must give the same draws before and after an extended fit (the
+    cached sampler must not keep the extended fit's state and skip its warm-up).
+    """
+    import arviz as az
+
+    data = campaign_data(5, 4, 30)
+    key = jax.random.PRNGKey(2)
+    kwargs = dict(num_chains=2, num_warmup=150, num_samples=60)
+    before = fit_nuts_whitened(data, rng_key=key, **kwargs)
+    assert before.info["blocks"] == 1 and before.info["stopped"] == "fixed"
+    long = fit_nuts_whitened(
+        data, rng_key=key, min_ess=100, max_rhat=1.05, max_samples=1200, **kwargs
+    )
+    assert long.info["stopped"] == "target", long.info
+    assert long.info["blocks"] >= 2
+    theta = long.draws["theta"]
+    assert theta.shape[1] == 60 * long.info["blocks"] == long.diagnostics.num_steps
+    # the first block is the fixed fit's draws: the blocks continue one chain
+    np.testing.assert_array_equal(theta[:, :60], before.draws["theta"])
+    for site in ("theta", "log_alpha", "b", "tau"):
+        x = np.asarray(long.draws[site]).reshape(theta.shape[:2] + (-1,))
+        for method in ("bulk", "tail"):
+            assert min(float(az.ess(x[..., i], method=method)) for i in range(x.shape[-1])) >= 100
+        assert max(float(az.rhat(x[..., i])) for i in range(x.shape[-1])) <= 1.05
+    after = fit_nuts_whitened(data, rng_key=key, **kwargs)
+    np.testing.assert_array_equal(after.draws["theta"], before.draws["theta"])
+    # an unreachable target stops at max_samples
+    capped = fit_nuts_whitened(data, rng_key=key, min_ess=1e6, max_samples=120, **kwargs)
+    assert capped.info["stopped"] == "max_samples" and capped.info["blocks"] == 2
+
+
+def test_an_ess_target_needs_the_whitened_sampler_and_a_positive_number():
+    from adaptive.fitting import FitConfig
+
+    assert FitConfig(method="nuts", min_ess=400).min_ess == 400
+    for bad in (dict(min_ess=0), dict(min_ess=400, sampler="diagonal")):
+        with pytest.raises(ValueError, match="min_ess"):
+            FitConfig(method="nuts", **bad)

@@ -65,6 +65,13 @@ def _add_fit_args(parser: argparse.ArgumentParser) -> None:
         help="posterior draws kept (nuts: per chain, default 1000; fast: in all, default 4000)",
     )
     parser.add_argument(
+        "--min-ess",
+        type=float,
+        default=None,
+        help="nuts: after warm-up, keep sampling in blocks of --draws per chain until every "
+        "parameter has bulk and tail ESS >= this and R-hat <= 1.01 (at most 8 blocks)",
+    )
+    parser.add_argument(
         "--no-grouping",
         action="store_true",
         help="do not group prompts whose judgments correlate > --group-threshold",
@@ -113,6 +120,10 @@ def _analyses(args: argparse.Namespace) -> Any:
         if args.draws < 1:
             raise SystemExit("evalset: --draws must be at least 1")
         draws = {"num_samples" if args.method == "nuts" else "num_draws": args.draws}
+    if args.min_ess is not None:
+        if args.method != "nuts":
+            raise SystemExit("evalset: --min-ess applies to --method nuts")
+        overrides["min_ess"] = args.min_ess
     try:
         config = preset_config(
             args.preset,
