@@ -97,13 +97,15 @@ def _side(side: str, args: dict, queue) -> None:
             y=jnp.asarray(data.y),
             weight=jnp.asarray(data.weight),
             **cell_args,
+            extra_fields=("diverging", "num_steps"),
         )
         samples = {k: np.asarray(v, np.float64) for k, v in mcmc.get_samples(True).items()}
         samples.pop("theta", None)
         draws = {k: samples[k] for k in sites if k != "theta"}
         draws["theta"] = np.asarray(mcmc.get_samples(True)["theta"], np.float64)
         divergences = int(np.asarray(mcmc.get_extra_fields()["diverging"]).sum())
-        steps = blocks = None
+        steps = float(np.asarray(mcmc.get_extra_fields()["num_steps"]).mean())
+        blocks = None
     else:
         from stan_free_models.whitened_nuts import fit_nuts_whitened
 
