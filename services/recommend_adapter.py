@@ -34,9 +34,9 @@ from adaptive.recommend import (
     SHOW_A,
     CellState,
     DimensionDraws,
+    RecommenderState,
     RecommendInfo,
     Request,
-    Snapshot,
     adjacent_comparisons,
     recommend,
     snapshot_from_draws,
@@ -78,8 +78,8 @@ class CellNames:
     """The names the recommender's indices stand for.
 
     Attributes:
-        dimensions: dimension ``d`` of ``Snapshot.dimension``.
-        systems: system ``s`` of ``Snapshot.pair_a`` / ``pair_b``.
+        dimensions: dimension ``d`` of ``RecommenderState.dimension``.
+        systems: system ``s`` of ``RecommenderState.pair_a`` / ``pair_b``.
         prompts: prompt ``p`` of the (C, P) cell arrays.
         comparisons: comparison ``c`` as (dimension, system_a, system_b).
     """
@@ -135,7 +135,7 @@ def prepare(
     all_pairs: bool = False,
     prior_seed: int = 0,
     rule: DecisionRule | None = None,
-) -> tuple[Snapshot, CellNames]:
+) -> tuple[RecommenderState, CellNames]:
     """The recommender snapshot of named posteriors and judgments, with its name maps.
 
     Args:
@@ -292,7 +292,7 @@ def hold_leased(cells: CellState, names: CellNames, leased: Iterable[Row]) -> Ce
 
 
 def targets(
-    snapshot: Snapshot,
+    snapshot: RecommenderState,
     names: CellNames,
     *,
     pairs: Sequence[tuple[str, str]] = (),
@@ -334,7 +334,7 @@ def targets(
     return tuple(sorted(set(out)))
 
 
-def rng_key(seed: int, snapshot: Snapshot) -> Any:
+def rng_key(seed: int, snapshot: RecommenderState) -> Any:
     """The recommender's key: ``fold_in(PRNGKey(seed), snapshot.version)``, as STYLE.md asks."""
     import jax
 
@@ -342,7 +342,7 @@ def rng_key(seed: int, snapshot: Snapshot) -> Any:
 
 
 def recommend_named(
-    seed: int, snapshot: Snapshot, names: CellNames, cells: CellState, request: Request
+    seed: int, snapshot: RecommenderState, names: CellNames, cells: CellState, request: Request
 ) -> tuple[list[NamedCell], RecommendInfo]:
     """:func:`adaptive.recommend.recommend` under :func:`rng_key`, its batch in names."""
     batch, info = recommend(rng_key(seed, snapshot), snapshot, cells, request)

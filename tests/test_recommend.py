@@ -14,8 +14,8 @@ from adaptive.recommend import (
     SHOW_A,
     TARGETED,
     CellState,
+    RecommenderState,
     Request,
-    Snapshot,
     assign_order,
     new_system_mask,
     recommend,
@@ -45,7 +45,7 @@ def make_snapshot(
     seed=0,
     system_judgments=None,
     strength=None,
-) -> Snapshot:
+) -> RecommenderState:
     """A snapshot whose decisions come from simulated judgments of each comparison."""
     num_c = len(nets)
     comp, prompt, signed = judgments(nets, counts, num_prompts, seed)
@@ -56,7 +56,7 @@ def make_snapshot(
     pa = np.array([a for a, _ in pairs])
     pb = np.array([b for _, b in pairs])
     num_s = num_systems or int(max(pa.max(), pb.max()) + 1)
-    return Snapshot(
+    return RecommenderState(
         version=3,
         theta_mean=np.asarray(nets, float),
         pair_a=pa,

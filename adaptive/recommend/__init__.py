@@ -1,8 +1,9 @@
 """Which cells (prompt, system pair, dimension) to send to annotators next.
 
-The recommender is a pure function of a prepared snapshot, the state of the
-cells (what may still be asked, which can be annotated at all, which response
-was shown first how often) and a request::
+The recommender is a pure function of a prepared :class:`RecommenderState`
+(``snapshot`` below), the state of the cells (what may still be asked, which
+can be annotated at all, which response was shown first how often) and a
+request::
 
     batch, info = recommend(recommend_key(seed, snapshot.version), snapshot, cells, request)
 
@@ -37,9 +38,9 @@ gain bounded by the between-prompt share of the variance (0.16 on ChatEval
 NCM, 0.24-0.27 on the AI Teacher Test). Prompt information is for pruning and
 selection (:mod:`adaptive.selection`, :mod:`stan_free_models.information`).
 
-The package: :mod:`.state` (the types), :mod:`.prepare` (snapshots from
-posterior draws), :mod:`.steps` (the small functions above), :mod:`.policy`
-(:func:`recommend`, :func:`recommend_key`).
+The package: :mod:`.state` (the types), :mod:`.prepare` (a
+:class:`RecommenderState` from posterior draws), :mod:`.steps` (the small
+functions above), :mod:`.policy` (:func:`recommend`, :func:`recommend_key`).
 
 References:
     Kalyanakrishnan et al. (2012), LUCB; Sedoc & Ungar (2020), graded
@@ -67,9 +68,9 @@ from adaptive.recommend.state import (
     TARGETED,
     Batch,
     CellState,
+    RecommenderState,
     RecommendInfo,
     Request,
-    Snapshot,
 )
 from adaptive.recommend.steps import (
     adjacent_comparisons,
@@ -98,8 +99,8 @@ __all__ = [
     "CellState",
     "DimensionDraws",
     "RecommendInfo",
+    "RecommenderState",
     "Request",
-    "Snapshot",
     "adjacent_comparisons",
     "allocate",
     "assign_order",

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from adaptive.recommend.state import Batch, CellState, RecommendInfo, Request, Snapshot
+from adaptive.recommend.state import Batch, CellState, RecommenderState, RecommendInfo, Request
 from adaptive.recommend.steps import (
     allocate,
     assign_order,
@@ -47,7 +47,7 @@ def _legacy_seed_rng(seed: int) -> np.random.Generator:
 
 
 def recommend(
-    rng_key: jax.Array, snapshot: Snapshot, cells: CellState, request: Request
+    rng_key: jax.Array, snapshot: RecommenderState, cells: CellState, request: Request
 ) -> tuple[Batch, RecommendInfo]:
     """The next batch: open comparisons only, closest to a decision first, fresh prompts.
 

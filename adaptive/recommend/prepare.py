@@ -9,7 +9,7 @@ import numpy as np
 
 from adaptive.cells import CellData
 from adaptive.decisions import DecisionRule, decide
-from adaptive.recommend.state import Snapshot
+from adaptive.recommend.state import RecommenderState
 from stan_free_models.posterior import Posterior
 
 
@@ -62,8 +62,8 @@ def snapshot_from_draws(
     num_systems: int,
     version: int = 0,
     rule: DecisionRule | None = None,
-) -> Snapshot:
-    """Prepare a :class:`Snapshot` (all dimensions stacked) from posterior draws.
+) -> RecommenderState:
+    """Prepare a :class:`RecommenderState` (all dimensions stacked) from posterior draws.
 
     The draws give each system's estimated strength (for pairing new systems and
     for leaderboard-adjacent targets); decisions use every comparison's own
@@ -112,7 +112,7 @@ def snapshot_from_draws(
         num_c,
         rule,
     )
-    return Snapshot(
+    return RecommenderState(
         version=int(version),
         theta_mean=np.concatenate(means),
         pair_a=np.concatenate(pa),
@@ -135,8 +135,8 @@ def snapshot_from_posteriors(
     version: int = 0,
     observed: Sequence[np.ndarray] | None = None,
     rule: DecisionRule | None = None,
-) -> tuple[Snapshot, dict]:
-    """Prepare a :class:`Snapshot` from one fitted posterior per dimension.
+) -> tuple[RecommenderState, dict]:
+    """Prepare a :class:`RecommenderState` from one fitted posterior per dimension.
 
     Comparisons are the ones of each dimension's cells, stacked in dimension
     order; prompts are ``prompts`` (default: every prompt of the cells).

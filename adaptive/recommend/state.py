@@ -1,4 +1,4 @@
-"""The recommender's state: the snapshot it reads, the cells, the request, the batch."""
+"""The recommender's state: what it reads from a posterior, the cells, the request, the batch."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ REASONS = (
 REASON_CODES = ("burn_in", "closest_to_decision", "open", "targeted", "repeat")
 
 
-class Snapshot(NamedTuple):
+class RecommenderState(NamedTuple):
     """What the recommender needs from a posterior, integer-indexed.
 
     Attributes:

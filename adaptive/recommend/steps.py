@@ -19,18 +19,18 @@ from adaptive.recommend.state import (
     SHOW_B,
     TARGETED,
     CellState,
+    RecommenderState,
     Request,
-    Snapshot,
 )
 
 
-def decided_mask(snapshot: Snapshot) -> np.ndarray:
+def decided_mask(snapshot: RecommenderState) -> np.ndarray:
     """(C,) True where the comparison's decision is closed (:mod:`adaptive.decisions`)."""
     assert snapshot.decisions is not None, "the snapshot carries no decisions"
     return snapshot.decisions.closed
 
 
-def target_mask(snapshot: Snapshot, request: Request) -> np.ndarray:
+def target_mask(snapshot: RecommenderState, request: Request) -> np.ndarray:
     """(C,) the comparisons to spend on: named targets, else every open one."""
     if request.targets is not None:
         mask = np.zeros(snapshot.num_comparisons, bool)
@@ -42,7 +42,7 @@ def target_mask(snapshot: Snapshot, request: Request) -> np.ndarray:
     return mask
 
 
-def adjacent_comparisons(snapshot: Snapshot) -> tuple[int, ...]:
+def adjacent_comparisons(snapshot: RecommenderState) -> tuple[int, ...]:
     """Comparisons of systems adjacent in each dimension's leaderboard (by estimated strength)."""
     out = []
     for d in range(snapshot.strength.shape[0]):
@@ -53,7 +53,7 @@ def adjacent_comparisons(snapshot: Snapshot) -> tuple[int, ...]:
     return tuple(sorted(set(out)))
 
 
-def tier_comparisons(snapshot: Snapshot, tier: Sequence[int]) -> tuple[int, ...]:
+def tier_comparisons(snapshot: RecommenderState, tier: Sequence[int]) -> tuple[int, ...]:
     """Comparisons between two systems of one tier (system indices), in every dimension."""
     tier = list(tier)
     pairs = [(a, b) for i, a in enumerate(tier) for b in tier[i + 1 :]]
@@ -63,7 +63,7 @@ def tier_comparisons(snapshot: Snapshot, tier: Sequence[int]) -> tuple[int, ...]
     return tuple(sorted(set(out)))
 
 
-def _find_pairs(snapshot: Snapshot, dim: int, pairs) -> list[int]:
+def _find_pairs(snapshot: RecommenderState, dim: int, pairs) -> list[int]:
     out = []
     for a, b in pairs:
         hit = np.flatnonzero(
@@ -77,7 +77,7 @@ def _find_pairs(snapshot: Snapshot, dim: int, pairs) -> list[int]:
     return out
 
 
-def new_system_mask(snapshot: Snapshot, request: Request) -> np.ndarray:
+def new_system_mask(snapshot: RecommenderState, request: Request) -> np.ndarray:
     """(C,) False for pairings of a new system that are not among its allowed opponents.
 
     A system with fewer than ``new_system_judgments`` judgments in a dimension
@@ -114,7 +114,7 @@ def new_system_mask(snapshot: Snapshot, request: Request) -> np.ndarray:
 
 
 def candidate_mask(
-    snapshot: Snapshot, cells: CellState, request: Request, targets: np.ndarray
+    snapshot: RecommenderState, cells: CellState, request: Request, targets: np.ndarray
 ) -> np.ndarray:
     """(C, P) cells that may be handed out: available, annotatable, of a target comparison."""
     comparison_ok = targets & new_system_mask(snapshot, request)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import APIRouter, Header
 from pydantic import BaseModel, ConfigDict, Field
 
-from adaptive.recommend import DEFAULT_BURN_IN, CellState, Request, Snapshot
+from adaptive.recommend import DEFAULT_BURN_IN, CellState, RecommenderState, Request
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError, error_responses
 from services.recommend_adapter import (
@@ -109,7 +109,7 @@ def _now() -> datetime:
 
 
 # prepared recommender snapshots, keyed by project, snapshot versions and judgments seen
-_CACHE: OrderedDict[tuple[Any, ...], tuple[Snapshot, dict[str, Any]]] = OrderedDict()
+_CACHE: OrderedDict[tuple[Any, ...], tuple[RecommenderState, dict[str, Any]]] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 16
 
@@ -151,7 +151,7 @@ def _replay(lease: repo.LeaseRow, key: str, fingerprint: str) -> NextBatchPublic
 
 def _prepare(
     state: ServiceState, project_id: str, dims: list[str], seed: int
-) -> tuple[Snapshot, dict[str, Any]]:
+) -> tuple[RecommenderState, dict[str, Any]]:
     """The recommender snapshot of the project's newest posteriors, with names."""
     found = {d: state.snapshot(project_id, d) for d in dims}
     snaps = {d: s for d, s in found.items() if s is not None}
