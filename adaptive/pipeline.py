@@ -52,7 +52,7 @@ def analyze(
     return Analysis(cells=cells, groups=groups, posterior=posterior)
 
 
-def item_rows(analysis: Analysis) -> list[dict]:
+def analysis_item_rows(analysis: Analysis) -> list[dict]:
     """Per item (prompt or group): discrimination and thresholds, mean and sd."""
     post, cells = analysis.posterior, analysis.cells
     alpha = post.flat("alpha")

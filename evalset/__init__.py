@@ -155,12 +155,14 @@ def items(
 ) -> pl.DataFrame:
     """Per prompt (or redundancy group): discrimination alpha and thresholds b, most
     discriminating first."""
-    from adaptive.pipeline import item_rows
+    from adaptive.pipeline import analysis_item_rows
 
     judgments = read(data)
     rows = []
     for dim in _dims(judgments, dimension):
-        rows += item_rows(fit(judgments, dimension=dim, method=method, seed=seed, **fit_options))
+        rows += analysis_item_rows(
+            fit(judgments, dimension=dim, method=method, seed=seed, **fit_options)
+        )
     return pl.DataFrame(rows, infer_schema_length=None)
 
 

@@ -183,11 +183,11 @@ def run_significance(args: argparse.Namespace) -> int:
 
 
 def run_items(args: argparse.Namespace) -> int:
-    from adaptive.pipeline import item_rows
+    from adaptive.pipeline import analysis_item_rows
 
     rows = []
     for result in _analyses(args):
-        rows.extend(item_rows(result))
+        rows.extend(analysis_item_rows(result))
     emit(rows, args.format)
     return 0
 
