@@ -40,8 +40,9 @@ from adaptive.decisions import DecisionRule, decide, decision_rows
 from services.answers import leaderboard_rows
 from services.api.dashboard_page import FAVICON, render
 from services.api.decisions import campaign_comparisons
-from services.api.deps import PAGE_TOKEN_COOKIE, PageProjectId, State, page_token
+from services.api.deps import PageProjectId, State, request_page_token
 from services.api.errors import ApiError
+from services.api.limits import PAGE_TOKEN_COOKIE
 from services.store import repository as repo
 
 __all__ = ["PageCredentials", "install", "router"]
@@ -85,7 +86,7 @@ class PageCredentials:
         ):
             await self.app(scope, receive, send)
             return
-        token = page_token(Request(scope))
+        token = request_page_token(Request(scope))
         if token is None:
             response = HTMLResponse(_LOGIN_PAGE, status_code=401, headers=_PAGE_HEADERS)
             await response(scope, receive, send)
@@ -241,7 +242,7 @@ def dashboard(
         raw = request.scope.get("raw_path")  # the browser matches a cookie's path as sent
         response.set_cookie(
             PAGE_TOKEN_COOKIE,
-            page_token(request) or "",
+            request_page_token(request) or "",
             path=(raw.decode("latin-1") if raw else path).rstrip("/"),
             httponly=True,
             samesite="strict",

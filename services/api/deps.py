@@ -21,6 +21,7 @@ from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from services.api.errors import ApiError
+from services.api.limits import PAGE_TOKEN_COOKIE
 from services.api.state import ServiceState
 from services.settings import Settings
 from services.store import Store
@@ -79,11 +80,7 @@ def authorized_project(
 ProjectId = Annotated[str, Depends(authorized_project)]
 
 
-#: the cookie a ``?token=`` visit of a browser page sets, scoped to that page's path
-PAGE_TOKEN_COOKIE = "evalset_token"
-
-
-def page_token(request: Request) -> str | None:
+def request_page_token(request: Request) -> str | None:
     """The token of a page a browser opens: the bearer header, else ``?token=``, else the cookie.
 
     A browser sends no Authorization header when it navigates, so a page takes the
@@ -101,13 +98,13 @@ def page_project(
     request: Request,
     state: State,
 ) -> str:
-    """The path's project, when the page's token (:func:`page_token`) belongs to it.
+    """The path's project, when the page's token (:func:`request_page_token`) belongs to it.
 
     The token is looked up by its SHA-256 (never compared character by character) and
     the project ids are compared with ``hmac.compare_digest``; 401 and 403 as for
     :data:`ProjectId`.
     """
-    token = page_token(request)
+    token = request_page_token(request)
     if not token:
         raise ApiError(
             401, "unauthorized", "missing token (Authorization: Bearer <token>, or ?token=<token>)"

@@ -109,12 +109,19 @@ def bearer(headers: list[tuple[bytes, bytes]]) -> str | None:
     return None
 
 
-#: the cookie in which a browser page keeps its token (``services.api.deps.PAGE_TOKEN_COOKIE``)
+#: the cookie in which a browser page keeps its token: a ``?token=`` visit of a page sets
+#: it, scoped to that page's path (:mod:`services.api.dashboard`)
 PAGE_TOKEN_COOKIE = "evalset_token"
 
 
-def page_token(scope: Scope) -> str | None:
-    """The token of a GET from a browser page: ``?token=``, else the page's cookie."""
+def scope_page_token(scope: Scope) -> str | None:
+    """The token of a GET from a browser page, read from the raw ASGI scope (for the
+    guard, before any route runs): ``?token=``, else the page's cookie.
+
+    The bearer header is the caller's to check first (:func:`bearer`);
+    :func:`services.api.deps.request_page_token` is this lookup on a ``Request``, bearer
+    header first.
+    """
     from http.cookies import SimpleCookie
     from urllib.parse import parse_qs
 
@@ -212,7 +219,7 @@ class Guard:
         token = bearer(headers)
         if token is None and method in ("GET", "HEAD"):
             # a page a browser opens (the dashboard) carries its token in ?token= or a cookie
-            token = page_token(scope)
+            token = scope_page_token(scope)
 
         # 1. who is asking, from the headers alone
         client_key: str | None = None
