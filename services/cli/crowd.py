@@ -104,7 +104,7 @@ def run_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_import(args: argparse.Namespace) -> int:
+def run_crowd_import(args: argparse.Namespace) -> int:
     from services.crowd import read_results
 
     if args.project:
@@ -188,4 +188,4 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     im.add_argument(
         "-o", "--output", help="judgments file (.csv, .jsonl, .parquet; default: CSV on stdout)"
     )
-    im.set_defaults(func=run_import)
+    im.set_defaults(func=run_crowd_import)

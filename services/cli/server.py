@@ -72,7 +72,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "by default the file's ones are registered",
     )
     imp.add_argument("--format", choices=["table", "json"], default="table")
-    imp.set_defaults(func=run_import)
+    imp.set_defaults(func=run_judgments_import)
 
     exp = sub.add_parser("export", help="write all judgments of a project")
     exp.add_argument("--project", required=True, help="project id")
@@ -161,7 +161,7 @@ def derive_judgment_ids(rows: list[dict[str, Any]]) -> list[str]:
     return ids
 
 
-def run_import(args: argparse.Namespace) -> int:
+def run_judgments_import(args: argparse.Namespace) -> int:
     from adaptive.data import read_judgments
     from services.cli import CliError
     from services.store import Store
