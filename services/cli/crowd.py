@@ -93,7 +93,7 @@ def _tasks(args: argparse.Namespace) -> pl.DataFrame:
     return normalize_tasks(frame, batch_id=payload["lease_id"])
 
 
-def run_export(args: argparse.Namespace) -> int:
+def run_crowd_export(args: argparse.Namespace) -> int:
     from services.crowd import write_export
 
     tasks = _tasks(args)
@@ -174,7 +174,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ex.add_argument(
         "--survey-format", choices=("csv", "jsonl"), default="csv", help="survey task file"
     )
-    ex.set_defaults(func=run_export)
+    ex.set_defaults(func=run_crowd_export)
 
     im = inner.add_parser(
         "import",

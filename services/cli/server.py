@@ -80,7 +80,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     exp.add_argument(
         "--output", "-o", help="file (.csv, .jsonl or .parquet); default: CSV on stdout"
     )
-    exp.set_defaults(func=run_export)
+    exp.set_defaults(func=run_judgments_export)
 
 
 def _add_db(parser: argparse.ArgumentParser) -> None:
@@ -300,7 +300,7 @@ def run_token(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_export(args: argparse.Namespace) -> int:
+def run_judgments_export(args: argparse.Namespace) -> int:
     import polars as pl
 
     from adaptive.data import JUDGMENT_FIELDS
