@@ -438,7 +438,7 @@ def fold_steps(
     )
 
 
-def summarize(results: list[FoldResult], config: LocoConfig) -> list[dict]:
+def summarize_folds(results: list[FoldResult], config: LocoConfig) -> list[dict]:
     """One row per (policy, k): the paper's Figure 2 as numbers.
 
     Columns: ``policy, k, se_mean`` (mean over folds of the held-out SE; for

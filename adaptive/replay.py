@@ -354,7 +354,7 @@ def decision_sign(outcome: np.ndarray) -> np.ndarray:
     return np.where(outcome == B_BETTER, 1, np.where(outcome == A_BETTER, -1, 0))
 
 
-def summarize(
+def summarize_replays(
     traces: Sequence[ReplayTrace], logs: Log | Sequence[Log], rule: DecisionRule | None = None
 ) -> dict:
     """Effort and outcome of one policy over seeds (the replay's JSON row).

@@ -398,7 +398,7 @@ def replay(
     """Judgments each policy spends until every comparison is decided, on the logged
     campaign itself (:func:`adaptive.replay.replay`; a thin wrapper)."""
     from adaptive.cells import build_cells
-    from adaptive.replay import ReplayConfig, log_from_cells, summarize
+    from adaptive.replay import ReplayConfig, log_from_cells, summarize_replays
     from adaptive.replay import replay as replay_log
 
     judgments = read(data)
@@ -408,7 +408,7 @@ def replay(
         log = log_from_cells(build_cells(judgments, dimension=dim))
         for policy in policies:
             traces = [replay_log(s, log, policy, config) for s in range(seed, seed + seeds)]
-            summary = summarize(traces, log, config.rule)
+            summary = summarize_replays(traces, log, config.rule)
             rows.append({"dimension": dim, **{k: v for k, v in summary.items() if k != "curve"}})
     return pl.DataFrame(rows, infer_schema_length=None)
 

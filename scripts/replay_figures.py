@@ -34,7 +34,7 @@ from adaptive.replay import (  # noqa: E402
     log_from_cells,
     replay,
     semi_synthetic,
-    summarize,
+    summarize_replays,
     synthetic_campaign,
 )
 
@@ -49,7 +49,9 @@ def run(label, logs, rule, seeds, batch_size=100):
         for seed in range(seeds):
             replayed.append(logs(seed) if callable(logs) else logs)
             traces.append(replay(seed, replayed[-1], policy, config))
-        rows.append({"setting": label, "unit": rule.unit, **summarize(traces, replayed, rule)})
+        rows.append(
+            {"setting": label, "unit": rule.unit, **summarize_replays(traces, replayed, rule)}
+        )
     base = next(r["judgments_mean"] for r in rows if r["policy"] == "uniform")
     rr = next(r["half_closed_judgments"] for r in rows if r["policy"] == "round_robin")
     for r in rows:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adaptive.loco import LocoConfig, LocoData, heldout_se, run_fold, summarize
+from adaptive.loco import LocoConfig, LocoData, heldout_se, run_fold, summarize_folds
 from stan_free_models.information import information_matrix
 
 PAIRS_A = np.array([0, 1, 2, 3, 0, 1, 0])
@@ -109,7 +109,7 @@ def test_fold_is_deterministic_and_shaped():
 def test_summary_rows():
     data = tiny_data(num_prompts=10)
     results = [run_fold(data, TINY, f) for f in (0, 3)]
-    rows = summarize(results, TINY)
+    rows = summarize_folds(results, TINY)
     assert rows[0]["policy"] == "full" and rows[0]["se_ratio"] == 1.0
     keys = {"policy", "k", "se_mean", "se_sd", "n_folds"}
     assert all(keys <= set(r) for r in rows)
@@ -134,7 +134,7 @@ def test_chateval_ncm_informed_selection_beats_random():
     data = loco_data(build_cells(read_judgments(path)))
     config = LocoConfig(grid=(100, 150), policies=("random", "prompt"), num_random=20)
     results, _ = run_loco(data, config, workers=1)
-    rows = {(r["policy"], r["k"]): r for r in summarize(results, config)}
+    rows = {(r["policy"], r["k"]): r for r in summarize_folds(results, config)}
     rand, prompt = rows[("random", 100)], rows[("prompt", 100)]
     assert rand["se_mean"] - prompt["se_mean"] > 5 * rand["draw_sd"]
     assert prompt["se_ratio"] < 1.2

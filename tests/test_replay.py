@@ -24,7 +24,7 @@ from adaptive.replay import (
     log_from_cells,
     replay,
     semi_synthetic,
-    summarize,
+    summarize_replays,
     synthetic_campaign,
 )
 
@@ -74,7 +74,7 @@ def test_closest_first_closes_half_the_comparisons_sooner_than_round_robin():
     half = {}
     for policy in ("adaptive", "round_robin", ORACLE):
         traces = [replay(s, log, policy, config) for s, log in enumerate(logs)]
-        half[policy] = summarize(traces, logs)["half_closed_judgments"]
+        half[policy] = summarize_replays(traces, logs)["half_closed_judgments"]
         if policy == ORACLE:
             for t, log in zip(traces, logs):
                 assert np.argmin(t.closed_total) == np.argmax(np.abs(log.true_net))
@@ -104,13 +104,13 @@ def test_summary_counts_reversals_against_the_full_logs_own_sign():
         np.array([4.0, 6.0]),
         0,
     )
-    row = summarize([trace], log)
+    row = summarize_replays([trace], log)
     # comparison 0 leans B on the full log, so "A better" is a reversal; 1 leans A: none
     assert row["reversals_max"] == 1
     assert row["curve"][0]["judgments_mean"] == 4.0 and row["curve"][1]["judgments_mean"] == 6.0
     assert row["wrong_sign_rate"] is None
     truth = log._replace(true_net=np.array([0.2, -0.3]))
-    row = summarize([trace._replace(outcome=np.array([B_BETTER, B_BETTER]))], truth)
+    row = summarize_replays([trace._replace(outcome=np.array([B_BETTER, B_BETTER]))], truth)
     assert row["wrong_sign_rate"] == 0.5 and row["campaigns_with_error"] == 1.0
 
 
@@ -162,7 +162,7 @@ def test_null_campaign_replayed_in_batches_rarely_errs():
 def test_real_log_replay_has_no_reversals(ncm_log):
     config = ReplayConfig(batch_size=200, rule=DecisionRule(unit="judgment"))
     traces = {p: [replay(s, ncm_log, p, config) for s in range(2)] for p in ("adaptive", "uniform")}
-    rows = {p: summarize(t, ncm_log, config.rule) for p, t in traces.items()}
+    rows = {p: summarize_replays(t, ncm_log, config.rule) for p, t in traces.items()}
     assert rows["adaptive"]["reversals_max"] == 0 and rows["uniform"]["reversals_max"] == 0
     assert rows["adaptive"]["judgments_mean"] < 0.7 * rows["uniform"]["judgments_mean"]
     assert rows["adaptive"]["closed_mean"] >= rows["uniform"]["closed_mean"] - 1
@@ -250,9 +250,9 @@ def test_fresh_campaigns_are_each_judged_against_their_own_truth():
         ReplayTrace("adaptive", 1, np.array([2]), np.array([1]), 2, np.array([A_BETTER]),
                     np.array([2.0])),
     ]  # fmt: skip
-    row = summarize(right, [up, down])
+    row = summarize_replays(right, [up, down])
     assert row["wrong_sign_rate"] == 0.0 and row["reversals_max"] == 0
     # judged against one campaign's truth, the other's right answer would look wrong
-    assert summarize(right, down)["wrong_sign_rate"] == 0.5
+    assert summarize_replays(right, down)["wrong_sign_rate"] == 0.5
     with pytest.raises(ValueError, match="one log per trace"):
-        summarize(right, [up])
+        summarize_replays(right, [up])

@@ -275,7 +275,7 @@ def run_replay(args: argparse.Namespace) -> int:
         log_from_cells,
         replay,
         semi_synthetic,
-        summarize,
+        summarize_replays,
     )
     from services.cli.decisions import rule_from_args
 
@@ -314,7 +314,7 @@ def run_replay(args: argparse.Namespace) -> int:
                 replayed.append(last)
                 traces.append(replay(seed, last, policy, config))
                 progress()
-            by_policy[policy] = summarize(traces, replayed, rule)
+            by_policy[policy] = summarize_replays(traces, replayed, rule)
         base = by_policy.get("uniform", {}).get("judgments_mean")
         for summary in by_policy.values():
             row = {"dimension": dim, "data": kind, "unit": rule.unit, **summary}

@@ -108,7 +108,7 @@ def _dimensions(args: argparse.Namespace) -> Any:
 
 
 def run_loco_command(args: argparse.Namespace) -> int:
-    from adaptive.loco import LocoConfig, run_loco, summarize
+    from adaptive.loco import LocoConfig, run_loco, summarize_folds
 
     config = LocoConfig(
         grid=args.grid,
@@ -133,7 +133,7 @@ def run_loco_command(args: argparse.Namespace) -> int:
         if not args.quiet:
             nodes = len(set(info.node_ids))
             log(f"loco {dim!r}: {time.perf_counter() - start:.1f} s on {nodes} node(s)")
-        for row in summarize(results, config):
+        for row in summarize_folds(results, config):
             rows.append({"dimension": dim, **row})
     if args.plot:
         from services.plots import plot_se_curve
