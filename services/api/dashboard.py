@@ -38,7 +38,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from adaptive.decisions import DecisionRule, decide, decision_rows
 from services.answers import leaderboard_rows
-from services.api.dashboard_page import FAVICON, render
+from services.api.dashboard_page import FAVICON, render_dashboard
 from services.api.decisions import campaign_comparisons
 from services.api.deps import PageProjectId, State, request_page_token
 from services.api.errors import ApiError
@@ -254,5 +254,5 @@ def dashboard(
         state, project_id, dimension, DecisionRule(alpha=alpha, margin=margin, unit=unit)
     )
     params["dimension"] = data["dimension"]
-    page = render(data, path=path, params=params, refresh=refresh)
+    page = render_dashboard(data, path=path, params=params, refresh=refresh)
     return HTMLResponse(page, headers=_PAGE_HEADERS)

@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 
 from services.colors import DECISION_COLORS
 
-__all__ = ["COLORS", "FAVICON", "forest_svg", "judgments_svg", "outcomes_svg", "render"]
+__all__ = ["COLORS", "FAVICON", "forest_svg", "judgments_svg", "outcomes_svg", "render_dashboard"]
 
 #: the decision colours of every figure (services.colors)
 COLORS = DECISION_COLORS
@@ -291,7 +291,9 @@ def _links(
     return "".join(out)
 
 
-def render(data: dict[str, Any], *, path: str, params: dict[str, Any], refresh: int) -> str:
+def render_dashboard(
+    data: dict[str, Any], *, path: str, params: dict[str, Any], refresh: int
+) -> str:
     """The dashboard page for :func:`collect`'s ``data``."""
     decisions = _order(data["decisions"])
     counts = Counter(d["decision"] for d in decisions)

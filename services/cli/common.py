@@ -60,7 +60,7 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def render(
+def render_rows(
     rows: list[dict[str, Any]],
     fmt: str,
     *,
@@ -126,7 +126,7 @@ def emit(rows: list[dict[str, Any]], fmt: str, *, columns: Sequence[str] | None 
     if fmt == "table" and sys.stdout.isatty():
         _rich_table(rows, columns)
         return
-    print(render(rows, fmt, columns=columns), file=sys.stdout)
+    print(render_rows(rows, fmt, columns=columns), file=sys.stdout)
 
 
 @contextlib.contextmanager
