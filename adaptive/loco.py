@@ -88,7 +88,7 @@ from adaptive.tier_plan import (
 from stan_free_models.graded_response import graded_log_prob
 from stan_free_models.information import expected_information
 
-POLICIES = ("random", "prompt", "prompt_model", "discrimination")
+LOCO_POLICIES = ("random", "prompt", "prompt_model", "discrimination")
 DEFAULT_POLICIES = ("random", "prompt", "prompt_model")
 DEFAULT_GRID = (10, 25, 50, 100, 150, 200)
 
@@ -135,9 +135,11 @@ class LocoConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        unknown = set(self.policies) - set(POLICIES)
+        unknown = set(self.policies) - set(LOCO_POLICIES)
         if unknown:
-            raise ValueError(f"unknown policies {sorted(unknown)}; expected some of {POLICIES}")
+            raise ValueError(
+                f"unknown policies {sorted(unknown)}; expected some of {LOCO_POLICIES}"
+            )
         if self.tier_estimate not in ("global", "tier", "linked"):
             raise ValueError(
                 f"tier_estimate must be 'global', 'tier' or 'linked', not {self.tier_estimate!r}"

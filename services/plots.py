@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 
 from services.colors import DECISION_COLORS  # noqa: E402
 
-FORMATS = (".png", ".svg")
+IMAGE_FORMATS = (".png", ".svg")
 
 POLICY_LABELS = {
     "random": "Random",
@@ -50,7 +50,7 @@ def _rows(data: Any) -> list[dict[str, Any]]:
 
 def _save(fig: Any, path: str | Path) -> Path:
     path = Path(path)
-    if path.suffix.lower() not in FORMATS:
+    if path.suffix.lower() not in IMAGE_FORMATS:
         plt.close(fig)
         raise ValueError(f"{path}: a figure is written as .png or .svg")
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,7 @@ from services.crowd.tasks import TASK_COLUMNS as CROWD_TASK_COLUMNS
 
 #: a recommended task: the crowd round trip's task columns (without the batch id, given at export)
 #: and why the cell was chosen
-TASK_COLUMNS = tuple(c for c in CROWD_TASK_COLUMNS if c != "batch_id") + ("reason", "needed")
+RECOMMEND_COLUMNS = tuple(c for c in CROWD_TASK_COLUMNS if c != "batch_id") + ("reason", "needed")
 
 
 # --------------------------------------------------------------------- recommend
@@ -237,7 +237,7 @@ def run_recommend(args: argparse.Namespace) -> int:
     if args.size <= 0:
         raise CliError("--size must be positive")
     rows = recommend_from_file(args) if args.data else recommend_from_project(args)
-    emit(rows, args.format, columns=TASK_COLUMNS)
+    emit(rows, args.format, columns=RECOMMEND_COLUMNS)
     return 0
 
 
