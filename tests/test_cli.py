@@ -156,3 +156,12 @@ def test_draws_must_be_positive():
     out = evalset("significance", "--data", str(NCM), "--method", "fast", "--draws", "0")
     assert out.returncode != 0 and out.stdout == ""
     assert "--draws must be at least 1" in out.stderr
+
+
+def test_an_ess_target_is_for_nuts_and_positive():
+    out = evalset("significance", "--data", str(NCM), "--method", "fast", "--min-ess", "400")
+    assert out.returncode != 0 and out.stdout == ""
+    assert "--min-ess applies to --method nuts" in out.stderr
+    out = evalset("significance", "--data", str(NCM), "--method", "nuts", "--min-ess", "0")
+    assert out.returncode != 0 and out.stdout == ""
+    assert "min_ess=0.0 needs a positive number" in out.stderr
