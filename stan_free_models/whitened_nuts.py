@@ -256,8 +256,10 @@ def fit_nuts_whitened(
                 stopped = stop_rule(
                     checked_sites(draws, symmetric_thresholds), min_ess=min_ess, max_rhat=max_rhat
                 )
-                if stopped == "target" or len(blocks) * num_samples + num_samples > limit:
-                    stopped = stopped if stopped == "target" else "max_samples"
+                if stopped == "target":
+                    break
+                if (len(blocks) + 1) * num_samples > limit:
+                    stopped = "max_samples"
                     break
                 # the next block: every chain from its last state, no warm-up
                 mcmc.post_warmup_state = mcmc.last_state
