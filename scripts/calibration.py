@@ -14,7 +14,7 @@ Prints, per simulator, method and share of the data kept:
 ``--kind``: ``null`` (all systems equal, A/B-exchangeable prompts: every true Δ is 0),
 ``null-asym`` (all systems equal, thresholds drawn as in the paper), ``paper`` (the
 paper's setting), ``varied`` (prompt-by-comparison effects, sd 0.5, and 20% random
-annotators). ``--preset paper`` measures the paper's model instead of the default.
+annotators), and ``varied-cells`` / ``varied-random`` (each of the two alone). ``--preset paper`` measures the paper's model instead of the default.
 ``--gaussian-items`` skips the exact item draws (null campaigns: same verdicts, faster).
 ``--jsonl FILE`` appends one line per fit, for tables made later; a fit already in FILE
 (same kind, preset, seed, share and method) is not run again, so a long measurement can be
@@ -43,6 +43,9 @@ KINDS = {
     "null-asym": dict(null=True, symmetric_null=False),
     "paper": dict(),
     "varied": dict(cell_sd=0.5, random_annotators=0.2),
+    # the varied simulator's two departures from the model, one at a time
+    "varied-cells": dict(cell_sd=0.5),
+    "varied-random": dict(random_annotators=0.2),
 }
 
 
@@ -75,6 +78,8 @@ def fit_rows(frame: pl.DataFrame, method: str, preset: str, seed: int, args) -> 
         overrides["cell_effect"] = False
     if args.gaussian_items:
         overrides["exact_items"] = False
+    if args.lapse:
+        overrides.update(lapse=True, sampler="diagonal")
     config = preset_config(
         preset,
         **overrides,
@@ -106,6 +111,11 @@ def main() -> int:
     parser.add_argument("--jsonl", default=None)
     parser.add_argument("--thresholds", default=None, choices=["free", "symmetric"])
     parser.add_argument("--no-cell-effect", action="store_true")
+    parser.add_argument(
+        "--lapse",
+        action="store_true",
+        help="the default model with random judgments at a learned rate (NUTS, diagonal sampler)",
+    )
     parser.add_argument(
         "--gaussian-items",
         action="store_true",
@@ -174,6 +184,7 @@ def main() -> int:
                     "comparisons": args.comparisons,
                     "prompts": args.prompts,
                     "gaussian_items": bool(args.gaussian_items),
+                    "lapse": bool(args.lapse),
                     **(
                         {
                             "chains": args.chains,
