@@ -260,6 +260,7 @@ def net_effect(
         posterior.flat("alpha"),
         b,
         posterior.flat("tau") if cell_effect else None,
+        lapse=posterior.flat("lapse") if "lapse" in posterior.draws else None,
         rng_key=jax.random.PRNGKey(1),
         max_draws=max_draws,
     )

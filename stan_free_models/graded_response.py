@@ -36,6 +36,8 @@ DEFAULT_B_SCALE = 2.0
 DEFAULT_TAU_SCALE = 1.0
 #: Gauss-Hermite nodes that integrate the prompt-by-comparison effect out of a cell
 NUM_CELL_NODES = 11
+#: prior of the lapse rate (the share of judgments given at random): Beta(1, 9), mean 0.1
+LAPSE_PRIOR = (1.0, 9.0)
 
 
 def cell_nodes(num_nodes: int = NUM_CELL_NODES) -> tuple[np.ndarray, np.ndarray]:
@@ -218,6 +220,7 @@ def cell_counts_log_lik(
     tau: jax.Array,
     counts: jax.Array,
     num_nodes: int = NUM_CELL_NODES,
+    lapse: jax.Array | None = None,
 ) -> jax.Array:
     """(M,) cell log-likelihoods from each cell's (weighted) count of every category.
 
@@ -227,13 +230,33 @@ def cell_counts_log_lik(
     O(judgments x nodes). Per-cell args: eta (M,), alpha (M,), b (M, K-1), counts (M, K).
     ``num_nodes=1`` is the likelihood without a cell effect (the one node sits at eps = 0),
     exactly, at a fraction of the cost: what a fit without cells (tau = 0) should use.
+    ``lapse`` (a scalar in (0, 1)): each judgment is, with that probability, given at
+    random (every category equally likely) instead of by the graded response; the
+    counts stay sufficient, since every judgment of a category has the same mixture
+    probability.
     """
     x, log_w = cell_nodes(num_nodes)
     shifted = eta[:, None] + tau * jnp.asarray(x, dtype=eta.dtype)[None, :]  # (M, Q)
     cum_logits = alpha[:, None, None] * (shifted[..., None] - b[:, None, :])  # (M, Q, K-1)
-    logp = graded_log_probs_all(cum_logits)  # (M, Q, K)
+    logp = with_lapse(graded_log_probs_all(cum_logits), lapse)  # (M, Q, K)
     per_node = jnp.sum(jnp.where(counts[:, None, :] > 0, logp * counts[:, None, :], 0.0), axis=-1)
     return jax.nn.logsumexp(per_node + jnp.asarray(log_w, dtype=per_node.dtype), axis=-1)
+
+
+def with_lapse(logp: jax.Array, lapse: jax.Array | None) -> jax.Array:
+    """(..., K) log P(c) of a judgment that is random (uniform) with probability ``lapse``.
+
+    log((1 - lapse) P(c) + lapse / K); ``lapse=None`` returns ``logp`` unchanged.
+
+    Example:
+        >>> lp = jnp.log(jnp.array([0.7, 0.2, 0.1]))
+        >>> [round(float(v), 4) for v in jnp.exp(with_lapse(lp, jnp.float32(0.3)))]
+        [0.59, 0.24, 0.17]
+    """
+    if lapse is None:
+        return logp
+    k = logp.shape[-1]
+    return jnp.logaddexp(jnp.log1p(-lapse) + logp, jnp.log(lapse / k))
 
 
 def cell_counts(
@@ -278,6 +301,7 @@ def graded_response(
     cell_comparison: jax.Array | None = None,
     cell_item: jax.Array | None = None,
     cell_y_counts: jax.Array | None = None,
+    lapse: bool = False,
 ) -> None:
     """The graded response model as a NumPyro function.
 
@@ -305,6 +329,10 @@ def graded_response(
             (:func:`cell_counts`); given with ``cell``, the likelihood is computed per
             cell from them (the same value, at a cost that does not grow with the
             judgments per cell).
+        lapse: with cells, each judgment is given at random (uniform over the
+            categories) with a learned probability ``lapse ~ Beta(LAPSE_PRIOR)``, and by
+            the graded response otherwise: an inattentive or random annotator's
+            judgments then neither pull theta nor look like a flat prompt.
 
     References:
         Samejima (1969); Sedoc & Ungar (2020), section 4.1.
@@ -334,11 +362,18 @@ def graded_response(
     alpha = jnp.exp(log_alpha)
     if cell is not None:
         tau = numpyro.sample("tau", dist.HalfNormal(tau_scale))
+        rate = numpyro.sample("lapse", dist.Beta(*LAPSE_PRIOR)) if lapse else None
         if cell_y_counts is not None:
             lik = cell_counts_log_lik(
-                theta[cell_comparison], alpha[cell_item], b[cell_item], tau, cell_y_counts
+                theta[cell_comparison],
+                alpha[cell_item],
+                b[cell_item],
+                tau,
+                cell_y_counts,
+                lapse=rate,
             )
         else:
+            assert not lapse, "the lapse needs the cells' counts"
             w = jnp.ones(comparison.shape[0]) if weight is None else weight
             assert y is not None and num_cells is not None, "cells need observations"
             lik = cell_log_lik(theta[comparison], alpha[item], b[item], tau, y, w, cell, num_cells)
@@ -369,4 +404,5 @@ __all__ = [
     "graded_response",
     "log1m_exp",
     "symmetric_from_half",
+    "with_lapse",
 ]

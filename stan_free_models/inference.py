@@ -137,9 +137,15 @@ def pad_data(data: GRMData) -> GRMData:
 
 
 def _static_key(
-    data: GRMData, alpha_scale: float, b_scale: float, symmetric: bool, tau_scale: float = 1.0
+    data: GRMData,
+    alpha_scale: float,
+    b_scale: float,
+    symmetric: bool,
+    tau_scale: float = 1.0,
+    lapse: bool = False,
 ) -> tuple:
-    """Everything a compiled fit depends on; index 8 is the number of cells (None: no cell effect)."""
+    """Everything a compiled fit depends on; index 8 is the number of cells (None: no cell
+    effect), index 10 whether judgments may lapse (a random answer; cells only)."""
     return (
         data.num_obs,
         data.num_comparisons,
@@ -151,6 +157,7 @@ def _static_key(
         bool(symmetric),
         data.num_cells if data.has_cells else None,
         float(tau_scale),
+        bool(lapse) and data.has_cells,
     )
 
 
@@ -196,6 +203,7 @@ _STATIC_NAMES = (
     "symmetric_thresholds",
     "num_cells",
     "tau_scale",
+    "lapse",
 )
 
 
@@ -205,7 +213,7 @@ def _grm_model(static: tuple):
     if static[4] is None:
         del sizes["num_systems"]
     if static[8] is None:
-        del sizes["num_cells"], sizes["tau_scale"]
+        del sizes["num_cells"], sizes["tau_scale"], sizes["lapse"]
     return functools.partial(graded_response, **sizes)
 
 

@@ -40,7 +40,9 @@ from stan_free_models.posterior import Posterior
 def checked_sites(draws: dict[str, np.ndarray], symmetric: bool) -> dict[str, np.ndarray]:
     """The sampled sites whose R-hat and ESS a fit reports (b only when it is sampled freely)."""
     checked = {
-        k: v for k, v in draws.items() if k in ("theta", "log_alpha", "b_half", "skill", "tau")
+        k: v
+        for k, v in draws.items()
+        if k in ("theta", "log_alpha", "b_half", "skill", "tau", "lapse")
     }
     if not symmetric:
         checked["b"] = draws["b"]
@@ -61,15 +63,19 @@ def fit_nuts(
     symmetric_thresholds: bool = False,
     chain_method: str | None = None,
     tau_scale: float = DEFAULT_TAU_SCALE,
+    lapse: bool = False,
 ) -> Posterior:
     """Full posterior by NUTS, with split R-hat, bulk ESS and divergences.
+
+    ``lapse`` (with cells): judgments may be given at random, at a learned rate
+    (:func:`stan_free_models.graded_response.graded_response`).
 
     Chains run in parallel when JAX sees at least ``num_chains`` devices
     (``numpyro.set_host_device_count``), otherwise vectorised.
     """
     start = time.perf_counter()
     padded = pad_data(data)
-    static = _static_key(padded, alpha_scale, b_scale, symmetric_thresholds, tau_scale)
+    static = _static_key(padded, alpha_scale, b_scale, symmetric_thresholds, tau_scale, lapse)
     settings = NutsSettings.of(
         num_chains, num_warmup, num_samples, progress, target_accept, chain_method
     )
@@ -88,6 +94,8 @@ def fit_nuts(
         draws["b_half"] = samples["b_half"][:, :, :p]
     if data.has_cells:
         draws["tau"] = samples["tau"]
+    if static[10]:
+        draws["lapse"] = samples["lapse"]
     checked = checked_sites(draws, symmetric_thresholds)
     diagnostics = nuts_diagnostics(checked, diverging, num_samples, start)
     return Posterior(

@@ -32,6 +32,7 @@ from stan_free_models.graded_response import (
     cell_counts,
     cell_nodes,
     graded_log_probs_all,
+    with_lapse,
 )
 from stan_free_models.inference import GRMData, bucket
 
@@ -69,12 +70,20 @@ def signed_moments(cum_logits: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 @functools.lru_cache(maxsize=16)
 def _compiled(
-    num_cells: int, num_comparisons: int, num_categories: int, cells_modelled: bool, noise: bool
+    num_cells: int,
+    num_comparisons: int,
+    num_categories: int,
+    cells_modelled: bool,
+    noise: bool,
+    lapsed: bool = False,
 ):
     x_np, log_w_np = cell_nodes()
+    h = (num_categories - 1) / 2.0
+    # E[s^2] of a random judgment: the signed values' mean square, uniform over categories
+    random_sq = float(np.mean(((np.arange(num_categories) - h) / h) ** 2))
 
     def one(draw, counts, cell_comp, cell_item, cell_n):
-        theta, alpha, b, tau, key = draw
+        theta, alpha, b, tau, lapse, key = draw
         x = jnp.asarray(x_np, theta.dtype)
         log_w = jnp.asarray(log_w_np, theta.dtype)
         tau = tau if cells_modelled else jnp.zeros_like(tau)
@@ -82,10 +91,15 @@ def _compiled(
         cum = alpha[cell_item][:, None, None] * (eta[..., None] - b[cell_item][:, None, :])
         # node weights of each cell: the prior's, times the cell's likelihood at each node
         # (from its category counts, the sufficient statistics of its judgments)
-        logp = graded_log_probs_all(cum)  # (M, Q, K)
+        logp = with_lapse(graded_log_probs_all(cum), lapse if lapsed else None)  # (M, Q, K)
         lik = jnp.sum(jnp.where(counts[:, None, :] > 0, logp * counts[:, None, :], 0.0), -1)
         post_w = jax.nn.softmax(lik + log_w, axis=-1)  # (M, Q)
         m, v = signed_moments(cum)  # (M, Q)
+        if lapsed:
+            # a judgment is random (signed mean 0) with probability lapse
+            second = (1.0 - lapse) * (v + m**2) + lapse * random_sq
+            m = (1.0 - lapse) * m
+            v = jnp.maximum(second - m**2, 0.0)
         prior_w = jnp.exp(log_w)[None, :]
         cell_mean = (post_w * m).sum(-1)
         cell_var = (post_w * m**2).sum(-1) - cell_mean**2
@@ -106,8 +120,10 @@ def _compiled(
         rep_var = avg(jnp.maximum(struct_var, 0.0) + within / cell_n) / count
         return delta[:-1], avg(struct_mean)[:-1], rep_var[:-1]
 
-    def run(theta, alpha, b, tau, keys, *args):
-        return jax.lax.map(lambda d: one(d, *args), (theta, alpha, b, tau, keys), batch_size=64)
+    def run(theta, alpha, b, tau, lapse, keys, *args):
+        return jax.lax.map(
+            lambda d: one(d, *args), (theta, alpha, b, tau, lapse, keys), batch_size=64
+        )
 
     return jax.jit(run)
 
@@ -126,6 +142,7 @@ def implied_net_preference(
     b: np.ndarray,
     tau: np.ndarray | None = None,
     *,
+    lapse: np.ndarray | None = None,
     rng_key: jax.Array,
     max_draws: int = 1000,
     noise: bool = True,
@@ -138,6 +155,8 @@ def implied_net_preference(
             paper's net rating: one observation per cell).
         theta: (D, C) ability differences; alpha: (D, P); b: (D, P, K-1).
         tau: (D,) sd of the prompt-by-comparison effect, or None (no such effect).
+        lapse: (D,) the share of judgments given at random, or None (none are): a cell's
+            expected signed judgment is then (1 - lapse) times the graded response's.
         rng_key: key of the cells' noise (split into one key per kept draw).
         max_draws: draws used (evenly thinned).
         noise: add the cells' conditional variance to the draws of Δ (False: their mean).
@@ -157,7 +176,9 @@ def implied_net_preference(
     cell_comp[cell] = data.comparison
     cell_item[cell] = data.item
     cell_n = np.bincount(cell, minlength=num_cells).astype(np.float32)
-    fn = _compiled(num_cells, num_c, data.num_categories, tau is not None, bool(noise))
+    fn = _compiled(
+        num_cells, num_c, data.num_categories, tau is not None, bool(noise), lapse is not None
+    )
 
     def pad(x, n, value=0):
         widths = [(0, 0)] * x.ndim
@@ -168,12 +189,14 @@ def implied_net_preference(
     alpha = pad(np.asarray(alpha), num_p - data.num_items, 1.0)
     b = pad(np.asarray(b), num_p - data.num_items)
     tau_d = np.zeros(len(keep)) if tau is None else np.asarray(tau)[keep]
+    lapse_d = np.zeros(len(keep)) if lapse is None else np.asarray(lapse)[keep]
     keys = jax.random.split(rng_key, len(keep))
     out = fn(
         jnp.asarray(theta[keep], jnp.float32),
         jnp.asarray(alpha[keep], jnp.float32),
         jnp.asarray(b[keep], jnp.float32),
         jnp.asarray(tau_d, jnp.float32),
+        jnp.asarray(lapse_d, jnp.float32),
         keys,
         jnp.asarray(counts, jnp.float32),
         jnp.asarray(cell_comp),

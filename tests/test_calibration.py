@@ -205,3 +205,32 @@ def test_net_preference_intervals_cover_and_a_sparse_snapshot_does_not_exaggerat
     # data, and the paper's net likelihood turned a true 0.26 into z 3-5 at 5%
     assert all(0.8 <= c <= 1.0 for c in cover.values())
     assert 0.75 <= absz[0.05] / absz[1.0] <= 1.3
+
+
+def test_with_a_lapse_the_expected_judgment_shrinks_by_the_share_of_random_answers():
+    """A random answer's signed mean is 0: the structural Δ is (1 - lapse) times the graded
+    response's, and a cell's Δ given its judgments moves towards the data less."""
+    data = GRMData(
+        comparison=np.array([0, 0, 1, 1]),
+        item=np.array([0, 1, 0, 1]),
+        y=np.array([2, 2, 0, 1]),
+        weight=np.ones(4),
+        num_comparisons=2,
+        num_items=2,
+        num_categories=3,
+        cell=np.array([0, 1, 2, 3]),
+        num_cells=4,
+    )
+    theta = np.array([[0.5, -1.0]])
+    alpha = np.array([[1.0, 2.0]])
+    b = np.array([[[-1.0, 0.5], [-0.2, 0.3]]])
+    tau = np.array([0.5])
+    key = jax.random.PRNGKey(0)
+    base = implied_net_preference(data, theta, alpha, b, tau, noise=False, rng_key=key)
+    lapsed = implied_net_preference(
+        data, theta, alpha, b, tau, lapse=np.array([0.3]), noise=False, rng_key=key
+    )
+    np.testing.assert_allclose(lapsed.structural, 0.7 * base.structural, rtol=1e-5)
+    # a cell's effect given its judgments is not the no-lapse one scaled: its judgments
+    # weigh less when they may be random
+    assert not np.allclose(lapsed.delta, 0.7 * base.delta, atol=1e-4)

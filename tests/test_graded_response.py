@@ -180,3 +180,48 @@ def test_one_quadrature_node_is_the_likelihood_without_a_cell_effect():
         cell_counts_log_lik(theta[cc], alpha[ci], b[ci], 0.8, jnp.asarray(counts))
     )
     assert np.abs(with_tau - one).max() > 1e-2
+
+
+def test_a_lapsing_cell_likelihood_is_the_per_judgment_mixture_with_a_uniform_answer():
+    """With lapse, each judgment is (1 - lapse) P_grm(y | eps) + lapse / K inside the cell's
+    integral; the reference sums the mixture per judgment at every node by hand (numpy)."""
+    from stan_free_models.graded_response import (
+        category_probs,
+        cell_counts,
+        cell_counts_log_lik,
+        cell_nodes,
+    )
+
+    rng = np.random.default_rng(11)
+    n, num_cells = 50, 10
+    cell = rng.integers(0, num_cells, n)
+    comparison, item = cell % 3, cell % 5
+    y = rng.integers(0, 3, n)
+    theta = rng.normal(size=3)
+    alpha = np.exp(rng.normal(size=5))
+    b = np.sort(rng.normal(0, 2, (5, 2)), axis=1)
+    tau, lapse = 0.6, 0.25
+    x, log_w = cell_nodes()
+    want = np.full(num_cells, -np.inf)
+    for m in range(num_cells):
+        obs = np.flatnonzero(cell == m)
+        if not len(obs):
+            want[m] = 0.0
+            continue
+        j = item[obs[0]]
+        per_node = []
+        for q in range(len(x)):
+            eta = jnp.asarray(theta[comparison[obs[0]]] + tau * x[q])
+            probs = np.asarray(category_probs(eta, jnp.asarray(alpha[j]), jnp.asarray(b[j])))
+            mix = (1 - lapse) * probs[y[obs]] + lapse / 3
+            per_node.append(np.log(mix).sum())
+        want[m] = np.logaddexp.reduce(np.array(per_node) + log_w)
+    cc, ci, counts = cell_counts(cell, comparison, item, y, np.ones(n), num_cells, 3)
+    f32 = lambda v: jnp.asarray(v, jnp.float32)  # noqa: E731
+    got = cell_counts_log_lik(
+        f32(theta)[cc], f32(alpha)[ci], f32(b)[ci], tau, f32(counts), lapse=jnp.float32(lapse)
+    )
+    np.testing.assert_allclose(np.asarray(got), want, atol=2e-4)
+    # and without the lapse, a different number (the mixture is not ignored)
+    plain = cell_counts_log_lik(f32(theta)[cc], f32(alpha)[ci], f32(b)[ci], tau, f32(counts))
+    assert np.max(np.abs(np.asarray(plain) - want)) > 0.05
