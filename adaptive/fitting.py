@@ -56,7 +56,7 @@ class FitConfig:
     cell_effect: bool = False  # prompt-by-comparison effect: a cell's judgments are dependent
     tau_scale: float = DEFAULT_TAU_SCALE  # prior scale of that effect's sd
     # with the cell effect: each judgment is random (uniform) at a learned rate, the rest
-    # graded responses (NUTS with the diagonal sampler only)
+    # graded responses
     lapse: bool = False
     # fast path: integrate tau over a grid, and draw each prompt's parameters from their exact
     # conditional (stan_free_models.laplace.fit_laplace); both cost time, both calibrate Δ
@@ -87,10 +87,8 @@ class FitConfig:
             )
         if self.cell_effect and self.likelihood != "judgment":
             raise ValueError("cell_effect needs likelihood='judgment'")
-        if self.lapse and not (
-            self.cell_effect and self.method == "nuts" and self.sampler == "diagonal"
-        ):
-            raise ValueError("lapse needs cell_effect=True, method='nuts' and sampler='diagonal'")
+        if self.lapse and not self.cell_effect:
+            raise ValueError("lapse needs cell_effect=True (the judgment likelihood with cells)")
         if self.min_ess is not None and (self.min_ess <= 0 or self.sampler != "whitened"):
             raise ValueError(
                 f"min_ess={self.min_ess!r} needs a positive number and the whitened sampler"
@@ -181,14 +179,13 @@ def fit_cells(
             integrate_tau=config.integrate_tau,
             exact_items=config.exact_items,
             refine_sweeps=config.refine_sweeps,
+            lapse=config.lapse,
         )
     # the whitened sampler can also sample until an ESS target (FitConfig.min_ess)
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {"lapse": config.lapse}
     nuts: Any = fit_nuts
     if config.sampler == "whitened":
-        nuts, extra = fit_nuts_whitened, {"min_ess": config.min_ess}
-    elif config.lapse:
-        extra = {"lapse": True}
+        nuts, extra = fit_nuts_whitened, extra | {"min_ess": config.min_ess}
     return nuts(
         data,
         rng_key=rng_key,

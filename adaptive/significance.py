@@ -292,6 +292,7 @@ def net_effect(
                 mode["alpha"][None],
                 mode["b"][None],
                 np.array([mode["tau"]]) if cell_effect else None,
+                lapse=np.array([mode["lapse"]]) if "lapse" in mode else None,
                 rng_key=jax.random.PRNGKey(1),
                 noise=False,
             )

@@ -149,6 +149,8 @@ def encode_snapshot(snapshot: Snapshot) -> bytes:
         arrays["mode_items"] = snapshot.mode["items"]
         if "log_tau" in snapshot.mode:
             arrays["mode_log_tau"] = snapshot.mode["log_tau"]
+        if "logit_lapse" in snapshot.mode:
+            arrays["mode_logit_lapse"] = snapshot.mode["logit_lapse"]
     if snapshot.tau is not None:
         arrays["tau"] = snapshot.tau
     buf = io.BytesIO()
@@ -177,6 +179,8 @@ def decode_snapshot(
         mode = {"global": arrays.pop("mode_global"), "items": arrays.pop("mode_items")}
         if "mode_log_tau" in arrays:
             mode["log_tau"] = arrays.pop("mode_log_tau")
+        if "mode_logit_lapse" in arrays:
+            mode["logit_lapse"] = arrays.pop("mode_logit_lapse")
     tau = arrays.pop("tau", None)
     return Snapshot(
         dimension=dimension,

@@ -88,8 +88,9 @@ def remap_init(
 
     data = model_data(cells, likelihood="judgment", parameterization="system")
     init = default_init(data, symmetric)
-    if "log_tau" in previous.mode:
-        init["log_tau"] = np.asarray(previous.mode["log_tau"], np.float32).reshape(1)
+    for name in ("log_tau", "logit_lapse"):
+        if name in previous.mode:
+            init[name] = np.asarray(previous.mode[name], np.float32).reshape(1)
     old_g, old_i = previous.mode["global"], previous.mode["items"]
     sys_at = {s: i for i, s in enumerate(previous.systems)}
     for i, s in enumerate(cells.systems):

@@ -79,12 +79,14 @@ def candidate_weights(
     num_items: int,
     prior: tuple[float, float, bool, int],
     num_nodes: int = NUM_CELL_NODES,
+    lapse: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """Candidates for every prompt from N(mean, (scale chol)(scale chol)ᵀ) and their SIR weights.
 
     z: (S, P, m) standard normal coordinates of the candidates; cells: the cells'
     comparison, item and category counts; prior: (alpha_scale, b_scale, symmetric,
-    num_categories); num_nodes: quadrature nodes of the cell effect (1 when tau = 0).
+    num_categories); num_nodes: quadrature nodes of the cell effect (1 when tau = 0);
+    lapse: the draw's lapse rate (None: judgments do not lapse).
     Returns the (S, P, m) candidates, (S, P) log weights (exact conditional given theta
     and tau over proposal, up to a constant per prompt), and the candidates' alpha (S, P)
     and thresholds (S, P, K - 1).
@@ -95,7 +97,7 @@ def candidate_weights(
 
     def loglik(alpha_s, b_s):
         per_cell = cell_counts_log_lik(
-            theta[cell_comp], alpha_s[cell_item], b_s[cell_item], tau, counts, num_nodes
+            theta[cell_comp], alpha_s[cell_item], b_s[cell_item], tau, counts, num_nodes, lapse
         )
         return jax.ops.segment_sum(per_cell, cell_item, num_segments=num_items)
 
@@ -122,11 +124,12 @@ def _compiled(
     num_candidates: int,
     scale: float,
     num_nodes: int,
+    lapsed: bool = False,
 ):
     prior = (alpha_scale, b_scale, symmetric, num_categories)
 
     def one(draw, cell_comp, cell_item, counts):
-        theta, tau, mean, chol, key = draw  # (C,), (), (P, m), (P, m, m)
+        theta, tau, lapse, mean, chol, key = draw  # (C,), (), (), (P, m), (P, m, m)
         z = jax.random.normal(key, (num_candidates,) + mean.shape, mean.dtype)
         cand, log_w, _, _ = candidate_weights(
             z,
@@ -139,6 +142,7 @@ def _compiled(
             num_items,
             prior,
             num_nodes,
+            lapse if lapsed else None,
         )
         pick = jax.random.categorical(jax.random.fold_in(key, 1), log_w, axis=0)  # (P,)
         chosen = jnp.take_along_axis(cand, pick[None, :, None], axis=0)[0]
@@ -146,10 +150,10 @@ def _compiled(
         ess = 1.0 / jnp.sum(w**2, axis=0)  # per prompt, in 1..S
         return chosen, ess
 
-    def run(theta, tau, mean, chol, keys, cell_comp, cell_item, counts):
+    def run(theta, tau, lapse, mean, chol, keys, cell_comp, cell_item, counts):
         return jax.lax.map(
             lambda d: one(d, cell_comp, cell_item, counts),
-            (theta, tau, mean, chol, keys),
+            (theta, tau, lapse, mean, chol, keys),
             batch_size=16,
         )
 
@@ -172,6 +176,7 @@ def resample_items(
     num_categories: int,
     num_candidates: int = NUM_CANDIDATES,
     scale: float = PROPOSAL_SCALE,
+    lapse: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Draws of every prompt's unconstrained parameters from their conditional given theta and tau.
 
@@ -181,6 +186,7 @@ def resample_items(
             items given each draw's abilities (the proposal).
         cell_comparison, cell_item, counts: the cells' sufficient statistics
             (:func:`stan_free_models.graded_response.cell_counts`).
+        lapse: (D,) each draw's lapse rate, or None (judgments do not lapse).
 
     Returns:
         (D, P, m) resampled items, and (D, P) the importance weights' effective number
@@ -195,11 +201,13 @@ def resample_items(
         int(num_candidates),
         float(scale),
         _num_nodes(tau),
+        lapse is not None,
     )
     keys = jax.random.split(rng_key, theta.shape[0])
     chosen, ess = fn(
         jnp.asarray(theta, jnp.float32),
         jnp.asarray(tau, jnp.float32),
+        jnp.asarray(np.zeros(len(tau)) if lapse is None else lapse, jnp.float32),
         jnp.asarray(cond_mean, jnp.float32),
         jnp.asarray(cond_chol, jnp.float32),
         keys,
@@ -234,18 +242,20 @@ def _compiled_refine(
     sweeps: int,
     theta_steps: int,
     num_nodes: int,
+    lapsed: bool = False,
 ):
     prior = (alpha_scale, b_scale, symmetric, num_categories)
 
     def one(draw, cells, proposal):
-        theta, items, tau, comp, key = draw
+        theta, items, tau, lapse_draw, comp, key = draw
+        lapse = lapse_draw if lapsed else None
         cell_comp, cell_item, counts = cells
         gain, theta_mode, items_mode = proposal[0][comp], proposal[1][comp], proposal[2][comp]
         chol, step = proposal[3][comp], proposal[4][comp]
 
         def per_cell(th, alpha, b):
             return cell_counts_log_lik(
-                th[cell_comp], alpha[cell_item], b[cell_item], tau, counts, num_nodes
+                th[cell_comp], alpha[cell_item], b[cell_item], tau, counts, num_nodes, lapse
             )
 
         def theta_target(th, alpha, b):  # (C,): each comparison's log density given the items
@@ -269,7 +279,7 @@ def _compiled_refine(
             )
             z = jnp.concatenate([z_now[None], z_new], axis=0)  # (S + 1, P, m)
             cand, log_w, alpha_c, b_c = candidate_weights(
-                z, mean, chol, scale, theta, tau, cells, num_items, prior, num_nodes
+                z, mean, chol, scale, theta, tau, cells, num_items, prior, num_nodes, lapse
             )
             pick = jax.random.categorical(key_pick, log_w, axis=0)  # (P,)
             items = jnp.take_along_axis(cand, pick[None, :, None], axis=0)[0]
@@ -305,9 +315,11 @@ def _compiled_refine(
         )
         return theta, items, accept, moved
 
-    def run(theta, items, tau, comp, keys, cells, proposal):
+    def run(theta, items, tau, lapse, comp, keys, cells, proposal):
         return jax.lax.map(
-            lambda d: one(d, cells, proposal), (theta, items, tau, comp, keys), batch_size=16
+            lambda d: one(d, cells, proposal),
+            (theta, items, tau, lapse, comp, keys),
+            batch_size=16,
         )
 
     return jax.jit(run)
@@ -336,6 +348,7 @@ def refine_draws(
     theta_steps: int = THETA_STEPS,
     num_candidates: int = NUM_CANDIDATES,
     scale: float = PROPOSAL_SCALE,
+    lapse: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """Gibbs sweeps from every draw towards the exact posterior of abilities and items given tau.
 
@@ -351,6 +364,8 @@ def refine_draws(
             the Laplace conditional of the items given theta, N(items_mode - gain
             (theta - theta_mode), item_chol item_cholᵀ), shapes (K, P, m, C), (K, C),
             (K, P, m), (K, P, m, m); and theta's random-walk step per comparison (K, C).
+        lapse: (D,) each draw's lapse rate, held fixed by the sweeps (the exact
+            posterior given tau and it), or None (judgments do not lapse).
 
     Returns:
         (D, C) abilities, (D, P, m) items, and per sweep the Metropolis acceptance rate
@@ -368,6 +383,7 @@ def refine_draws(
         int(sweeps),
         int(theta_steps),
         _num_nodes(tau),
+        lapse is not None,
     )
     keys = jax.random.split(rng_key, theta.shape[0])
     f32 = functools.partial(jnp.asarray, dtype=jnp.float32)
@@ -377,8 +393,16 @@ def refine_draws(
         f32(counts),
     )
     proposal = (f32(gain), f32(theta_mode), f32(items_mode), f32(item_chol), f32(theta_step))
+    lapse_d = f32(np.zeros(len(tau)) if lapse is None else lapse)
     out_theta, out_items, accept, moved = fn(
-        f32(theta), f32(items), f32(tau), jnp.asarray(component, jnp.int32), keys, cells, proposal
+        f32(theta),
+        f32(items),
+        f32(tau),
+        lapse_d,
+        jnp.asarray(component, jnp.int32),
+        keys,
+        cells,
+        proposal,
     )
     diagnostics = {
         "accept": np.asarray(accept, np.float64).mean(axis=0),

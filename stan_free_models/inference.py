@@ -249,17 +249,25 @@ def _global_name(static: tuple) -> str:
 
 
 def _split_params(static: tuple, g: jax.Array, items: jax.Array) -> dict:
-    """The global block is the abilities (or skills), then log tau when cells are modelled."""
+    """The global block is the abilities (or skills), then logit lapse when judgments may
+    lapse, then log tau when cells are modelled."""
     params = {"log_alpha": items[:, 0], ("b_half" if static[7] else "b"): items[:, 1:]}
+    end = g.shape[0] - (static[8] is not None) - bool(static[10])
+    params[_global_name(static)] = g[:end]
+    if static[10]:
+        params["lapse"] = g[end]  # unconstrained: logit lapse
     if static[8] is not None:
-        params[_global_name(static)] = g[:-1]
         params["tau"] = g[-1]  # unconstrained: log tau
-    else:
-        params[_global_name(static)] = g
     return params
 
 
-def default_init(data: GRMData, symmetric: bool = False) -> dict[str, np.ndarray]:
+#: where a fit without data starts the lapse rate (the prior's median is 0.074)
+LAPSE_START = 0.05
+
+
+def default_init(
+    data: GRMData, symmetric: bool = False, lapse: bool = False
+) -> dict[str, np.ndarray]:
     """A deterministic starting point: abilities 0, alpha 1, thresholds spread over [-1, 1]."""
     k = data.num_categories - 1
     if symmetric:
@@ -281,14 +289,21 @@ def default_init(data: GRMData, symmetric: bool = False) -> dict[str, np.ndarray
     }
     if data.has_cells:
         out["log_tau"] = np.full(1, np.log(0.3), np.float32)
+        if lapse:
+            out["logit_lapse"] = np.full(1, np.log(LAPSE_START / (1 - LAPSE_START)), np.float32)
     return out
 
 
-def _global_start(x0: dict[str, np.ndarray]) -> np.ndarray:
-    """The global block's starting point: abilities, then log tau when cells are modelled."""
-    if "log_tau" in x0:
-        return np.concatenate([x0["global"], x0["log_tau"]])
-    return x0["global"]
+def _global_start(x0: dict[str, np.ndarray], with_tau: bool = True) -> np.ndarray:
+    """The global block's starting point: abilities, then logit lapse when judgments may
+    lapse, then log tau when cells are modelled (``with_tau=False``: the block of a fit
+    at a fixed tau)."""
+    parts = [x0["global"]]
+    if "logit_lapse" in x0:
+        parts.append(x0["logit_lapse"])
+    if with_tau and "log_tau" in x0:
+        parts.append(x0["log_tau"])
+    return np.concatenate(parts)
 
 
 def _ordered(raw: np.ndarray) -> np.ndarray:

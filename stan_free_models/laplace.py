@@ -64,7 +64,9 @@ def _compiled_laplace(
 
     def objective(g, items, args, log_tau):
         if fixed_tau:
-            g = jnp.concatenate([g, jnp.reshape(log_tau, (1,)).astype(g.dtype)])
+            # log tau, or (logit lapse, log tau) when judgments may lapse: the global
+            # block's last entries
+            g = jnp.concatenate([g, jnp.reshape(log_tau, (-1,)).astype(g.dtype)])
         return potential(_split_params(static, g, items), *args)
 
     def fit(rng_key, g0, items0, args, tol, log_tau):
@@ -150,6 +152,21 @@ TAU_REFINE_ROUNDS = 2
 REFINE_ABOVE = 0.4
 #: a grid point this far (in log marginal) below the best is not worth extending past
 NEGLIGIBLE_LOG_WEIGHT = 7.0
+#: with a lapse rate, the grid of its logit (0.005 to 0.6) that the fast path integrates
+#: over, each point with its own grid of tau
+LAPSE_GRID = tuple(float(v) for v in np.linspace(np.log(0.005 / 0.995), np.log(0.6 / 0.4), 9))
+LAPSE_REFINE_ROUNDS = 2
+
+
+def _widths(x: np.ndarray) -> np.ndarray:
+    """The width each of the sorted grid points ``x`` stands for (midpoints between them;
+    the end points reach as far out as in)."""
+    if len(x) == 1:
+        return np.ones(1)
+    edges = np.concatenate(
+        [[x[0] - (x[1] - x[0]) / 2], (x[1:] + x[:-1]) / 2, [x[-1] + (x[-1] - x[-2]) / 2]]
+    )
+    return np.diff(edges)
 
 
 def _tau_weights(log_taus: np.ndarray, log_marginal: np.ndarray) -> np.ndarray:
@@ -158,15 +175,57 @@ def _tau_weights(log_taus: np.ndarray, log_marginal: np.ndarray) -> np.ndarray:
     x = log_taus[order]
     if len(x) == 1:
         return np.ones(1)
-    edges = np.concatenate(
-        [[x[0] - (x[1] - x[0]) / 2], (x[1:] + x[:-1]) / 2, [x[-1] + (x[-1] - x[-2]) / 2]]
-    )
-    logw = log_marginal[order] + np.log(np.diff(edges))
+    logw = log_marginal[order] + np.log(_widths(x))
     logw = np.where(np.isfinite(logw), logw, -np.inf)
     w = np.exp(logw - logw.max())
     out = np.empty_like(w)
     out[order] = w / w.sum()
     return out
+
+
+def _lapse_columns(
+    tau_column, column_weights, logit_lapse0: float, log_tau0: float, start: tuple
+) -> dict[float, tuple[dict, float]]:
+    """Columns of tau fits over the grid of logit lapse: ``{logit lapse: (fits, log mass)}``.
+
+    The same scheme as tau's grid, one level up: from the grid point nearest the warm
+    start, outwards (each column warm-started from its neighbour's best fit) until a
+    column's mass (its integral over log tau) falls far below the best column's, then
+    halving the spacing around the heaviest column while it holds most of the weight.
+    """
+    grid = np.asarray(LAPSE_GRID)
+    columns: dict[float, tuple[dict, float]] = {}
+
+    def add(ll: float, near: tuple[dict, float] | None) -> tuple[dict, float]:
+        if near is None:
+            fits = tau_column(ll, log_tau0, *start)
+        else:
+            lt, w, _ = column_weights(near[0])
+            top = near[0][float(lt[int(np.argmax(w))])]
+            fits = tau_column(ll, float(lt[int(np.argmax(w))]), top["g"], top["items"])
+        columns[ll] = (fits, column_weights(fits)[2])
+        return columns[ll]
+
+    first = int(np.argmin(np.abs(grid - logit_lapse0)))
+    base = add(float(grid[first]), None)
+    for direction in (range(first - 1, -1, -1), range(first + 1, len(grid))):
+        prev = base
+        for k in direction:
+            if prev[1] < max(m for _, m in columns.values()) - NEGLIGIBLE_LOG_WEIGHT:
+                break
+            prev = add(float(grid[k]), prev)
+    step = float(grid[1] - grid[0])
+    for _ in range(LAPSE_REFINE_ROUNDS):
+        lls = np.array(sorted(columns))
+        w = _tau_weights(lls, np.array([columns[v][1] for v in lls]))
+        if w.max() <= REFINE_ABOVE:
+            break
+        top = float(lls[int(np.argmax(w))])
+        step /= 2
+        for new in (top - step, top + step):
+            if new not in columns:
+                add(new, columns[top])
+    return columns
 
 
 def _allocate(weights: np.ndarray, total: int) -> np.ndarray:
@@ -195,6 +254,7 @@ def fit_laplace(
     exact_items: bool = True,
     refine_sweeps: int = REFINE_SWEEPS,
     refine_below: float = REFINE_BELOW,
+    lapse: bool = False,
 ) -> Posterior:
     """MAP + Laplace approximation, warm-started from ``init`` (a previous ``Posterior.mode``).
 
@@ -228,6 +288,10 @@ def fit_laplace(
             average: with more, each prompt's Gaussian is close to its posterior and the
             joint mode's bias is small against the interval (coverage of Δ 0.96-0.97 at
             60 judgments per prompt unrefined), while the sweeps cost about 3x the fit.
+        lapse: with cells, judgments may be given at random at a learned rate
+            (:func:`stan_free_models.graded_response.graded_response`); its logit joins
+            the global block of the Laplace approximation (next to the abilities), and
+            every draw's items and refinement use that draw's rate.
 
     Returns:
         A :class:`Posterior` with ``method="laplace"``; ``mode`` is the warm start
@@ -240,8 +304,9 @@ def fit_laplace(
     """
     start = time.perf_counter()
     padded = pad_data(data)
-    static = _static_key(padded, alpha_scale, b_scale, symmetric_thresholds, tau_scale)
-    x0 = default_init(padded, symmetric_thresholds)
+    static = _static_key(padded, alpha_scale, b_scale, symmetric_thresholds, tau_scale, lapse)
+    lapse = bool(static[10])
+    x0 = default_init(padded, symmetric_thresholds, lapse)
     if init is not None:
         g_prev, i_prev = np.asarray(init["global"]), np.asarray(init["items"])
         ng = min(len(g_prev), len(x0["global"]))
@@ -249,8 +314,9 @@ def fit_laplace(
         x0["global"][:ng] = g_prev[:ng]
         if i_prev.shape[1] == x0["items"].shape[1]:
             x0["items"][:ni] = i_prev[:ni]
-        if "log_tau" in x0 and "log_tau" in init:
-            x0["log_tau"] = np.asarray(init["log_tau"], np.float32).reshape(1)
+        for name in ("log_tau", "logit_lapse"):
+            if name in x0 and name in init:
+                x0[name] = np.asarray(init[name], np.float32).reshape(1)
     args = _dynamic_args(padded)
     # The potential sums over observations, so its gradient grows like sqrt(n) at a
     # fixed accuracy of the estimates: the tolerance scales with it (a runtime value,
@@ -272,7 +338,9 @@ def fit_laplace(
     )
     fit = _compiled_laplace(static, int(max_iter), int(num_draws), grid, refine)
 
-    def run(key, g0, items0, log_tau):
+    def run(key, g0, items0, log_tau, logit_lapse=None):
+        if grid and lapse:
+            log_tau = [logit_lapse, log_tau]
         with MODEL_LOCK:
             return jax.device_get(
                 fit(
@@ -290,67 +358,118 @@ def fit_laplace(
         out = run(rng_key, _global_start(x0), x0["items"], 0.0)
         if init is not None and not usable(out):
             # a warm start that lands somewhere unusable: start again from the default point
-            x0 = default_init(padded, symmetric_thresholds)
+            x0 = default_init(padded, symmetric_thresholds, lapse)
             out = run(rng_key, _global_start(x0), x0["items"], 0.0)
             restarted = True
         components: list[tuple[float, Any, float | None]] = [(1.0, out, None)]
+        lapse_of: list[float | None] = [None]
     else:
-        fits: dict[float, dict] = {}
+        if lapse:
+            counter = iter(range(1_000_000))
+            keys: Any = (jax.random.fold_in(rng_key, k) for k in counter)
+        else:
+            keys = iter(jax.random.split(rng_key, len(TAU_GRID) + 4 * TAU_REFINE_ROUNDS))
 
-        def fit_at(log_tau: float, g0, items0, key):
-            nonlocal restarted
-            out = run(key, g0, items0, log_tau)
-            if not usable(out):
-                cold = default_init(padded, symmetric_thresholds)
-                out = run(key, cold["global"], cold["items"], log_tau)
-                restarted = True
-            fits[log_tau] = out
-            return out
+        def tau_column(logit_lapse, log_tau0: float, g0, items0) -> dict[float, dict]:
+            """Fits over the grid of log tau (at one lapse rate when judgments may lapse)."""
+            fits: dict[float, dict] = {}
 
-        keys = iter(jax.random.split(rng_key, len(TAU_GRID) + 4 * TAU_REFINE_ROUNDS))
-        log_grid = np.log(np.asarray(TAU_GRID))
-        # sweep outwards from the grid point nearest the warm start, each fit warm-starting
-        # the next, until the marginal has fallen far below the best point seen
-        first = int(np.argmin(np.abs(log_grid - float(x0["log_tau"][0]))))
-        base = fit_at(float(log_grid[first]), x0["global"], x0["items"], next(keys))
-        for direction in (range(first - 1, -1, -1), range(first + 1, len(log_grid))):
-            prev = base
-            for k in direction:
-                best = max(float(o["log_marginal"]) for o in fits.values())
-                if float(prev["log_marginal"]) < best - NEGLIGIBLE_LOG_WEIGHT:
+            def fit_at(log_tau: float, g0, items0, key):
+                nonlocal restarted
+                out = run(key, g0, items0, log_tau, logit_lapse)
+                if not usable(out):
+                    cold = default_init(padded, symmetric_thresholds, lapse)
+                    out = run(key, cold["global"], cold["items"], log_tau, logit_lapse)
+                    restarted = True
+                fits[log_tau] = out
+                return out
+
+            log_grid = np.log(np.asarray(TAU_GRID))
+            # sweep outwards from the grid point nearest the warm start, each fit
+            # warm-starting the next, until the marginal has fallen far below the best
+            first = int(np.argmin(np.abs(log_grid - log_tau0)))
+            base = fit_at(float(log_grid[first]), g0, items0, next(keys))
+            for direction in (range(first - 1, -1, -1), range(first + 1, len(log_grid))):
+                prev = base
+                for k in direction:
+                    best = max(float(o["log_marginal"]) for o in fits.values())
+                    if float(prev["log_marginal"]) < best - NEGLIGIBLE_LOG_WEIGHT:
+                        break
+                    prev = fit_at(float(log_grid[k]), prev["g"], prev["items"], next(keys))
+            step = float(log_grid[1] - log_grid[0])
+            for _ in range(TAU_REFINE_ROUNDS):
+                lt = np.array(sorted(fits))
+                w = _tau_weights(lt, np.array([float(fits[t]["log_marginal"]) for t in lt]))
+                if w.max() <= REFINE_ABOVE:
                     break
-                prev = fit_at(float(log_grid[k]), prev["g"], prev["items"], next(keys))
-        step = float(log_grid[1] - log_grid[0])
-        for _ in range(TAU_REFINE_ROUNDS):
+                top = float(lt[int(np.argmax(w))])
+                step /= 2
+                for new in (top - step, top + step):
+                    if new not in fits:
+                        fit_at(new, fits[top]["g"], fits[top]["items"], next(keys))
+            return fits
+
+        def column_weights(fits: dict[float, dict]) -> tuple[np.ndarray, np.ndarray, float]:
+            """Grid points, their weights, and log of the column's mass (its integral over log tau)."""
             lt = np.array(sorted(fits))
-            w = _tau_weights(lt, np.array([float(fits[t]["log_marginal"]) for t in lt]))
-            if w.max() <= REFINE_ABOVE:
-                break
-            top = float(lt[int(np.argmax(w))])
-            step /= 2
-            for new in (top - step, top + step):
-                if new not in fits:
-                    fit_at(new, fits[top]["g"], fits[top]["items"], next(keys))
-        lt = np.array(sorted(fits))
-        w = _tau_weights(lt, np.array([float(fits[t]["log_marginal"]) for t in lt]))
-        components = [(float(wk), fits[t], float(t)) for wk, t in zip(w, lt) if wk > 0]
+            lm = np.array([float(fits[t]["log_marginal"]) for t in lt])
+            w = _tau_weights(lt, lm)
+            # weights are marginal x width, normalised: the mass is any point's ratio
+            k = int(np.argmax(w))
+            return lt, w, float(lm[k] + np.log(_widths(lt)[k]) - np.log(w[k]))
+
+        # on the grid the global block is the abilities alone (tau and lapse are fixed)
+        start_point = (x0["global"], x0["items"])
+        if not lapse:
+            fits = tau_column(None, float(x0["log_tau"][0]), *start_point)
+            lt, w, _ = column_weights(fits)
+            components = [(float(wk), fits[t], float(t)) for wk, t in zip(w, lt) if wk > 0]
+            lapse_of = [None] * len(components)
+        else:
+            columns = _lapse_columns(
+                tau_column,
+                column_weights,
+                float(x0["logit_lapse"][0]),
+                float(x0["log_tau"][0]),
+                start_point,
+            )
+            lls = np.array(sorted(columns))
+            outer = _tau_weights(lls, np.array([columns[v][1] for v in lls]))
+            components, lapse_of = [], []
+            for wl, ll in zip(outer, lls):
+                fits, _ = columns[ll]
+                lt, w, _ = column_weights(fits)
+                for wk, t in zip(w, lt):
+                    if wl * wk > 0:
+                        components.append((float(wl * wk), fits[t], float(t)))
+                        lapse_of.append(float(ll))
     c, p = data.num_comparisons, data.num_items
     g_real = data.num_systems if data.per_system else c
+    # the global block: abilities (padded), then logit lapse, then log tau (joint mode only)
+    g_pad = padded.num_systems if padded.per_system else padded.num_comparisons
+    assert g_pad is not None
     counts = _allocate(np.array([wk for wk, _, _ in components]), int(num_draws))
     g_parts: list[np.ndarray] = []
     i_parts: list[np.ndarray] = []
     tau_parts: list[np.ndarray] = []
+    lapse_parts: list[np.ndarray] = []
     comp_info: list[tuple[float, int, int, Any, float | None]] = []
     cursor = 0
-    for (wk, out, log_tau), n_k in zip(components, counts):
+    for (wk, out, log_tau), ll, n_k in zip(components, lapse_of, counts):
         g_parts.append(np.asarray(out["g_draws"], np.float64)[:n_k])
         i_parts.append(np.asarray(out["item_draws"], np.float64)[:n_k])
         if log_tau is not None:
             tau_parts.append(np.full(n_k, np.exp(log_tau)))
+        if ll is not None:
+            lapse_parts.append(np.full(n_k, _expit(ll)))
         comp_info.append((wk, cursor, cursor + int(n_k), out, log_tau))
         cursor += int(n_k)
     g_draws = np.concatenate(g_parts)
     item_draws = np.concatenate(i_parts)
+    # each draw's lapse rate: its grid point's, or its global block's entry (joint mode)
+    lapse_draws = None
+    if lapse:
+        lapse_draws = np.concatenate(lapse_parts) if grid else _expit(g_draws[:, g_pad])
     ess = None
     refine_info = None
     if refine:
@@ -365,6 +484,7 @@ def fit_laplace(
             b_scale=b_scale,
             symmetric=symmetric_thresholds,
             sweeps=int(refine_sweeps),
+            lapse=lapse_draws,
         )
     elif exact_items:
         item_draws, ess = _exact_item_draws(
@@ -376,6 +496,7 @@ def fit_laplace(
             alpha_scale=alpha_scale,
             b_scale=b_scale,
             symmetric=symmetric_thresholds,
+            lapse=lapse_draws,
         )
     log_alpha, b = _constrain_items(item_draws[:, :p], symmetric_thresholds, data.num_categories)
     draws: dict[str, np.ndarray] = {
@@ -392,8 +513,10 @@ def fit_laplace(
         draws["theta"] = g_draws[:, :c][None]
     if data.has_cells:
         draws["tau"] = (np.concatenate(tau_parts) if grid else np.exp(g_draws[:, -1]))[None]
+    if lapse_draws is not None:
+        draws["lapse"] = lapse_draws[None]
 
-    def mode_values_of(out, log_tau):
+    def mode_values_of(out, log_tau, logit_lapse):
         g_mode = np.asarray(out["g"], np.float64)
         la_mode, b_mode = _constrain_items(
             np.asarray(out["items"], dtype=np.float64)[:p],
@@ -408,18 +531,22 @@ def fit_laplace(
         values = {"theta": theta_mode, "alpha": np.exp(la_mode), "b": b_mode}
         if data.has_cells:
             values["tau"] = float(np.exp(g_mode[-1] if log_tau is None else log_tau))
+        if lapse:
+            values["lapse"] = float(_expit(g_mode[g_pad] if logit_lapse is None else logit_lapse))
         return values
 
     # the heaviest component stands for the mode (the warm start of the next fit)
     top = max(range(len(comp_info)), key=lambda k: comp_info[k][0])
     _, _, _, out, top_log_tau = comp_info[top]
     g_mode = np.asarray(out["g"])
-    mode: dict[str, np.ndarray] = {"global": g_mode, "items": np.asarray(out["items"])}
+    mode: dict[str, np.ndarray] = {"global": g_mode[:g_pad], "items": np.asarray(out["items"])}
     if data.has_cells:
-        if grid:
-            mode["log_tau"] = np.full(1, top_log_tau, np.float32)
-        else:
-            mode = {"global": g_mode[:-1], "items": mode["items"], "log_tau": g_mode[-1:]}
+        mode["log_tau"] = np.full(1, top_log_tau, np.float32) if grid else g_mode[-1:]
+    if lapse:
+        top_ll = lapse_of[top]
+        mode["logit_lapse"] = (
+            g_mode[g_pad : g_pad + 1] if top_ll is None else np.full(1, top_ll, np.float32)
+        )
     # marginal covariance of the global block (skills or abilities), no padding: within
     # each component plus between their means
     means = [np.asarray(o["g"], np.float64)[:g_real] for _, _, _, o, _ in comp_info]
@@ -445,7 +572,7 @@ def fit_laplace(
         "cov_global": cov_global,
         # the mode in the model's own terms: a plug-in for functions of the parameters, whose
         # mean over the Gaussian draws shifts where the transforms (exp, ordering) bend
-        "mode_values": mode_values_of(out, top_log_tau),
+        "mode_values": mode_values_of(out, top_log_tau, lapse_of[top]),
     }
     if refine_info is not None:
         info["items_exact"] = True
@@ -461,12 +588,17 @@ def fit_laplace(
                 "start": lo,
                 "stop": hi,
                 "tau": float(np.exp(lt)),
-                "mode_values": mode_values_of(o, lt),
+                **({"lapse": float(_expit(ll))} if ll is not None else {}),
+                "mode_values": mode_values_of(o, lt, ll),
             }
-            for wk, lo, hi, o, lt in comp_info
+            for (wk, lo, hi, o, lt), ll in zip(comp_info, lapse_of)
             if lt is not None
         ]
     return Posterior(draws=draws, method="laplace", diagnostics=diagnostics, mode=mode, info=info)
+
+
+def _expit(x: Any) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.asarray(x, np.float64)))
 
 
 def _draw_tau_and_cells(
@@ -504,6 +636,7 @@ def _refined_draws(
     b_scale: float,
     symmetric: bool,
     sweeps: int,
+    lapse: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """Every draw's abilities and items after Gibbs sweeps towards the exact posterior."""
     from stan_free_models.conditional import refine_draws
@@ -531,6 +664,7 @@ def _refined_draws(
         symmetric=symmetric,
         num_categories=padded.num_categories,
         sweeps=sweeps,
+        lapse=lapse,
     )
     g_draws = np.array(g_draws, np.float64)
     g_draws[:, :c] = theta
@@ -547,6 +681,7 @@ def _exact_item_draws(
     alpha_scale: float,
     b_scale: float,
     symmetric: bool,
+    lapse: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every draw's items from their exact conditional (SIR from the Laplace conditional)."""
     from stan_free_models.conditional import resample_items
@@ -574,4 +709,5 @@ def _exact_item_draws(
         b_scale=b_scale,
         symmetric=symmetric,
         num_categories=padded.num_categories,
+        lapse=lapse,
     )

@@ -140,6 +140,7 @@ class Campaign:
             effect), for an annotator drawn at random from the campaign's pool (so a
             share of random annotators scales it towards 0).
         systems, prompts: names; ``pairs[i] = (a, b)`` indexes ``systems``.
+        random_annotators: ids of the annotators who answered at random.
     """
 
     rows: list[dict]
@@ -148,6 +149,7 @@ class Campaign:
     systems: tuple[str, ...]
     prompts: tuple[str, ...]
     pairs: tuple[tuple[int, int], ...]
+    random_annotators: tuple[str, ...] = ()
 
     @property
     def delta(self) -> np.ndarray:
@@ -254,4 +256,5 @@ def simulate_campaign(
         systems=systems,
         prompts=prompts,
         pairs=pairs,
+        random_annotators=tuple(f"w{a:02d}" for a in np.flatnonzero(is_random)),
     )

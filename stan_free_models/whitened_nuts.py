@@ -48,6 +48,7 @@ from stan_free_models.inference import (
     GRMData,
     _constrain_items,
     _dynamic_args,
+    _global_start,
     _potential_fn,
     _split_params,
     _static_key,
@@ -68,8 +69,10 @@ def _example_params(static: tuple) -> dict[str, jax.Array]:
     """Zero parameters of the padded model, for the layout of the flat vector."""
     num_items, num_cat, num_systems, symmetric = static[2], static[3], static[4], static[7]
     width = (num_cat - 1) // 2 if symmetric else num_cat - 1
-    g_size = (num_systems if num_systems is not None else static[1]) + (
-        1 if static[8] is not None else 0
+    g_size = (
+        (num_systems if num_systems is not None else static[1])
+        + (1 if static[8] is not None else 0)
+        + (1 if static[10] else 0)
     )
     return _split_params(static, jnp.zeros(g_size), jnp.zeros((num_items, 1 + width)))
 
@@ -181,9 +184,7 @@ def _mode_vector(data: GRMData, static: tuple, **priors) -> np.ndarray:
     )
     mode = lap.mode
     assert mode is not None  # the fast path always returns its mode
-    g = np.asarray(mode["global"], np.float32)
-    if "log_tau" in mode:
-        g = np.concatenate([g, np.asarray(mode["log_tau"], np.float32)])
+    g = np.asarray(_global_start(mode), np.float32)
     params = _split_params(static, jnp.asarray(g), jnp.asarray(mode["items"], jnp.float32))
     return np.asarray(ravel_pytree(params)[0], np.float64)
 
@@ -202,6 +203,7 @@ def fit_nuts_whitened(
     symmetric_thresholds: bool = False,
     chain_method: str | None = None,
     tau_scale: float = DEFAULT_TAU_SCALE,
+    lapse: bool = False,
     min_ess: float | None = None,
     max_rhat: float = 1.01,
     max_samples: int | None = None,
@@ -220,12 +222,13 @@ def fit_nuts_whitened(
     """
     start = time.perf_counter()
     padded = pad_data(data)
-    static = _static_key(padded, alpha_scale, b_scale, symmetric_thresholds, tau_scale)
+    static = _static_key(padded, alpha_scale, b_scale, symmetric_thresholds, tau_scale, lapse)
     priors = dict(
         alpha_scale=alpha_scale,
         b_scale=b_scale,
         symmetric_thresholds=symmetric_thresholds,
         tau_scale=tau_scale,
+        lapse=lapse,
     )
     x0 = _mode_vector(data, static, **priors)
     args = _dynamic_args(padded)
@@ -365,6 +368,8 @@ def _constrained_draws(static: tuple, data: GRMData, x: np.ndarray) -> dict[str,
         draws["theta"] = site("theta")[..., :c]
     if data.has_cells:
         draws["tau"] = np.exp(site("tau"))
+    if static[10]:
+        draws["lapse"] = 1.0 / (1.0 + np.exp(-site("lapse")))
     return draws
 
 

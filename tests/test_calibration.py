@@ -234,3 +234,52 @@ def test_with_a_lapse_the_expected_judgment_shrinks_by_the_share_of_random_answe
     # a cell's effect given its judgments is not the no-lapse one scaled: its judgments
     # weigh less when they may be random
     assert not np.allclose(lapsed.delta, 0.7 * base.delta, atol=1e-4)
+
+
+def _lapse_fit(frame: pl.DataFrame, **extra):
+    config = preset_config("default", method="fast", lapse=True, num_draws=1000, **extra)
+    return analyze(frame, config=config, group_redundant=False)
+
+
+def test_the_fast_path_integrates_the_lapse_rate_over_a_grid_and_warm_starts_from_it():
+    camp = simulate_campaign(
+        np.random.default_rng(4), num_comparisons=4, num_prompts=20, random_annotators=0.3
+    )
+    result = _lapse_fit(pl.DataFrame(camp.rows))
+    post = result.posterior
+    lapse = post.draws["lapse"]
+    assert lapse.shape == post.draws["tau"].shape and np.all((lapse > 0) & (lapse < 1))
+    comps = post.info["components"]
+    assert sum(c["weight"] for c in comps) == pytest.approx(1.0)
+    # more than one lapse rate carries weight: the rate is integrated, not plugged in
+    assert len({c["lapse"] for c in comps if c["weight"] > 0.01}) > 1
+    assert "logit_lapse" in post.mode and post.info["mode_values"]["lapse"] > 0
+    rows = compare(post, result.cells)
+    assert all(-1 <= r["net_ci_low"] <= r["net_preference"] <= r["net_ci_high"] <= 1 for r in rows)
+    # the fit's own mode is a warm start that leads back to the same rate
+    again = analyze(
+        pl.DataFrame(camp.rows),
+        config=preset_config("default", method="fast", lapse=True, num_draws=1000),
+        group_redundant=False,
+        init=post.mode,
+    ).posterior
+    assert float(again.draws["lapse"].mean()) == pytest.approx(float(lapse.mean()), abs=0.03)
+
+
+@pytest.mark.slow
+def test_the_lapse_rate_recovers_the_share_of_random_judgments():
+    """Reference: the simulation's own record of which annotators answered at random."""
+    for seed, share in ((3, 0.3), (5, 0.0)):
+        camp = simulate_campaign(
+            np.random.default_rng(seed),
+            num_comparisons=6,
+            num_prompts=40,
+            cell_sd=0.5,
+            random_annotators=share,
+        )
+        frame = pl.DataFrame(camp.rows)
+        realized = frame["annotator_id"].is_in(list(camp.random_annotators)).mean()
+        lapse = _lapse_fit(frame).posterior.draws["lapse"]
+        assert float(lapse.mean()) == pytest.approx(realized, abs=0.08), (seed, realized)
+        low, high = np.quantile(lapse, [0.025, 0.975])
+        assert low <= realized <= high or abs(float(lapse.mean()) - realized) < 0.03

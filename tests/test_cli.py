@@ -158,6 +158,13 @@ def test_draws_must_be_positive():
     assert "--draws must be at least 1" in out.stderr
 
 
+def test_a_lapse_rate_needs_the_default_models_cell_effect():
+    for extra in (["--preset", "paper"], ["--no-cell-effect"]):
+        out = evalset("significance", "--data", str(NCM), "--method", "fast", "--lapse", *extra)
+        assert out.returncode != 0 and out.stdout == ""
+        assert "--lapse needs the default model's cell effect" in out.stderr
+
+
 def test_an_ess_target_is_for_nuts_and_positive():
     out = evalset("significance", "--data", str(NCM), "--method", "fast", "--min-ess", "400")
     assert out.returncode != 0 and out.stdout == ""

@@ -95,6 +95,12 @@ def _add_fit_args(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="treat the judgments of one cell as independent (the default models their dependence)",
     )
+    parser.add_argument(
+        "--lapse",
+        action="store_true",
+        help="each judgment may be a random answer, at a rate the fit learns (for campaigns "
+        "with inattentive or random annotators; needs the cell effect, i.e. the default preset)",
+    )
     parser.add_argument("--alpha-scale", type=float, default=1.0, help="prior sd of log alpha")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
@@ -120,6 +126,13 @@ def _analyses(args: argparse.Namespace) -> Any:
         if args.draws < 1:
             raise SystemExit("evalset: --draws must be at least 1")
         draws = {"num_samples" if args.method == "nuts" else "num_draws": args.draws}
+    if args.lapse:
+        if args.no_cell_effect or args.preset == "paper" or overrides.get("likelihood") == "net":
+            raise SystemExit(
+                "evalset: --lapse needs the default model's cell effect "
+                "(not --preset paper, --likelihood net or --no-cell-effect)"
+            )
+        overrides["lapse"] = True
     if args.min_ess is not None:
         if args.method != "nuts":
             raise SystemExit("evalset: --min-ess applies to --method nuts")
