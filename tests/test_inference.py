@@ -379,3 +379,63 @@ def test_refinement_sweeps_keep_the_exact_posterior_and_ignore_a_misplaced_propo
         # are correlated with the start, so allow 5 of them
         np.testing.assert_array_less(np.abs(values.mean(0) - mean), 5 * sd / np.sqrt(draws))
         np.testing.assert_allclose(values.std(0), sd, rtol=0.1)
+
+
+@pytest.mark.parametrize("lapse", [None, 0.2])
+def test_the_item_marginal_correction_matches_a_brute_force_integral(lapse):
+    """log I_j - log I_j^Laplace for one prompt (log alpha and the log half-width of
+    symmetric thresholds), against the integral on a dense grid of its two parameters."""
+    import jax
+    import jax.numpy as jnp
+
+    from stan_free_models.conditional import item_log_marginal_correction, item_log_prior
+    from stan_free_models.graded_response import cell_counts_log_lik
+
+    theta = np.array([0.8, -0.4])
+    counts = np.array([[1.0, 2.0, 4.0], [3.0, 1.0, 1.0]], np.float32)  # two cells, one prompt
+    cell_comp, cell_item = np.array([0, 1]), np.array([0, 0])
+    tau = 0.6
+    lapse_j = None if lapse is None else jnp.float32(lapse)
+
+    def log_joint(items):  # (N, 2) -> (N,)
+        lp, alpha, b = item_log_prior(jnp.asarray(items, jnp.float32), 1.0, 2.0, True, 3)
+
+        def one(a, bb):
+            return cell_counts_log_lik(
+                jnp.asarray(theta, jnp.float32)[cell_comp],
+                jnp.broadcast_to(a, (2,)),
+                jnp.broadcast_to(bb, (2, 2)),
+                tau,
+                jnp.asarray(counts),
+                lapse=lapse_j,
+            ).sum()
+
+        return np.asarray(lp + jax.vmap(one)(alpha, b), np.float64)
+
+    la, raw = np.meshgrid(np.linspace(-6, 6, 481), np.linspace(-6, 4, 401), indexing="ij")
+    grid = np.stack([la.ravel(), raw.ravel()], axis=1)
+    vals = log_joint(grid)
+    cell_area = (12 / 480) * (10 / 400)
+    log_exact = np.logaddexp.reduce(vals) + np.log(cell_area)
+    # any Gaussian near the posterior: the correction is relative to its "Laplace" value
+    mode = grid[np.argmax(vals)]
+    chol = np.diag([0.6, 0.5])
+    log_gauss = log_joint(mode[None])[0] + np.log(2 * np.pi) + np.log(0.6 * 0.5)
+    got = item_log_marginal_correction(
+        jax.random.PRNGKey(0),
+        theta,
+        tau,
+        lapse,
+        mode[None],
+        chol[None],
+        cell_comp,
+        cell_item,
+        counts,
+        alpha_scale=1.0,
+        b_scale=2.0,
+        symmetric=True,
+        num_categories=3,
+        num_candidates=20_000,
+    )
+    assert got.shape == (1,)
+    assert got[0] == pytest.approx(log_exact - log_gauss, abs=0.02)
