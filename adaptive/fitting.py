@@ -89,6 +89,11 @@ class FitConfig:
             raise ValueError("cell_effect needs likelihood='judgment'")
         if self.lapse and not self.cell_effect:
             raise ValueError("lapse needs cell_effect=True (the judgment likelihood with cells)")
+        if self.lapse and self.method == "fast" and not self.integrate_tau:
+            raise ValueError(
+                "lapse on the fast path needs integrate_tau=True: at the joint mode the "
+                "lapse rate collapses towards 0 (docs/statistics.md)"
+            )
         if self.min_ess is not None and (self.min_ess <= 0 or self.sampler != "whitened"):
             raise ValueError(
                 f"min_ess={self.min_ess!r} needs a positive number and the whitened sampler"

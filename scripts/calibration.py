@@ -17,7 +17,7 @@ paper's setting), ``varied`` (prompt-by-comparison effects, sd 0.5, and 20% rand
 annotators), and ``varied-cells`` / ``varied-random`` (each of the two alone). ``--preset paper`` measures the paper's model instead of the default.
 ``--gaussian-items`` skips the exact item draws (null campaigns: same verdicts, faster).
 ``--jsonl FILE`` appends one line per fit, for tables made later; a fit already in FILE
-(same kind, preset, seed, share and method) is not run again, so a long measurement can be
+(same kind, preset, lapse, seed, share and method) is not run again, so a long measurement can be
 stopped and resumed, and grown by later runs. The measured rows are kept in
 ``docs/calibration/`` (one file per simulator and method; see its README).
 """
@@ -139,15 +139,18 @@ def main() -> int:
     if args.jsonl and os.path.exists(args.jsonl) and not args.summarize:
         for line in open(args.jsonl):
             rec = json.loads(line)
-            done.add((rec["kind"], rec["preset"], rec["seed"], rec["fraction"], rec["method"]))
-            if rec["kind"] == args.kind and rec["preset"] == args.preset:
+            lapsed = bool(rec.get("lapse", False))
+            done.add(
+                (rec["kind"], rec["preset"], lapsed, rec["seed"], rec["fraction"], rec["method"])
+            )
+            if rec["kind"] == args.kind and rec["preset"] == args.preset and lapsed == args.lapse:
                 results.setdefault((rec["method"], rec["fraction"]), []).append(rec)
     for seed in seeds:
         todo = [
             (fraction, method)
             for fraction in args.fractions
             for method in args.method
-            if (args.kind, args.preset, seed, fraction, method) not in done
+            if (args.kind, args.preset, args.lapse, seed, fraction, method) not in done
         ]
         if not todo:
             continue

@@ -157,8 +157,14 @@ def _static_key(
         bool(symmetric),
         data.num_cells if data.has_cells else None,
         float(tau_scale),
-        bool(lapse) and data.has_cells,
+        _lapse_flag(lapse, data),
     )
+
+
+def _lapse_flag(lapse: bool, data: GRMData) -> bool:
+    if lapse and not data.has_cells:
+        raise ValueError("lapse needs the cells of the judgment likelihood (the cell effect)")
+    return bool(lapse)
 
 
 _CELL_STATS = ("cell_comparison", "cell_item", "cell_y_counts")
@@ -294,15 +300,13 @@ def default_init(
     return out
 
 
-def _global_start(x0: dict[str, np.ndarray], with_tau: bool = True) -> np.ndarray:
+def _global_start(x0: dict[str, np.ndarray]) -> np.ndarray:
     """The global block's starting point: abilities, then logit lapse when judgments may
-    lapse, then log tau when cells are modelled (``with_tau=False``: the block of a fit
-    at a fixed tau)."""
+    lapse, then log tau when cells are modelled."""
     parts = [x0["global"]]
-    if "logit_lapse" in x0:
-        parts.append(x0["logit_lapse"])
-    if with_tau and "log_tau" in x0:
-        parts.append(x0["log_tau"])
+    for name in ("logit_lapse", "log_tau"):
+        if name in x0:
+            parts.append(x0[name])
     return np.concatenate(parts)
 
 

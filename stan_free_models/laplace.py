@@ -430,10 +430,8 @@ def fit_laplace(
             lt = np.array(sorted(fits))
             lm = np.array([float(fits[t]["log_marginal"]) for t in lt])
             sound = np.array([_gaussian_sound(fits[t], g_real) for t in lt])
-            if sound.any():
+            if sound.any():  # (none sound: every point keeps its weight, as before)
                 lm = np.where(sound, lm, -np.inf)
-            elif lapse:
-                return lt, np.zeros(len(lt)), -np.inf  # a column without a usable point
             w = _tau_weights(lt, lm)
             # weights are marginal x width, normalised: the mass is any point's ratio
             k = int(np.argmax(w))
@@ -632,7 +630,8 @@ def _item_correction(
     With a lapse rate the prompts' posteriors have heavy tails (a judgment's probability
     never falls below lapse / K), which the Gaussian misses more at high rates: uncorrected,
     the marginal put the rate at 0.02 where NUTS puts it at 0.15 (5% of a varied campaign).
-    The same key at every grid point, so the estimates' noise is common to all of them.
+    The same standard normals at every grid point (each scaled by its own conditional),
+    so the estimates' noise varies smoothly across the grid.
     """
     from stan_free_models.conditional import item_log_marginal_correction
 
@@ -658,7 +657,8 @@ def _item_correction(
 
 
 def _gaussian_sound(out: dict, g_real: int) -> bool:
-    """The grid point's Gaussian has no ability variance above ``MAX_GLOBAL_VARIANCE``."""
+    """The grid point's Gaussian has no direction of the abilities with a variance above
+    ``MAX_GLOBAL_VARIANCE`` (the covariance's largest eigenvalue)."""
     cov = np.asarray(out["cov_g"], np.float64)[:g_real, :g_real]
     return bool(np.all(np.isfinite(cov)) and np.linalg.eigvalsh(cov).max() <= MAX_GLOBAL_VARIANCE)
 

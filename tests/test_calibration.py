@@ -283,3 +283,24 @@ def test_the_lapse_rate_recovers_the_share_of_random_judgments():
         assert float(lapse.mean()) == pytest.approx(realized, abs=0.08), (seed, realized)
         low, high = np.quantile(lapse, [0.025, 0.975])
         assert low <= realized <= high or abs(float(lapse.mean()) - realized) < 0.03
+
+
+def test_a_lapse_rate_is_refused_where_it_would_be_dropped_or_collapse():
+    from stan_free_models.inference import _static_key, pad_data
+
+    data = GRMData(
+        comparison=np.array([0, 1]),
+        item=np.array([0, 0]),
+        y=np.array([2, 0]),
+        weight=np.ones(2),
+        num_comparisons=2,
+        num_items=1,
+        num_categories=3,
+    )
+    with pytest.raises(ValueError, match="lapse needs the cells"):
+        _static_key(pad_data(data), 1.0, 2.0, False, 1.0, True)
+    with pytest.raises(ValueError, match="lapse needs cell_effect=True"):
+        preset_config("paper", lapse=True)
+    with pytest.raises(ValueError, match="needs integrate_tau=True"):
+        preset_config("default", method="fast", lapse=True, integrate_tau=False)
+    assert preset_config("default", method="nuts", lapse=True).lapse
