@@ -282,7 +282,9 @@ def test_the_lapse_rate_recovers_the_share_of_random_judgments():
         lapse = _lapse_fit(frame).posterior.draws["lapse"]
         assert float(lapse.mean()) == pytest.approx(realized, abs=0.08), (seed, realized)
         low, high = np.quantile(lapse, [0.025, 0.975])
-        assert low <= realized <= high or abs(float(lapse.mean()) - realized) < 0.03
+        # the grid of the rate starts at 0.005: no random judgments sit at its lowest point
+        target = max(realized, 0.005)
+        assert low - 1e-9 <= target <= high, (seed, realized, low, high)
 
 
 def test_a_lapse_rate_is_refused_where_it_would_be_dropped_or_collapse():

@@ -1,0 +1,282 @@
+"""The fast path's grids and draws: what ``fit_laplace`` does around its Gaussian fits.
+
+* the grids of tau and of the lapse rate, and their weights (Laplace marginals, each
+  grid point standing for its width; with a lapse rate, corrected by importance
+  sampling of the prompts' integrals);
+* the draws: how many each grid point gives, each draw's tau and lapse rate, and the
+  prompts' parameters from their exact conditional (one resampling, or Gibbs sweeps).
+
+Everything here is numbers around :mod:`stan_free_models.laplace`'s compiled fits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+
+from stan_free_models.graded_response import cell_counts
+from stan_free_models.inference import GRMData, _cell_stats
+
+#: the coarse grid of tau (sd of the prompt-by-comparison effect) that the fast path
+#: integrates over: log-uniform from "no cell effect" to well past HalfNormal(1)'s bulk
+TAU_GRID = tuple(float(t) for t in np.exp(np.linspace(np.log(0.05), np.log(3.0), 8)))
+#: refinement rounds: halve the spacing around the heaviest grid point while it holds
+#: more than ``REFINE_ABOVE`` of the weight
+TAU_REFINE_ROUNDS = 2
+REFINE_ABOVE = 0.4
+#: a grid point this far (in log marginal) below the best is not worth extending past
+NEGLIGIBLE_LOG_WEIGHT = 7.0
+#: with a lapse rate, the grid of its logit (0.005 to 0.6) that the fast path integrates
+#: over, each point with its own grid of tau
+LAPSE_GRID = tuple(float(v) for v in np.linspace(np.log(0.005 / 0.995), np.log(0.6 / 0.4), 9))
+LAPSE_REFINE_ROUNDS = 2
+#: a grid point's Gaussian is not used when its abilities' covariance has a variance
+#: above this (their prior's is 1): its Hessian is near singular, the mode sits on a
+#: ridge and the Gaussian's draws fly off (sd 13 seen, at a grid point of weight 0.003)
+MAX_GLOBAL_VARIANCE = 4.0
+
+
+def _widths(x: np.ndarray) -> np.ndarray:
+    """The width each of the sorted grid points ``x`` stands for (midpoints between them;
+    the end points reach as far out as in)."""
+    if len(x) == 1:
+        return np.ones(1)
+    edges = np.concatenate(
+        [[x[0] - (x[1] - x[0]) / 2], (x[1:] + x[:-1]) / 2, [x[-1] + (x[-1] - x[-2]) / 2]]
+    )
+    return np.diff(edges)
+
+
+def _tau_weights(log_taus: np.ndarray, log_marginal: np.ndarray) -> np.ndarray:
+    """Posterior weights of grid points of log tau: Laplace marginal x the width each point stands for."""
+    order = np.argsort(log_taus)
+    x = log_taus[order]
+    if len(x) == 1:
+        return np.ones(1)
+    logw = log_marginal[order] + np.log(_widths(x))
+    logw = np.where(np.isfinite(logw), logw, -np.inf)
+    w = np.exp(logw - logw.max())
+    out = np.empty_like(w)
+    out[order] = w / w.sum()
+    return out
+
+
+def _lapse_columns(
+    tau_column, column_weights, logit_lapse0: float, log_tau0: float, start: tuple
+) -> dict[float, tuple[dict, float]]:
+    """Columns of tau fits over the grid of logit lapse: ``{logit lapse: (fits, log mass)}``.
+
+    The same scheme as tau's grid, one level up: from the grid point nearest the warm
+    start, outwards (each column warm-started from its neighbour's best fit) until a
+    column's mass (its integral over log tau) falls far below the best column's, then
+    halving the spacing around the heaviest column while it holds most of the weight.
+    """
+    grid = np.asarray(LAPSE_GRID)
+    columns: dict[float, tuple[dict, float]] = {}
+
+    def add(ll: float, near: tuple[dict, float] | None) -> tuple[dict, float]:
+        if near is None:
+            fits = tau_column(ll, log_tau0, *start)
+        else:
+            lt, w, _ = column_weights(near[0])
+            top = near[0][float(lt[int(np.argmax(w))])]
+            fits = tau_column(ll, float(lt[int(np.argmax(w))]), top["g"], top["items"])
+        columns[ll] = (fits, column_weights(fits)[2])
+        return columns[ll]
+
+    first = int(np.argmin(np.abs(grid - logit_lapse0)))
+    base = add(float(grid[first]), None)
+    for direction in (range(first - 1, -1, -1), range(first + 1, len(grid))):
+        prev = base
+        for k in direction:
+            if prev[1] < max(m for _, m in columns.values()) - NEGLIGIBLE_LOG_WEIGHT:
+                break
+            prev = add(float(grid[k]), prev)
+    step = float(grid[1] - grid[0])
+    for _ in range(LAPSE_REFINE_ROUNDS):
+        lls = np.array(sorted(columns))
+        w = _tau_weights(lls, np.array([columns[v][1] for v in lls]))
+        if w.max() <= REFINE_ABOVE:
+            break
+        top = float(lls[int(np.argmax(w))])
+        step /= 2
+        for new in (top - step, top + step):
+            if new not in columns:
+                add(new, columns[top])
+    return columns
+
+
+def _allocate(weights: np.ndarray, total: int) -> np.ndarray:
+    """Integer counts summing to ``total`` in proportion to ``weights`` (largest remainder)."""
+    raw = weights * total
+    counts = np.floor(raw).astype(int)
+    rest = total - counts.sum()
+    if rest > 0:
+        counts[np.argsort(-(raw - counts), kind="stable")[:rest]] += 1
+    return counts
+
+
+def _item_correction(
+    padded: GRMData,
+    out: dict,
+    log_tau: float,
+    logit_lapse: float,
+    alpha_scale: float,
+    b_scale: float,
+    symmetric: bool,
+) -> float:
+    """The grid point's Laplace marginal's error in the prompts' integrals, estimated by
+    importance sampling at its mode (:func:`stan_free_models.conditional.item_log_marginal_correction`).
+
+    With a lapse rate the prompts' posteriors have heavy tails (a judgment's probability
+    never falls below lapse / K), which the Gaussian misses more at high rates: uncorrected,
+    the marginal put the rate at 0.02 where NUTS puts it at 0.15 (5% of a varied campaign).
+    The same standard normals at every grid point (each scaled by its own conditional),
+    so the estimates' noise varies smoothly across the grid.
+    """
+    from stan_free_models.conditional import item_log_marginal_correction
+
+    g = np.asarray(out["g"], np.float64)
+    if padded.per_system:
+        theta = g[padded.pair_b] - g[padded.pair_a]
+    else:
+        theta = g[: padded.num_comparisons]
+    correction = item_log_marginal_correction(
+        jax.random.PRNGKey(17),
+        theta,
+        float(np.exp(log_tau)),
+        float(_expit(logit_lapse)),
+        np.asarray(out["items"], np.float64),
+        np.asarray(out["item_chol"], np.float64),
+        *_cell_stats(padded),
+        alpha_scale=alpha_scale,
+        b_scale=b_scale,
+        symmetric=symmetric,
+        num_categories=padded.num_categories,
+    )
+    return float(correction.sum())
+
+
+def _gaussian_sound(out: dict, g_real: int) -> bool:
+    """The grid point's Gaussian has no direction of the abilities with a variance above
+    ``MAX_GLOBAL_VARIANCE`` (the covariance's largest eigenvalue)."""
+    cov = np.asarray(out["cov_g"], np.float64)[:g_real, :g_real]
+    return bool(np.all(np.isfinite(cov)) and np.linalg.eigvalsh(cov).max() <= MAX_GLOBAL_VARIANCE)
+
+
+def _expit(x: Any) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.asarray(x, np.float64)))
+
+
+def _draw_tau_and_cells(
+    padded: GRMData, g_draws: np.ndarray, tau_parts: list[np.ndarray]
+) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Each draw's tau (0 without cells) and the cells' sufficient statistics.
+
+    tau comes from the grid components' values, or from the draws' last global entry
+    when tau was fitted at the joint mode; without cells every observation is a cell.
+    """
+    if padded.has_cells:
+        tau = np.concatenate(tau_parts) if tau_parts else np.exp(g_draws[:, -1])
+        return tau, _cell_stats(padded)
+    stats = cell_counts(
+        np.arange(padded.num_obs),
+        padded.comparison,
+        padded.item,
+        padded.y,
+        padded.weight,
+        padded.num_obs,
+        padded.num_categories,
+    )
+    return np.zeros(len(g_draws)), stats
+
+
+def _refined_draws(
+    padded: GRMData,
+    comp_info: list,
+    g_draws: np.ndarray,
+    item_draws: np.ndarray,
+    tau_parts: list,
+    rng_key: jax.Array,
+    *,
+    alpha_scale: float,
+    b_scale: float,
+    symmetric: bool,
+    sweeps: int,
+    lapse: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """Every draw's abilities and items after Gibbs sweeps towards the exact posterior."""
+    from stan_free_models.conditional import refine_draws
+
+    c = padded.num_comparisons
+    component = np.concatenate(
+        [np.full(hi - lo, k) for k, (_, lo, hi, _, _) in enumerate(comp_info)]
+    )
+    tau, stats = _draw_tau_and_cells(padded, g_draws, tau_parts)
+    outs = [out for *_, out, _ in comp_info]
+    theta, items, diagnostics = refine_draws(
+        rng_key,
+        g_draws[:, :c],
+        item_draws,
+        tau,
+        component,
+        *stats,
+        gain=np.stack([np.asarray(o["item_gain"])[..., :c] for o in outs]),
+        theta_mode=np.stack([np.asarray(o["g"])[:c] for o in outs]),
+        items_mode=np.stack([np.asarray(o["items"]) for o in outs]),
+        item_chol=np.stack([np.asarray(o["item_chol"]) for o in outs]),
+        theta_step=np.stack([np.asarray(o["g_step"])[:c] for o in outs]),
+        alpha_scale=alpha_scale,
+        b_scale=b_scale,
+        symmetric=symmetric,
+        num_categories=padded.num_categories,
+        sweeps=sweeps,
+        lapse=lapse,
+    )
+    g_draws = np.array(g_draws, np.float64)
+    g_draws[:, :c] = theta
+    return g_draws, items, diagnostics
+
+
+def _exact_item_draws(
+    padded: GRMData,
+    comp_info: list,
+    g_draws: np.ndarray,
+    tau_parts: list,
+    rng_key: jax.Array,
+    *,
+    alpha_scale: float,
+    b_scale: float,
+    symmetric: bool,
+    lapse: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every draw's items from their exact conditional (SIR from the Laplace conditional)."""
+    from stan_free_models.conditional import resample_items
+
+    means, chols = [], []
+    for _, lo, hi, out, _ in comp_info:
+        means.append(np.asarray(out["item_cond_mean"])[: hi - lo])
+        chols.append(
+            np.broadcast_to(np.asarray(out["item_chol"]), (hi - lo,) + out["item_chol"].shape)
+        )
+    if padded.per_system:
+        skill = g_draws[:, : padded.num_systems]
+        theta = skill[:, padded.pair_b] - skill[:, padded.pair_a]
+    else:
+        theta = g_draws[:, : padded.num_comparisons]
+    tau, stats = _draw_tau_and_cells(padded, g_draws, tau_parts)
+    return resample_items(
+        rng_key,
+        theta,
+        tau,
+        np.concatenate(means),
+        np.concatenate(chols),
+        *stats,
+        alpha_scale=alpha_scale,
+        b_scale=b_scale,
+        symmetric=symmetric,
+        num_categories=padded.num_categories,
+        lapse=lapse,
+    )
