@@ -29,6 +29,7 @@ from stan_free_models.inference import (
     MODEL_LOCK,
     TRACE_COUNTS,
     GRMData,
+    _cell_stats,
     _constrain_items,
     _dynamic_args,
     _global_start,
@@ -40,8 +41,8 @@ from stan_free_models.inference import (
     pad_data,
 )
 from stan_free_models.laplace_grid import (
-    NEGLIGIBLE_LOG_WEIGHT,
-    REFINE_ABOVE,
+    LAPSE_GRID,
+    LAPSE_REFINE_ROUNDS,
     TAU_GRID,
     TAU_REFINE_ROUNDS,
     _allocate,
@@ -49,10 +50,10 @@ from stan_free_models.laplace_grid import (
     _expit,
     _gaussian_sound,
     _item_correction,
-    _lapse_columns,
     _refined_draws,
     _tau_weights,
-    _widths,
+    log_mass,
+    sweep_grid,
 )
 from stan_free_models.posterior import Diagnostics, Posterior
 
@@ -284,6 +285,8 @@ def fit_laplace(
         components: list[tuple[float, Any, float | None]] = [(1.0, out, None)]
         lapse_of: list[float | None] = [None]
     else:
+        # the cells' statistics, for the lapse's correction at every grid point
+        stats = _cell_stats(padded) if lapse else None
         if lapse:
             counter = iter(range(1_000_000))
             keys: Any = (jax.random.fold_in(rng_key, k) for k in counter)
@@ -301,9 +304,10 @@ def fit_laplace(
                     cold = default_init(padded, symmetric_thresholds, lapse)
                     out = run(key, cold["global"], cold["items"], log_tau, logit_lapse)
                     restarted = True
-                if lapse:
+                if stats is not None:
                     out["log_marginal"] = out["log_marginal"] + _item_correction(
                         padded,
+                        stats,
                         out,
                         log_tau,
                         logit_lapse,
@@ -314,29 +318,12 @@ def fit_laplace(
                 fits[log_tau] = out
                 return out
 
+            def evaluate(log_tau: float, near: float | None) -> float:
+                warm = (g0, items0) if near is None else (fits[near]["g"], fits[near]["items"])
+                return float(fit_at(log_tau, *warm, next(keys))["log_marginal"])
+
             log_grid = np.log(np.asarray(TAU_GRID))
-            # sweep outwards from the grid point nearest the warm start, each fit
-            # warm-starting the next, until the marginal has fallen far below the best
-            first = int(np.argmin(np.abs(log_grid - log_tau0)))
-            base = fit_at(float(log_grid[first]), g0, items0, next(keys))
-            for direction in (range(first - 1, -1, -1), range(first + 1, len(log_grid))):
-                prev = base
-                for k in direction:
-                    best = max(float(o["log_marginal"]) for o in fits.values())
-                    if float(prev["log_marginal"]) < best - NEGLIGIBLE_LOG_WEIGHT:
-                        break
-                    prev = fit_at(float(log_grid[k]), prev["g"], prev["items"], next(keys))
-            step = float(log_grid[1] - log_grid[0])
-            for _ in range(TAU_REFINE_ROUNDS):
-                lt = np.array(sorted(fits))
-                w = _tau_weights(lt, np.array([float(fits[t]["log_marginal"]) for t in lt]))
-                if w.max() <= REFINE_ABOVE:
-                    break
-                top = float(lt[int(np.argmax(w))])
-                step /= 2
-                for new in (top - step, top + step):
-                    if new not in fits:
-                        fit_at(new, fits[top]["g"], fits[top]["items"], next(keys))
+            sweep_grid(log_grid, log_tau0, evaluate, TAU_REFINE_ROUNDS)
             return fits
 
         def column_weights(fits: dict[float, dict]) -> tuple[np.ndarray, np.ndarray, float]:
@@ -346,10 +333,7 @@ def fit_laplace(
             sound = np.array([_gaussian_sound(fits[t], g_real) for t in lt])
             if sound.any():  # (none sound: every point keeps its weight, as before)
                 lm = np.where(sound, lm, -np.inf)
-            w = _tau_weights(lt, lm)
-            # weights are marginal x width, normalised: the mass is any point's ratio
-            k = int(np.argmax(w))
-            return lt, w, float(lm[k] + np.log(_widths(lt)[k]) - np.log(w[k]))
+            return lt, _tau_weights(lt, lm), log_mass(lt, lm)
 
         # on the grid the global block is the abilities alone (tau and lapse are fixed)
         start_point = (x0["global"], x0["items"])
@@ -359,18 +343,33 @@ def fit_laplace(
             components = [(float(wk), fits[t], float(t)) for wk, t in zip(w, lt) if wk > 0]
             lapse_of = [None] * len(components)
         else:
-            columns = _lapse_columns(
-                tau_column,
-                column_weights,
+            # one level up: a column of tau fits per logit lapse, warm-started from its
+            # neighbour column's heaviest fit, weighted by its mass
+            columns: dict[float, dict[float, dict]] = {}
+
+            def column_mass(logit_lapse: float, near: float | None) -> float:
+                if near is None:
+                    columns[logit_lapse] = tau_column(
+                        logit_lapse, float(x0["log_tau"][0]), *start_point
+                    )
+                else:
+                    lt, w, _ = column_weights(columns[near])
+                    top = float(lt[int(np.argmax(w))])
+                    fit = columns[near][top]
+                    columns[logit_lapse] = tau_column(logit_lapse, top, fit["g"], fit["items"])
+                return column_weights(columns[logit_lapse])[2]
+
+            masses = sweep_grid(
+                np.asarray(LAPSE_GRID),
                 float(x0["logit_lapse"][0]),
-                float(x0["log_tau"][0]),
-                start_point,
+                column_mass,
+                LAPSE_REFINE_ROUNDS,
             )
-            lls = np.array(sorted(columns))
-            outer = _tau_weights(lls, np.array([columns[v][1] for v in lls]))
+            lls = np.array(sorted(masses))
+            outer = _tau_weights(lls, np.array([masses[v] for v in lls]))
             components, lapse_of = [], []
             for wl, ll in zip(outer, lls):
-                fits, _ = columns[ll]
+                fits = columns[ll]
                 lt, w, _ = column_weights(fits)
                 for wk, t in zip(w, lt):
                     if wl * wk > 0:

@@ -11,6 +11,7 @@ Everything here is numbers around :mod:`stan_free_models.laplace`'s compiled fit
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -63,49 +64,55 @@ def _tau_weights(log_taus: np.ndarray, log_marginal: np.ndarray) -> np.ndarray:
     return out
 
 
-def _lapse_columns(
-    tau_column, column_weights, logit_lapse0: float, log_tau0: float, start: tuple
-) -> dict[float, tuple[dict, float]]:
-    """Columns of tau fits over the grid of logit lapse: ``{logit lapse: (fits, log mass)}``.
+def sweep_grid(
+    grid: np.ndarray,
+    start: float,
+    evaluate: Callable[[float, float | None], float],
+    refine_rounds: int,
+) -> dict[float, float]:
+    """Log weights of the grid points worth evaluating: ``{point: evaluate(point, near)}``.
 
-    The same scheme as tau's grid, one level up: from the grid point nearest the warm
-    start, outwards (each column warm-started from its neighbour's best fit) until a
-    column's mass (its integral over log tau) falls far below the best column's, then
-    halving the spacing around the heaviest column while it holds most of the weight.
+    From the point of ``grid`` (evenly spaced) nearest ``start``, outwards in both
+    directions, each point evaluated from its neighbour (``near``; None for the first),
+    until a point falls ``NEGLIGIBLE_LOG_WEIGHT`` below the best seen; then up to
+    ``refine_rounds`` times, while the heaviest point holds more than ``REFINE_ABOVE`` of
+    the weight (value x width), the spacing around it is halved (its new neighbours are
+    evaluated from it). Used for log tau (a value is a fit's Laplace marginal) and, one
+    level up, for logit lapse (a value is a column of tau fits' mass).
     """
-    grid = np.asarray(LAPSE_GRID)
-    columns: dict[float, tuple[dict, float]] = {}
+    values: dict[float, float] = {}
 
-    def add(ll: float, near: tuple[dict, float] | None) -> tuple[dict, float]:
-        if near is None:
-            fits = tau_column(ll, log_tau0, *start)
-        else:
-            lt, w, _ = column_weights(near[0])
-            top = near[0][float(lt[int(np.argmax(w))])]
-            fits = tau_column(ll, float(lt[int(np.argmax(w))]), top["g"], top["items"])
-        columns[ll] = (fits, column_weights(fits)[2])
-        return columns[ll]
+    def add(x: float, near: float | None) -> float:
+        values[x] = evaluate(x, near)
+        return values[x]
 
-    first = int(np.argmin(np.abs(grid - logit_lapse0)))
+    first = int(np.argmin(np.abs(grid - start)))
     base = add(float(grid[first]), None)
     for direction in (range(first - 1, -1, -1), range(first + 1, len(grid))):
-        prev = base
+        prev_x, prev = float(grid[first]), base
         for k in direction:
-            if prev[1] < max(m for _, m in columns.values()) - NEGLIGIBLE_LOG_WEIGHT:
+            if prev < max(values.values()) - NEGLIGIBLE_LOG_WEIGHT:
                 break
-            prev = add(float(grid[k]), prev)
+            prev_x, prev = float(grid[k]), add(float(grid[k]), prev_x)
     step = float(grid[1] - grid[0])
-    for _ in range(LAPSE_REFINE_ROUNDS):
-        lls = np.array(sorted(columns))
-        w = _tau_weights(lls, np.array([columns[v][1] for v in lls]))
+    for _ in range(refine_rounds):
+        xs = np.array(sorted(values))
+        w = _tau_weights(xs, np.array([values[x] for x in xs]))
         if w.max() <= REFINE_ABOVE:
             break
-        top = float(lls[int(np.argmax(w))])
+        top = float(xs[int(np.argmax(w))])
         step /= 2
         for new in (top - step, top + step):
-            if new not in columns:
-                add(new, columns[top])
-    return columns
+            if new not in values:
+                add(new, top)
+    return values
+
+
+def log_mass(x: np.ndarray, log_values: np.ndarray) -> float:
+    """log of sum_i exp(log_values_i) x width_i over the sorted grid points ``x``."""
+    terms = log_values + np.log(_widths(x))
+    terms = terms[np.isfinite(terms)]
+    return float(np.logaddexp.reduce(terms)) if len(terms) else -np.inf
 
 
 def _allocate(weights: np.ndarray, total: int) -> np.ndarray:
@@ -120,6 +127,7 @@ def _allocate(weights: np.ndarray, total: int) -> np.ndarray:
 
 def _item_correction(
     padded: GRMData,
+    stats: tuple[np.ndarray, np.ndarray, np.ndarray],
     out: dict,
     log_tau: float,
     logit_lapse: float,
@@ -134,7 +142,8 @@ def _item_correction(
     never falls below lapse / K), which the Gaussian misses more at high rates: uncorrected,
     the marginal put the rate at 0.02 where NUTS puts it at 0.15 (5% of a varied campaign).
     The same standard normals at every grid point (each scaled by its own conditional),
-    so the estimates' noise varies smoothly across the grid.
+    so the estimates' noise varies smoothly across the grid. ``stats``: the cells'
+    sufficient statistics (:func:`stan_free_models.inference._cell_stats`), made once per fit.
     """
     from stan_free_models.conditional import item_log_marginal_correction
 
@@ -150,7 +159,7 @@ def _item_correction(
         float(_expit(logit_lapse)),
         np.asarray(out["items"], np.float64),
         np.asarray(out["item_chol"], np.float64),
-        *_cell_stats(padded),
+        *stats,
         alpha_scale=alpha_scale,
         b_scale=b_scale,
         symmetric=symmetric,
