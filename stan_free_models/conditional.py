@@ -124,12 +124,12 @@ def _compiled(
     num_candidates: int,
     scale: float,
     num_nodes: int,
-    lapsed: bool = False,
 ):
     prior = (alpha_scale, b_scale, symmetric, num_categories)
 
     def one(draw, cell_comp, cell_item, counts):
-        theta, tau, lapse, mean, chol, key = draw  # (C,), (), (), (P, m), (P, m, m)
+        # (C,), (), () or None (judgments do not lapse), (P, m), (P, m, m)
+        theta, tau, lapse, mean, chol, key = draw
         z = jax.random.normal(key, (num_candidates,) + mean.shape, mean.dtype)
         cand, log_w, _, _ = candidate_weights(
             z,
@@ -142,7 +142,7 @@ def _compiled(
             num_items,
             prior,
             num_nodes,
-            lapse if lapsed else None,
+            lapse,
         )
         pick = jax.random.categorical(jax.random.fold_in(key, 1), log_w, axis=0)  # (P,)
         chosen = jnp.take_along_axis(cand, pick[None, :, None], axis=0)[0]
@@ -201,13 +201,12 @@ def resample_items(
         int(num_candidates),
         float(scale),
         _num_nodes(tau),
-        lapse is not None,
     )
     keys = jax.random.split(rng_key, theta.shape[0])
     chosen, ess = fn(
         jnp.asarray(theta, jnp.float32),
         jnp.asarray(tau, jnp.float32),
-        jnp.asarray(np.zeros(len(tau)) if lapse is None else lapse, jnp.float32),
+        None if lapse is None else jnp.asarray(lapse, jnp.float32),
         jnp.asarray(cond_mean, jnp.float32),
         jnp.asarray(cond_chol, jnp.float32),
         keys,
@@ -242,13 +241,11 @@ def _compiled_refine(
     sweeps: int,
     theta_steps: int,
     num_nodes: int,
-    lapsed: bool = False,
 ):
     prior = (alpha_scale, b_scale, symmetric, num_categories)
 
     def one(draw, cells, proposal):
-        theta, items, tau, lapse_draw, comp, key = draw
-        lapse = lapse_draw if lapsed else None
+        theta, items, tau, lapse, comp, key = draw  # lapse: () or None
         cell_comp, cell_item, counts = cells
         gain, theta_mode, items_mode = proposal[0][comp], proposal[1][comp], proposal[2][comp]
         chol, step = proposal[3][comp], proposal[4][comp]
@@ -383,7 +380,6 @@ def refine_draws(
         int(sweeps),
         int(theta_steps),
         _num_nodes(tau),
-        lapse is not None,
     )
     keys = jax.random.split(rng_key, theta.shape[0])
     f32 = functools.partial(jnp.asarray, dtype=jnp.float32)
@@ -393,7 +389,7 @@ def refine_draws(
         f32(counts),
     )
     proposal = (f32(gain), f32(theta_mode), f32(items_mode), f32(item_chol), f32(theta_step))
-    lapse_d = f32(np.zeros(len(tau)) if lapse is None else lapse)
+    lapse_d = None if lapse is None else f32(lapse)
     out_theta, out_items, accept, moved = fn(
         f32(theta),
         f32(items),
@@ -425,7 +421,6 @@ def _compiled_correction(
     num_candidates: int,
     scale: float,
     num_nodes: int,
-    lapsed: bool,
 ):
     prior = (alpha_scale, b_scale, symmetric, num_categories)
 
@@ -443,7 +438,7 @@ def _compiled_correction(
             num_items,
             prior,
             num_nodes,
-            lapse if lapsed else None,
+            lapse,
         )
         at_mode = log_w[0]
         sampled = jax.nn.logsumexp(log_w[1:], axis=0) - jnp.log(num_candidates)
@@ -491,14 +486,13 @@ def item_log_marginal_correction(
         int(num_candidates),
         float(scale),
         _num_nodes(np.asarray([tau])),
-        lapse is not None,
     )
     f32 = functools.partial(jnp.asarray, dtype=jnp.float32)
     out = fn(
         rng_key,
         f32(theta),
         f32(tau),
-        f32(0.0 if lapse is None else lapse),
+        None if lapse is None else f32(lapse),
         f32(mode),
         f32(chol),
         jnp.asarray(cell_comparison, jnp.int32),

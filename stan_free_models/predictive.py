@@ -75,7 +75,6 @@ def _compiled(
     num_categories: int,
     cells_modelled: bool,
     noise: bool,
-    lapsed: bool = False,
 ):
     x_np, log_w_np = cell_nodes()
     h = (num_categories - 1) / 2.0
@@ -83,7 +82,7 @@ def _compiled(
     random_sq = float(np.mean(((np.arange(num_categories) - h) / h) ** 2))
 
     def one(draw, counts, cell_comp, cell_item, cell_n):
-        theta, alpha, b, tau, lapse, key = draw
+        theta, alpha, b, tau, lapse, key = draw  # lapse: () or None (judgments do not lapse)
         x = jnp.asarray(x_np, theta.dtype)
         log_w = jnp.asarray(log_w_np, theta.dtype)
         tau = tau if cells_modelled else jnp.zeros_like(tau)
@@ -91,11 +90,11 @@ def _compiled(
         cum = alpha[cell_item][:, None, None] * (eta[..., None] - b[cell_item][:, None, :])
         # node weights of each cell: the prior's, times the cell's likelihood at each node
         # (from its category counts, the sufficient statistics of its judgments)
-        logp = with_lapse(graded_log_probs_all(cum), lapse if lapsed else None)  # (M, Q, K)
+        logp = with_lapse(graded_log_probs_all(cum), lapse)  # (M, Q, K)
         lik = jnp.sum(jnp.where(counts[:, None, :] > 0, logp * counts[:, None, :], 0.0), -1)
         post_w = jax.nn.softmax(lik + log_w, axis=-1)  # (M, Q)
         m, v = signed_moments(cum)  # (M, Q)
-        if lapsed:
+        if lapse is not None:
             # a judgment is random (signed mean 0) with probability lapse
             second = (1.0 - lapse) * (v + m**2) + lapse * random_sq
             m = (1.0 - lapse) * m
@@ -176,9 +175,7 @@ def implied_net_preference(
     cell_comp[cell] = data.comparison
     cell_item[cell] = data.item
     cell_n = np.bincount(cell, minlength=num_cells).astype(np.float32)
-    fn = _compiled(
-        num_cells, num_c, data.num_categories, tau is not None, bool(noise), lapse is not None
-    )
+    fn = _compiled(num_cells, num_c, data.num_categories, tau is not None, bool(noise))
 
     def pad(x, n, value=0):
         widths = [(0, 0)] * x.ndim
@@ -189,14 +186,14 @@ def implied_net_preference(
     alpha = pad(np.asarray(alpha), num_p - data.num_items, 1.0)
     b = pad(np.asarray(b), num_p - data.num_items)
     tau_d = np.zeros(len(keep)) if tau is None else np.asarray(tau)[keep]
-    lapse_d = np.zeros(len(keep)) if lapse is None else np.asarray(lapse)[keep]
+    lapse_d = None if lapse is None else jnp.asarray(np.asarray(lapse)[keep], jnp.float32)
     keys = jax.random.split(rng_key, len(keep))
     out = fn(
         jnp.asarray(theta[keep], jnp.float32),
         jnp.asarray(alpha[keep], jnp.float32),
         jnp.asarray(b[keep], jnp.float32),
         jnp.asarray(tau_d, jnp.float32),
-        jnp.asarray(lapse_d, jnp.float32),
+        lapse_d,
         keys,
         jnp.asarray(counts, jnp.float32),
         jnp.asarray(cell_comp),
