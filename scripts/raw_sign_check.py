@@ -34,6 +34,9 @@ def main() -> int:
     parser.add_argument("--fractions", type=float, nargs="+", default=[1.0, 0.3, 0.15])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--refine-sweeps", type=int, default=None)
+    parser.add_argument(
+        "--lapse", action="store_true", help="the default model with a lapse rate (--lapse)"
+    )
     args = parser.parse_args()
     full = read_judgments(args.data)
     print(
@@ -48,7 +51,11 @@ def main() -> int:
                     rng.choice(full.height, round(fraction * full.height), replace=False)
                 )
                 frame = full[keep]
-            overrides = {} if args.refine_sweeps is None else {"refine_sweeps": args.refine_sweeps}
+            overrides: dict = (
+                {} if args.refine_sweeps is None else {"refine_sweeps": args.refine_sweeps}
+            )
+            if args.lapse:
+                overrides["lapse"] = True
             config = preset_config("default", method="fast", seed=seed, **overrides)
             start = time.perf_counter()
             result = analyze(frame, config=config)
