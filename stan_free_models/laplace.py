@@ -10,6 +10,7 @@ a grid and each prompt's parameters drawn from their exact conditional
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import time
 from typing import Any
@@ -62,13 +63,15 @@ from stan_free_models.posterior import Diagnostics, Posterior
 def _compiled_laplace(
     static: tuple, max_iter: int, num_draws: int, fixed_tau: bool = False, with_gain: bool = False
 ):
-    """MAP + Laplace; with ``fixed_tau`` the cell effect's log tau is an argument, not fitted.
+    """MAP + Laplace; with ``fixed_tau`` the cell effect's log tau (with a lapse rate: logit
+    lapse and log tau) is an argument, not fitted.
 
     ``with_gain`` also returns what :func:`stan_free_models.conditional.refine_draws`
     needs: how the items' conditional mean moves with the global block (P, K, G), and
     a random-walk step per global parameter from its conditional sd given the items.
 
-    The fixed-tau fit also returns the Laplace estimate of log p(y, log tau) (up to a
+    The fixed-tau fit also returns the Laplace estimate of log p(y, log tau) (or of
+    log p(y, logit lapse, log tau)) (up to a
     constant): -U at the conditional mode - 0.5 log det of its Hessian. ``rng_key`` may be
     the draws' standard normals ``(z_g, z_i)`` instead (:mod:`stan_free_models.laplace_batch`).
     """
@@ -208,14 +211,17 @@ def fit_laplace(
             joint mode's bias is small against the interval (coverage of Δ 0.96-0.97 at
             60 judgments per prompt unrefined), while the sweeps cost about 3x the fit.
         lapse: with cells, judgments may be given at random at a learned rate
-            (:func:`stan_free_models.graded_response.graded_response`); its logit joins
-            the global block of the Laplace approximation (next to the abilities), and
-            every draw's items and refinement use that draw's rate.
+            (:func:`stan_free_models.graded_response.graded_response`), integrated on a
+            grid of its logit (``LAPSE_GRID``), each point with its own column of tau grid
+            fits; each fit's Laplace marginal is corrected by importance sampling of the
+            prompts' integrals (:func:`stan_free_models.laplace_grid._item_correction`);
+            every draw's items and refinement use that draw's rate (needs the tau grid).
 
     Returns:
         A :class:`Posterior` with ``method="laplace"``; ``mode`` is the warm start
         for the next call. With the tau grid, draws are a mixture: ``info["components"]``
-        lists each grid point's weight, its slice of the draws and its mode.
+        lists each grid point's weight, its slice of the draws, its tau (and lapse rate)
+        and its mode.
 
     References:
         Rue, Martino & Chopin (2009), integrated nested Laplace approximations (the
@@ -288,8 +294,10 @@ def fit_laplace(
         # the cells' statistics, for the lapse's correction at every grid point
         stats = _cell_stats(padded) if lapse else None
         if lapse:
-            counter = iter(range(1_000_000))
-            keys: Any = (jax.random.fold_in(rng_key, k) for k in counter)
+            # as many fits as the two sweeps take; apart from the keys of the draws' later
+            # steps (fold_in(rng_key, 7) and 11)
+            grid_key = jax.random.fold_in(rng_key, 1000)
+            keys: Any = (jax.random.fold_in(grid_key, k) for k in itertools.count())
         else:
             keys = iter(jax.random.split(rng_key, len(TAU_GRID) + 4 * TAU_REFINE_ROUNDS))
 
@@ -320,7 +328,9 @@ def fit_laplace(
 
             def evaluate(log_tau: float, near: float | None) -> float:
                 warm = (g0, items0) if near is None else (fits[near]["g"], fits[near]["items"])
-                return float(fit_at(log_tau, *warm, next(keys))["log_marginal"])
+                out = fit_at(log_tau, *warm, next(keys))
+                # a point whose Gaussian is not used does not steer the sweep either
+                return float(out["log_marginal"]) if _gaussian_sound(out, g_real) else -np.inf
 
             log_grid = np.log(np.asarray(TAU_GRID))
             sweep_grid(log_grid, log_tau0, evaluate, TAU_REFINE_ROUNDS)

@@ -29,8 +29,9 @@ TAU_REFINE_ROUNDS = 2
 REFINE_ABOVE = 0.4
 #: a grid point this far (in log marginal) below the best is not worth extending past
 NEGLIGIBLE_LOG_WEIGHT = 7.0
-#: with a lapse rate, the grid of its logit (0.005 to 0.6) that the fast path integrates
-#: over, each point with its own grid of tau
+#: with a lapse rate, the grid of its logit (0.005 to 0.6; refinement around an end point
+#: reaches half a step past it, 0.0037 to 0.68) that the fast path integrates over, each
+#: point with its own grid of tau
 LAPSE_GRID = tuple(float(v) for v in np.linspace(np.log(0.005 / 0.995), np.log(0.6 / 0.4), 9))
 LAPSE_REFINE_ROUNDS = 2
 #: a grid point's Gaussian is not used when its abilities' covariance has a variance
@@ -51,7 +52,8 @@ def _widths(x: np.ndarray) -> np.ndarray:
 
 
 def _tau_weights(log_taus: np.ndarray, log_marginal: np.ndarray) -> np.ndarray:
-    """Posterior weights of grid points of log tau: Laplace marginal x the width each point stands for."""
+    """Posterior weights of grid points (of log tau, or of logit lapse): marginal x the
+    width each point stands for, normalised."""
     order = np.argsort(log_taus)
     x = log_taus[order]
     if len(x) == 1:
@@ -78,7 +80,8 @@ def sweep_grid(
     ``refine_rounds`` times, while the heaviest point holds more than ``REFINE_ABOVE`` of
     the weight (value x width), the spacing around it is halved (its new neighbours are
     evaluated from it). Used for log tau (a value is a fit's Laplace marginal) and, one
-    level up, for logit lapse (a value is a column of tau fits' mass).
+    level up, for logit lapse (a value is a column of tau fits' mass). A value of -inf
+    (a point whose fit is not to be used) neither stops the sweep nor draws the refinement.
     """
     values: dict[float, float] = {}
 
@@ -91,11 +94,13 @@ def sweep_grid(
     for direction in (range(first - 1, -1, -1), range(first + 1, len(grid))):
         prev_x, prev = float(grid[first]), base
         for k in direction:
-            if prev < max(values.values()) - NEGLIGIBLE_LOG_WEIGHT:
+            if np.isfinite(prev) and prev < max(values.values()) - NEGLIGIBLE_LOG_WEIGHT:
                 break
             prev_x, prev = float(grid[k]), add(float(grid[k]), prev_x)
     step = float(grid[1] - grid[0])
     for _ in range(refine_rounds):
+        if not np.isfinite(max(values.values())):
+            break
         xs = np.array(sorted(values))
         w = _tau_weights(xs, np.array([values[x] for x in xs]))
         if w.max() <= REFINE_ABOVE:

@@ -203,6 +203,43 @@ def test_tau_grid_weights_integrate_a_known_marginal_on_an_uneven_grid():
     assert laplace._allocate(np.array([0.5, 0.3, 0.2]), 7).tolist() == [4, 2, 1]
 
 
+def test_grid_sweep_stops_where_the_weight_is_negligible_and_refines_the_peak():
+    from stan_free_models import laplace_grid
+
+    grid = np.linspace(-4.0, 4.0, 9)
+    calls: list[tuple[float, float | None]] = []
+
+    def peaked(x: float, near: float | None) -> float:
+        calls.append((x, near))
+        return -0.5 * ((x - 1.1) / 0.3) ** 2  # a narrow peak at 1.1
+
+    values = laplace_grid.sweep_grid(grid, 0.2, peaked, refine_rounds=2)
+    # from the point nearest the start, outwards, each from its neighbour
+    assert calls[:4] == [(0.0, None), (-1.0, 0.0), (1.0, 0.0), (2.0, 1.0)]
+    # each side stopped at its first point 7 below the best (-1: -24.5; 3: -20.1), not at the ends
+    assert min(values) == -1.0 and max(values) == 3.0
+    # the peak holds most of the weight: two halvings around it, each from the heaviest point
+    assert calls[-4:] == [(0.5, 1.0), (1.5, 1.0), (0.75, 1.0), (1.25, 1.0)]
+    xs = np.array(sorted(values))
+    lv = np.array([values[x] for x in xs])
+    # the mass of a Gaussian peak: sqrt(2 pi) x 0.3, to the midpoint rule's accuracy
+    assert laplace_grid.log_mass(xs, lv) == pytest.approx(np.log(np.sqrt(2 * np.pi) * 0.3), abs=0.1)
+
+    # a point not to be used (-inf) neither stops the sweep nor draws the refinement
+    calls.clear()
+
+    def unusable_start(x: float, near: float | None) -> float:
+        calls.append((x, near))
+        return -np.inf if x == 0.0 else -0.5 * ((x + 2.0) / 1.5) ** 2
+
+    values = laplace_grid.sweep_grid(grid, 0.0, unusable_start, refine_rounds=2)
+    assert {1.0, -1.0, -2.0, -3.0} <= set(values)
+    assert values[0.0] == -np.inf and all(abs(x) > 0.1 for x, _ in calls[1:])
+    assert laplace_grid.log_mass(np.array([0.0, 1.0]), np.array([-np.inf, -np.inf])) == -np.inf
+    everywhere = laplace_grid.sweep_grid(grid, 0.0, lambda x, near: -np.inf, refine_rounds=2)
+    assert sorted(everywhere) == grid.tolist()  # swept whole, no refinement
+
+
 def test_laplace_integrates_tau_when_cells_have_one_judgment():
     """One judgment per cell: tau is not identified, and the grid keeps its prior's width.
 
