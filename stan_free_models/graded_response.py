@@ -337,6 +337,10 @@ def graded_response(
     References:
         Samejima (1969); Sedoc & Ungar (2020), section 4.1.
     """
+    if lapse and cell is None:
+        raise ValueError(
+            "lapse needs cells (cell, num_cells): the lapse lives in the cell likelihood"
+        )
     if pair_a is not None:
         skill = numpyro.sample("skill", dist.Normal(0.0, 1.0).expand([num_systems]).to_event(1))
         theta = numpyro.deterministic("theta", skill[pair_b] - skill[pair_a])

@@ -23,6 +23,7 @@ from adaptive.pipeline import analyze
 from adaptive.significance import compare
 from stan_free_models.graded_response import cell_log_lik, graded_log_prob
 from stan_free_models.inference import GRMData
+from stan_free_models.laplace_grid import _expit
 from stan_free_models.predictive import implied_net_preference
 from stan_free_models.simulate import expected_signed, simulate_campaign
 
@@ -250,10 +251,15 @@ def test_the_fast_path_integrates_the_lapse_rate_over_a_grid_and_warm_starts_fro
     lapse = post.draws["lapse"]
     assert lapse.shape == post.draws["tau"].shape and np.all((lapse > 0) & (lapse < 1))
     comps = post.info["components"]
-    assert sum(c["weight"] for c in comps) == pytest.approx(1.0)
+    # the draws are split among the grid points by weight
+    assert sum(c["stop"] - c["start"] for c in comps) == 1000
+    heaviest = max(comps, key=lambda c: c["weight"])
+    assert heaviest["stop"] - heaviest["start"] == pytest.approx(1000 * heaviest["weight"], abs=1)
     # more than one lapse rate carries weight: the rate is integrated, not plugged in
     assert len({c["lapse"] for c in comps if c["weight"] > 0.01}) > 1
-    assert "logit_lapse" in post.mode and post.info["mode_values"]["lapse"] > 0
+    # the heaviest grid point stands for the mode (the next fit's warm start)
+    assert post.info["mode_values"]["lapse"] == pytest.approx(heaviest["lapse"])
+    assert float(_expit(post.mode["logit_lapse"][0])) == pytest.approx(heaviest["lapse"], rel=1e-5)
     rows = compare(post, result.cells)
     assert all(-1 <= r["net_ci_low"] <= r["net_preference"] <= r["net_ci_high"] <= 1 for r in rows)
     # the fit's own mode is a warm start that leads back to the same rate
@@ -306,3 +312,12 @@ def test_a_lapse_rate_is_refused_where_it_would_be_dropped_or_collapse():
     with pytest.raises(ValueError, match="needs integrate_tau=True"):
         preset_config("default", method="fast", lapse=True, integrate_tau=False)
     assert preset_config("default", method="nuts", lapse=True).lapse
+    # the model function itself refuses it too
+    from numpyro.handlers import seed as seeded
+
+    from stan_free_models.graded_response import graded_response
+
+    with pytest.raises(ValueError, match="lapse needs cells"):
+        seeded(graded_response, 0)(
+            np.array([0]), np.array([0]), 1, 1, 3, y=np.array([1]), lapse=True
+        )
