@@ -114,7 +114,8 @@ def main() -> int:
     parser.add_argument(
         "--lapse",
         action="store_true",
-        help="the default model with random judgments at a learned rate (NUTS, diagonal sampler)",
+        help="the default model with random judgments at a learned rate (any method; NUTS "
+        "then uses the diagonal sampler, as docs/calibration/varied_lapse_nuts.jsonl did)",
     )
     parser.add_argument(
         "--gaussian-items",

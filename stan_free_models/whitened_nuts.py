@@ -173,7 +173,7 @@ WHITENED_SPEC = ModelSpec("graded_response_whitened", _whitened_model)
 
 
 def _mode_vector(data: GRMData, static: tuple, **priors) -> np.ndarray:
-    """The joint mode (tau included) in the model's unconstrained coordinates."""
+    """The joint mode (log tau and logit lapse included) in the model's unconstrained coordinates."""
     lap = fit_laplace(
         data,
         rng_key=jax.random.PRNGKey(0),  # no draws are used: only the mode

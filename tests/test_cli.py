@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -163,6 +164,20 @@ def test_a_lapse_rate_needs_the_default_models_cell_effect():
         out = evalset("significance", "--data", str(NCM), "--method", "fast", "--lapse", *extra)
         assert out.returncode != 0 and out.stdout == ""
         assert "--lapse needs the default model's cell effect" in out.stderr
+
+
+@pytest.mark.slow
+def test_a_lapse_fit_reports_its_rate_and_every_comparison():
+    out = evalset(
+        "significance", "--data", str(NCM), "--method", "fast", "--lapse", "--format", "json"
+    )
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert len(rows) == 17 and all(-1 <= r["net_preference"] <= 1 for r in rows)
+    line = next(x for x in out.stderr.splitlines() if "lapse rate" in x)
+    mean, low, high = (float(v) for v in re.findall(r"\d+\.\d+", line))
+    # a real interval around the mean, inside the rate grid (0.005-0.6, refined to 0.0037-0.68)
+    assert 0.003 < low < mean < high < 0.7
 
 
 def test_an_ess_target_is_for_nuts_and_positive():

@@ -106,6 +106,8 @@ def _add_fit_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _analyses(args: argparse.Namespace) -> Any:
+    import numpy as np
+
     from adaptive.data import read_judgments
     from adaptive.fitting import preset_config
     from adaptive.pipeline import analyze
@@ -175,6 +177,13 @@ def _analyses(args: argparse.Namespace) -> Any:
                 f"max R-hat {d['max_rhat']:.3f}, min bulk ESS {d['min_ess_bulk']:.0f}, "
                 f"divergences {d['num_divergences']}, {d['seconds']:.1f} s"
             )
+            if "lapse" in result.posterior.draws:
+                rate = result.posterior.flat("lapse")
+                low, high = np.quantile(rate, [0.05, 0.95])
+                log(
+                    f"  lapse rate (share of judgments answered at random) {rate.mean():.3f}, "
+                    f"90% interval {low:.3f}-{high:.3f}"
+                )
         yield result
 
 
