@@ -15,6 +15,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,6 +42,7 @@ def main() -> int:
     full = read_judgments(args.data)
     print(
         "fraction  seed  comparisons  sign_agrees  sign_agrees_where_observed_clear  adjusted  ppc_flags  refined  seconds"
+        + ("  lapse" if args.lapse else "")
     )
     for fraction in args.fractions:
         for seed in range(args.seeds if fraction < 1 else 1):
@@ -51,7 +53,7 @@ def main() -> int:
                     rng.choice(full.height, round(fraction * full.height), replace=False)
                 )
                 frame = full[keep]
-            overrides: dict = (
+            overrides: dict[str, Any] = (
                 {} if args.refine_sweeps is None else {"refine_sweeps": args.refine_sweeps}
             )
             if args.lapse:
@@ -69,10 +71,17 @@ def main() -> int:
             print(
                 f"{fraction:8.2f}  {seed:4d}  {len(rows):11d}  {sum(agree):5d}/{len(agree):<5d}  "
                 f"{sum(clear):15d}/{len(clear):<16d}  {sum(r['significant_adjusted'] for r in rows):8d}  "
-                f"{sum(bool(r['ppc_flag']) for r in rows):9d}  {'refine' in result.posterior.info!s:7s}  {seconds:7.1f}",
+                f"{sum(bool(r['ppc_flag']) for r in rows):9d}  {'refine' in result.posterior.info!s:7s}  {seconds:7.1f}"
+                + (f"  {rate:.3f}" if (rate := _lapse_rate(result)) is not None else ""),
                 flush=True,
             )
     return 0
+
+
+def _lapse_rate(result: Any) -> float | None:
+    """The fitted share of judgments answered at random (with --lapse), else None."""
+    draws = result.posterior.draws.get("lapse")
+    return None if draws is None else float(draws.mean())
 
 
 if __name__ == "__main__":
