@@ -64,11 +64,13 @@ def _data(args):
 def _side(side: str, args: dict, queue) -> None:
     os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={args['chains']}"
     sys.path.insert(0, str(ROOT))
-    import arviz as az
     import jax
     import jax.numpy as jnp
     import numpy as np
 
+    from stan_free_models.arviz_safe import import_arviz
+
+    az = import_arviz()
     data = _data(args)
     sites = ("theta", "log_alpha", "b") + (("tau",) if data.has_cells else ())
     start = time.perf_counter()

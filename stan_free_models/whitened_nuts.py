@@ -322,8 +322,9 @@ def stop_rule(checked: dict[str, np.ndarray], *, min_ess: float, max_rhat: float
         >>> stop_rule({"x": rng.normal(size=(4, 50, 3))}, min_ess=400, max_rhat=1.01)
         'ess_bulk'
     """
-    import arviz as az
+    from stan_free_models.arviz_safe import import_arviz
 
+    az = import_arviz()
     dataset = az.convert_to_dataset({k: np.asarray(v) for k, v in checked.items()})
     for method, name in (("bulk", "ess_bulk"), ("tail", "ess_tail")):
         ess = az.ess(dataset, method=method)

@@ -19,6 +19,12 @@ import pytest
 # this must happen before anything imports JAX.
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
 
+# Every worker imports ArviZ at about the same moment; its first import of the day races
+# on one temporary file unless the day's stamp is already there (stan_free_models/arviz_safe.py).
+from stan_free_models.arviz_safe import stamp_today  # noqa: E402
+
+stamp_today()
+
 PG_ADMIN_URL = os.environ.get(
     "EVALSET_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
