@@ -216,15 +216,18 @@ def heldout_posterior(
 
 def heldout_loglik(y: np.ndarray, alpha: np.ndarray, b: np.ndarray, grid: np.ndarray) -> np.ndarray:
     """(G, P) log likelihood of each prompt's category at every grid value of theta."""
-    cum_logits = jnp.asarray(alpha)[None, :, None] * (
-        jnp.asarray(grid)[:, None, None] - jnp.asarray(b)[None]
-    )
     y_safe = np.clip(np.asarray(y), 0, b.shape[-1])
-    loglik = np.asarray(
-        graded_log_prob(jnp.broadcast_to(jnp.asarray(y_safe), cum_logits.shape[:2]), cum_logits),
-        dtype=np.float64,
-    )  # (G, P)
+    loglik = np.asarray(_grid_loglik(y_safe, alpha, b, grid), dtype=np.float64)  # (G, P)
     return np.where(np.isfinite(loglik), loglik, -1e30)
+
+
+@jax.jit
+def _grid_loglik(y: jax.Array, alpha: jax.Array, b: jax.Array, grid: jax.Array) -> jax.Array:
+    # one compiled program; op by op, its operations compiled one at a time on first use
+    cum_logits = jnp.asarray(alpha)[None, :, None] * (
+        jnp.asarray(grid, dtype=jnp.float32)[:, None, None] - jnp.asarray(b)[None]
+    )
+    return graded_log_prob(jnp.broadcast_to(y, cum_logits.shape[:2]), cum_logits)
 
 
 def posterior_on_grid(

@@ -5,11 +5,15 @@
 Each path runs cold in its own fresh process (compilation included: neither inherits
 the other's compiled programs), both started by this one run, one after the other, on
 the same data and config; ``--warm`` repeats each path in its process once compiled.
-``--vmap`` adds the batched path with each round as one vmapped program. Prints one
-JSON line: seconds of each path, the ratio serial / batched (> 1: batched is faster),
-and the largest absolute difference of every per-fold figure (each policy's SEs and
-estimates at every k and draw, the full-set SE and estimate), overall and per policy,
-and the folds and policies whose full prompt order differs (``fold:policy``).
+``--vmap`` adds the batched path with each round as one vmapped program.
+``--baseline-rev REV`` adds the serial path of an earlier revision of this repository
+(checked out in a temporary git worktree, run in its own fresh process from there): the
+serial run that later changes are measured against. Prints one JSON line: seconds of
+each path, the ratio serial / batched (> 1: batched is faster), and the largest absolute
+difference of every per-fold figure (each policy's SEs and estimates at every k and
+draw, the full-set SE and estimate), overall and per policy, and the folds and policies
+whose full prompt order differs (``fold:policy``); with a baseline, the same against the
+baseline's serial figures.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -78,6 +84,54 @@ def measure(data_path: str, config_kwargs: dict, mode: str, folds, warm: bool) -
     return out
 
 
+def measure_revision(rev: str, data_path: str, config_kwargs: dict, folds, warm: bool) -> dict:
+    """The serial path of revision ``rev``, in a fresh process that imports that revision's code."""
+    sha = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--verify", f"{rev}^{{commit}}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="loco-baseline-") as tmp:
+        tree = Path(tmp) / "tree"
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(tree), sha],
+            check=True,
+        )
+        try:
+            job = {"data": data_path, "config": config_kwargs, "folds": folds, "warm": warm}
+            env = {**os.environ, "PYTHONPATH": str(tree)}
+            proc = subprocess.run(
+                [sys.executable, __file__, "--baseline-worker", json.dumps(job)],
+                check=True,
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=tree,
+            )
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)])
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    if not out.pop("module").startswith(str(tree)):
+        raise RuntimeError(f"the baseline did not import {rev}'s code")
+    out["revision"] = sha[:10]
+    return out
+
+
+def _baseline_worker(job: str) -> int:
+    import adaptive
+
+    spec = json.loads(job)
+    queue: list[dict] = []
+
+    class _Put:
+        put = queue.append
+
+    _run(spec["data"], spec["config"], "serial", spec["folds"], spec["warm"], _Put)
+    print(json.dumps({**queue[0], "module": adaptive.__file__}))
+    return 0
+
+
 def differences(a: list[dict], b: list[dict]) -> dict:
     """Largest absolute difference of every per-fold figure, overall and per policy."""
     per: dict[str, float] = {"se_full": 0.0, "estimate_full": 0.0}
@@ -105,7 +159,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--warm", action="store_true", help="also time each path once compiled")
     parser.add_argument("--vmap", action="store_true", help="also the vmapped batched path")
+    parser.add_argument(
+        "--baseline-rev",
+        metavar="REV",
+        help="also the serial path of this git revision (e.g. the commit before a change)",
+    )
+    parser.add_argument("--baseline-worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.baseline_worker:
+        return _baseline_worker(args.baseline_worker)
     config = {"num_random": args.num_random, "seed": args.seed}
     folds = list(range(args.folds)) if args.folds else None
     serial = measure(args.data, config, "serial", folds, args.warm)
@@ -130,6 +192,17 @@ def main(argv: list[str] | None = None) -> int:
         report["vmap_max_abs_diff"] = differences(serial["figures"], vmapped["figures"])[
             "max_abs_diff"
         ]
+    if args.baseline_rev:
+        base = measure_revision(args.baseline_rev, args.data, config, folds, args.warm)
+        report["baseline_revision"] = base["revision"]
+        report["baseline_serial_seconds"] = round(base["seconds"], 1)
+        report["speedup_vs_baseline_serial"] = round(base["seconds"] / batched["seconds"], 2)
+        report["serial_speedup_vs_baseline"] = round(base["seconds"] / serial["seconds"], 2)
+        against = differences(base["figures"], batched["figures"])
+        report["baseline_max_abs_diff"] = against["max_abs_diff"]
+        report["baseline_orders_differ"] = against["orders_differ"]
+        if args.warm:
+            report["baseline_serial_warm_seconds"] = round(base["warm_seconds"], 1)
     report["load_average_1min"] = round(os.getloadavg()[0], 1)
     print(json.dumps(report))
     return 0

@@ -72,6 +72,7 @@ def information_matrix(
     return item_information(theta[:, None], jnp.asarray(alpha)[None, :], jnp.asarray(b)[None])
 
 
+@jax.jit
 def expected_information(
     theta_draws: np.ndarray | jax.Array, alpha: np.ndarray | jax.Array, b: np.ndarray | jax.Array
 ) -> jax.Array:
@@ -86,6 +87,11 @@ def expected_information(
 
     Returns:
         (P,) mean information per item.
+
+    Compiled as one program per shape: op by op, each of its dozen operations compiled
+    for every new number of draws (about 1 s per shape on 2 cores, where a LOCO fold's
+    tier refits bring new ones), against 0.1-0.3 s for the whole program. The two agree
+    to float32 rounding (relative 2e-7), not bit for bit.
     """
     flat = jnp.ravel(jnp.asarray(theta_draws))
     return information_matrix(flat, alpha, b).mean(axis=0)

@@ -6,6 +6,7 @@ import jax
 import numpy as np
 import pytest
 
+from adaptive import selection
 from adaptive.pruning import COVERS, SELECTED, expected_se_curve, plan_rows, plan_tier
 from adaptive.selection import (
     LOW_INFORMATION,
@@ -14,6 +15,7 @@ from adaptive.selection import (
     chain,
     describe_reason,
     drop_redundant,
+    permutation,
     prefix_masks,
     rank_by_information,
     rank_random,
@@ -81,6 +83,24 @@ def test_random_ranking_is_reproducible_and_a_permutation():
     c = select_prompts(rank_random(), jax.random.PRNGKey(4), 30).order
     assert a.tolist() == b.tolist() and a.tolist() != c.tolist()
     assert sorted(a.tolist()) == list(range(30))
+
+
+@pytest.mark.parametrize("n", [2, 3, 30, 113, 199, 256, 257, 1625, 1626, 2100])
+def test_permutation_is_jax_permutation(n):
+    # 1625 -> 1626 is where JAX's shuffle goes from one sort round to two
+    for seed in range(4):
+        key = jax.random.fold_in(jax.random.PRNGKey(seed), n)
+        expected = np.asarray(jax.random.permutation(key, n))
+        np.testing.assert_array_equal(permutation(key, n), expected)
+    typed = jax.random.key(5)
+    np.testing.assert_array_equal(permutation(typed, n), jax.random.permutation(typed, n))
+
+
+def test_permutation_compiles_once_for_many_sizes():
+    before = selection._padded_shuffle._cache_size()
+    orders = [permutation(jax.random.PRNGKey(n), n) for n in (101, 113, 156, 188, 194, 199)]
+    assert selection._padded_shuffle._cache_size() - before <= 1
+    assert all(sorted(o.tolist()) == list(range(len(o))) for o in orders)
 
 
 def test_prefix_masks():
