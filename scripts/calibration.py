@@ -257,6 +257,8 @@ def main() -> int:
             f"{method:6s}  {fraction:8.2f}  {len(recs):3d}  {flag:19.3f}  {flag_model:13.3f}  {flag_data:12.3f}  "
             f"{cov:11.3f}  {absz:10.2f}  {msd:7.4f}  {secs:7.1f}"
         )
+    for line in interval_lines(results):
+        print(line)
     # fast vs NUTS on the same campaigns: ratio of the posterior sds of Δ, comparison by comparison
     for fraction in sorted({f for _, f in results}, reverse=True):
         fast = {r["seed"]: r for r in results.get(("fast", fraction), []) if "sd" in r}
@@ -280,6 +282,64 @@ def main() -> int:
             line += f"; mean abs (fast - nuts estimate) / nuts sd {np.abs(shift).mean():.2f}"
         print(line)
     return 0
+
+
+def interval_lines(results: dict, level: float = 0.9) -> list[str]:
+    """Campaign-bootstrap intervals of each row's coverage, and of the sparse exaggeration.
+
+    Comparisons of one campaign share its prompts, so their errors are not independent
+    (a campaign can miss together): the unit of resampling is the campaign. The sparse
+    exaggeration is mean abs z at the smallest fraction over mean abs z at 100%, on the
+    campaigns measured at both (paired by seed).
+    """
+    from scipy.stats import bootstrap
+
+    def interval(data: tuple, statistic) -> tuple[float, float]:
+        if len(data[0]) < 3:
+            return float("nan"), float("nan")
+        ci = bootstrap(
+            data,
+            statistic,
+            paired=True,
+            vectorized=True,
+            confidence_level=level,
+            method="percentile",
+            n_resamples=4000,
+            random_state=np.random.default_rng(0),
+        ).confidence_interval
+        return float(ci.low), float(ci.high)
+
+    lines = []
+    for (method, fraction), recs in sorted(results.items(), key=lambda kv: (kv[0][0], -kv[0][1])):
+        recs = [r for r in recs if "covered" in r]
+        if not recs:
+            continue
+        covered = np.array([r["covered"] for r in recs], dtype=float)
+        num = np.array([r["num"] for r in recs], dtype=float)
+        low, high = interval((covered, num), lambda c, n, axis: c.sum(axis=axis) / n.sum(axis=axis))
+        lines.append(
+            f"{method} {fraction:.2f}: coverage {covered.sum() / num.sum():.3f}, "
+            f"{level:.0%} campaign-bootstrap interval {low:.3f}-{high:.3f} ({len(recs)} campaigns)"
+        )
+    for method in sorted({m for m, _ in results}):
+        full = {r["seed"]: r["abs_z"] for r in results.get((method, 1.0), []) if "abs_z" in r}
+        sparse_fractions = sorted(f for m, f in results if m == method and f < 1.0)
+        if not full or not sparse_fractions:
+            continue
+        smallest = sparse_fractions[0]
+        sparse = {r["seed"]: r["abs_z"] for r in results[(method, smallest)] if "abs_z" in r}
+        seeds = sorted(set(full) & set(sparse))
+        if not seeds:
+            continue
+        a = np.array([sparse[s] for s in seeds])
+        b = np.array([full[s] for s in seeds])
+        low, high = interval((a, b), lambda x, y, axis: x.mean(axis=axis) / y.mean(axis=axis))
+        lines.append(
+            f"{method} sparse exaggeration (mean abs z at {smallest:.2f} / at 1.00, {len(seeds)} "
+            f"campaigns at both): {a.mean():.2f} / {b.mean():.2f} = {a.mean() / b.mean():.2f}, "
+            f"{level:.0%} campaign-bootstrap interval {low:.2f}-{high:.2f}"
+        )
+    return lines
 
 
 if __name__ == "__main__":

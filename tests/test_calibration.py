@@ -321,3 +321,26 @@ def test_a_lapse_rate_is_refused_where_it_would_be_dropped_or_collapse():
         seeded(graded_response, 0)(
             np.array([0]), np.array([0]), 1, 1, 3, y=np.array([1]), lapse=True
         )
+
+
+def test_campaign_bootstrap_intervals_of_coverage_and_sparse_exaggeration():
+    from calibration import interval_lines
+
+    rng = np.random.default_rng(1)
+    full = [{"seed": s, "covered": 19, "num": 20, "abs_z": 0.8} for s in range(12)]
+    sparse = [
+        {"seed": s, "covered": int(c), "num": 20, "abs_z": float(z)}
+        for s, c, z in zip(range(12), rng.integers(15, 21, 12), rng.uniform(0.6, 1.4, 12))
+    ]
+    lines = interval_lines({("fast", 1.0): full, ("fast", 0.05): sparse})
+    assert lines[0].startswith("fast 1.00: coverage 0.950") and "0.950-0.950" in lines[0]
+    cov = sum(r["covered"] for r in sparse) / 240
+    low, high = (float(x) for x in lines[1].split("interval ")[1].split(" ")[0].split("-"))
+    assert low < cov < high and high - low > 0.01
+    ratio = np.mean([r["abs_z"] for r in sparse]) / 0.8
+    assert f"= {ratio:.2f}" in lines[2]
+    low, high = (float(x) for x in lines[2].rsplit("interval ", 1)[1].split("-"))
+    assert low < ratio < high
+    # campaigns measured at one fraction only do not enter the ratio
+    lines = interval_lines({("fast", 1.0): full[:5], ("fast", 0.05): sparse})
+    assert "5 campaigns at both" in lines[-1]
