@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -187,3 +188,41 @@ def test_an_ess_target_is_for_nuts_and_positive():
     out = evalset("significance", "--data", str(NCM), "--method", "nuts", "--min-ess", "0")
     assert out.returncode != 0 and out.stdout == ""
     assert "min_ess=0.0 needs a positive number" in out.stderr
+
+
+def test_loco_serially_gives_every_policy_and_k_and_a_figure(small_file, tmp_path):
+    plot = tmp_path / "loco.png"
+    out = evalset(
+        "loco",
+        "--data",
+        str(small_file),
+        "--workers",
+        "1",
+        "--num-random",
+        "3",
+        "--grid",
+        "5,10",
+        "--format",
+        "json",
+        "--plot",
+        str(plot),
+        "--quiet",
+    )
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    raw = pl.read_csv(small_file).with_columns(
+        pl.min_horizontal("system_a", "system_b").alias("lo"),
+        pl.max_horizontal("system_a", "system_b").alias("hi"),
+    )
+    per_comparison = raw.group_by("lo", "hi").agg(pl.col("item_id").n_unique().alias("prompts"))
+    assert [(r["policy"], r["k"]) for r in rows] == [
+        ("full", int(per_comparison["prompts"].max())),
+        *[(p, k) for p in ("random", "prompt", "prompt_model") for k in (5, 10)],
+    ]
+    full = rows[0]["se_mean"]
+    for r in rows:
+        assert r["n_folds"] == per_comparison.height
+        assert 0 < r["se_mean"] < 1.0 and np.isfinite(r["rmse_vs_full"])
+        assert r["se_ratio"] == pytest.approx(r["se_mean"] / full, rel=1e-9)
+        assert (r["draw_sd"] > 0) == (r["policy"] == "random")
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
