@@ -49,6 +49,10 @@ def _figures(results) -> list[dict]:
 
 
 def _run(data_path: str, config_kwargs: dict, mode: str, folds, warm: bool, queue) -> None:
+    queue.put(_timed(data_path, config_kwargs, mode, folds, warm))
+
+
+def _timed(data_path: str, config_kwargs: dict, mode: str, folds, warm: bool) -> dict:
     from adaptive.cells import build_cells
     from adaptive.data import read_judgments
     from adaptive.loco import LocoConfig, loco_data, run_fold, run_folds
@@ -70,7 +74,7 @@ def _run(data_path: str, config_kwargs: dict, mode: str, folds, warm: bool, queu
     if warm:
         again, out["warm_seconds"] = once()
         out["warm_identical"] = _figures(again) == out["figures"]
-    queue.put(out)
+    return out
 
 
 def measure(data_path: str, config_kwargs: dict, mode: str, folds, warm: bool) -> dict:
@@ -122,13 +126,8 @@ def _baseline_worker(job: str) -> int:
     import adaptive
 
     spec = json.loads(job)
-    queue: list[dict] = []
-
-    class _Put:
-        put = queue.append
-
-    _run(spec["data"], spec["config"], "serial", spec["folds"], spec["warm"], _Put)
-    print(json.dumps({**queue[0], "module": adaptive.__file__}))
+    out = _timed(spec["data"], spec["config"], "serial", spec["folds"], spec["warm"])
+    print(json.dumps({**out, "module": adaptive.__file__}))
     return 0
 
 
