@@ -17,6 +17,8 @@ from stan_free_models.simulate import simulate_campaign
 from stan_free_models.whitened_nuts import (
     _example_params,
     _mode_vector,
+    apply_arrowhead,
+    arrowhead_whitening,
     fit_nuts_whitened,
     laplace_hessian,
     whitening,
@@ -54,6 +56,39 @@ def test_coloured_hessian_equals_the_dense_hessian(parameterization, symmetric):
     # and L L^T inverts it where it is positive definite
     chol = whitening(dense)
     assert np.allclose(chol @ chol.T @ dense, np.eye(len(x0)), atol=1e-3)
+    # the sampler's factor, applied through the prompts' blocks, inverts it too
+    assert np.linalg.eigvalsh(coloured).min() > 1e-2  # no floor: the factor is exact
+    arrow = arrowhead_whitening(coloured, static)
+    lower = arrow.dense()
+    assert np.allclose(lower @ lower.T @ dense, np.eye(len(x0)), atol=1e-3)
+    # and the traced product is the same map as numpy's
+    w = np.random.default_rng(0).normal(size=(3, len(x0)))
+    traced = np.stack(
+        [np.asarray(apply_arrowhead(jnp.asarray(v, jnp.float32), *arrow.arrays())) for v in w]
+    )
+    assert np.allclose(traced, arrow.apply(w), atol=1e-4 * np.abs(arrow.apply(w)).max())
+
+
+def test_arrowhead_whitening_floors_a_prompt_block_that_is_not_positive_definite():
+    """A flat or concave prompt block gets curvature ``MIN_CURVATURE``: the factor stays finite."""
+    data = campaign_data(3, 4, 12)
+    padded = pad_data(data)
+    static = _static_key(padded, 1.0, 2.0, False, 1.0)
+    x0 = _mode_vector(data, static)
+    hess = laplace_hessian(static, x0, _dynamic_args(padded))
+    arrow = arrowhead_whitening(hess, static)
+    first = arrow.item_index[0]
+    hess[np.ix_(first, first)] = -np.eye(len(first))  # concave in prompt 0's coordinates
+    floored = arrowhead_whitening(hess, static)
+    lower = floored.dense()
+    assert np.all(np.isfinite(lower))
+    # prompt 0's block of L L^T is at most 1 / MIN_CURVATURE = 100 per coordinate
+    cov = lower @ lower.T
+    assert np.all(np.diag(cov)[first] <= 100 * (1 + 1e-6))
+    # the other prompts' blocks are what they were
+    other = arrow.item_index[1]
+    assert np.allclose(floored.t[1], arrow.t[1])
+    assert np.all(np.isfinite(cov[np.ix_(other, other)]))
 
 
 @pytest.mark.slow
@@ -114,3 +149,74 @@ def test_an_ess_target_needs_the_whitened_sampler_and_a_positive_number():
     for bad in (dict(min_ess=0), dict(min_ess=400, sampler="diagonal")):
         with pytest.raises(ValueError, match="min_ess"):
             FitConfig(method="nuts", **bad)
+
+
+def paper_data(seed: int, comparisons: int, prompts: int):
+    camp = simulate_campaign(
+        np.random.default_rng(seed), num_comparisons=comparisons, num_prompts=prompts
+    )
+    cells = build_cells(pl.DataFrame(camp.rows))
+    return model_data(cells, likelihood="net", parameterization="comparison", cell_effect=False)
+
+
+def test_softplus_gaps_are_a_change_of_variables_of_the_same_density():
+    """exp(-U_y(y)) = exp(-U_x(x(y))) |dx/dy|: the log-Jacobian against finite differences."""
+    from stan_free_models.whitened_nuts import _flat_potential, gap_index, to_model, to_sampler
+
+    data = paper_data(1, 4, 12)
+    padded = pad_data(data)
+    static = _static_key(padded, 1.0, 2.0, False, 1.0)
+    index = gap_index(static)
+    params = _example_params(static)
+    assert len(index) == params["b"][:, 1:].size and len(index) > 0
+    # the gap coordinates are b's columns 1.. in the flat layout
+    flat, unravel = ravel_pytree(params)
+    marked = np.zeros(len(flat))
+    marked[index] = 1.0
+    assert np.all(np.asarray(unravel(jnp.asarray(marked))["b"])[:, 1:] == 1.0)
+    assert np.sum(marked) == np.sum(np.asarray(unravel(jnp.asarray(marked))["b"]))
+    x = _mode_vector(data, static)
+    y = to_sampler(x, static, "softplus")
+    assert np.allclose(to_model(y, static, "softplus"), x, atol=1e-9)
+    # extreme gaps: tiny (log gap -30) and wide (log gap 3) survive the round trip
+    x_ext = x.copy()
+    x_ext[index[0]], x_ext[index[1]] = -30.0, 3.0
+    assert np.allclose(to_model(to_sampler(x_ext, static, "softplus"), static, "softplus"), x_ext)
+    args = _dynamic_args(padded)
+    u_log = _flat_potential(static, "log")
+    u_soft = _flat_potential(static, "softplus")
+    y32 = jnp.asarray(y, jnp.float32)
+    # log|dx/dy| by central differences of the map, one gap coordinate at a time
+    eps = 1e-4
+    log_jac = 0.0
+    for i in index:
+        hi, lo = y.copy(), y.copy()
+        hi[i] += eps
+        lo[i] -= eps
+        log_jac += np.log(
+            (to_model(hi, static, "softplus")[i] - to_model(lo, static, "softplus")[i]) / (2 * eps)
+        )
+    expected = float(u_log(jnp.asarray(x, jnp.float32), args)) - log_jac
+    assert abs(float(u_soft(y32, args)) - expected) < 1e-3 * max(1.0, abs(expected))
+    # symmetric thresholds have no free gaps: the sampler's coordinates are the model's
+    sym = _static_key(padded, 1.0, 2.0, True, 1.0)
+    assert len(gap_index(sym)) == 0
+
+
+@pytest.mark.slow
+def test_softplus_gaps_sample_the_paper_model_as_the_diagonal_sampler_does():
+    data = paper_data(5, 5, 40)
+    key = jax.random.PRNGKey(4)
+    plain = fit_nuts(data, rng_key=key, num_chains=2, num_warmup=400, num_samples=400)
+    soft = fit_nuts_whitened(
+        data, rng_key=key, num_chains=2, num_warmup=300, num_samples=400, gaps="softplus"
+    )
+    assert soft.info["gaps"] == "softplus"
+    assert soft.diagnostics.max_rhat() < 1.05
+    for site in ("theta", "b", "log_alpha"):
+        sd = plain.sd(site)
+        assert np.all(np.abs(soft.mean(site) - plain.mean(site)) < 0.35 * sd), site
+        ratio = soft.sd(site) / sd
+        assert np.all((ratio > 0.7) & (ratio < 1.4)), (site, ratio.min(), ratio.max())
+    with pytest.raises(ValueError, match="gaps"):
+        fit_nuts_whitened(data, rng_key=key, gaps="cube")
