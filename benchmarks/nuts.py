@@ -3,6 +3,7 @@
     python benchmarks/nuts.py [--comparisons 20] [--prompts 200] [--fraction 1.0]
                               [--chains 4] [--warmup 1000] [--samples 1000] [--product-warmup 500]
                               [--preset default|paper] [--product-samples N] [--product-min-ess 400]
+                              [--product-gaps log|softplus]
 
 The model is the default one (every judgment a 3-category response, a
 prompt-by-comparison effect integrated out of each cell), or with ``--preset paper``
@@ -20,7 +21,11 @@ Both sides run cold in their own process, so compile time is included:
 
 Prints one JSON object per side and the ratio of min bulk ESS per second (ArviZ's
 ``ess(method="bulk")`` over theta, log alpha, the thresholds and tau), max
-R-hat, and the largest difference of posterior means of theta in posterior sds.
+R-hat, and the largest difference of posterior means of theta in posterior sds and in
+Monte Carlo standard errors of that difference (from each side's bulk ESS: a difference
+within about 2 of them is what two exact samplers' finite runs give), also split into
+the common shift of every theta (the direction only the priors fix, the slowest for
+plain NUTS, so it moves every comparison's gap at once) and the centred thetas.
 """
 
 from __future__ import annotations
@@ -118,6 +123,7 @@ def _side(side: str, args: dict, queue) -> None:
             num_warmup=args["product_warmup"],
             num_samples=args["product_samples"] or args["samples"],
             min_ess=args["product_min_ess"],
+            gaps=args.get("product_gaps", "softplus"),
         )
         draws = {k: post.draws[k] for k in sites}
         divergences = post.diagnostics.num_divergences
@@ -131,6 +137,11 @@ def _side(side: str, args: dict, queue) -> None:
         tail[name] = float(min(az.ess(x[..., i], method="tail") for i in range(x.shape[-1])))
         rhat[name] = float(max(az.rhat(x[..., i]) for i in range(x.shape[-1])))
     theta = draws["theta"].reshape(-1, draws["theta"].shape[-1])
+    # theta's weakest direction is the common shift (theta and every threshold together,
+    # fixed only by the priors): its average apart from the comparisons' differences
+    by_chain = draws["theta"]
+    shift = by_chain.mean(-1)
+    centred = by_chain - shift[..., None]
     queue.put(
         {
             "side": side,
@@ -145,6 +156,13 @@ def _side(side: str, args: dict, queue) -> None:
             "divergences": divergences,
             "mean_leapfrog_steps": steps,
             "theta_mean": theta.mean(0).tolist(),
+            "shift": [float(shift.mean()), float(shift.std()), float(az.ess(shift))],
+            "centred_mean": centred.reshape(theta.shape).mean(0).tolist(),
+            "centred_sd": centred.reshape(theta.shape).std(0).tolist(),
+            "centred_ess": [float(az.ess(centred[..., i])) for i in range(theta.shape[-1])],
+            "theta_ess": [
+                float(az.ess(draws["theta"][..., i], method="bulk")) for i in range(theta.shape[-1])
+            ],
             "theta_sd": theta.std(0).tolist(),
         }
     )
@@ -179,22 +197,65 @@ def main() -> int:
     parser.add_argument("--preset", choices=["default", "paper"], default="default")
     parser.add_argument("--product-samples", type=int, default=None, help="default: --samples")
     parser.add_argument("--product-min-ess", type=float, default=None)
+    parser.add_argument(
+        "--product-gaps",
+        choices=["log", "softplus"],
+        default="softplus",
+        help="coordinates of the gaps between free thresholds in the product's sampler",
+    )
+    parser.add_argument(
+        "--sides",
+        nargs="+",
+        choices=["plain", "product"],
+        default=["plain", "product"],
+        help="run only these (the ratio needs both)",
+    )
+    parser.add_argument(
+        "--save", type=Path, default=None, help="write every side's full result (JSON) here"
+    )
     args = vars(parser.parse_args())
-    results = {side: measure(side, args) for side in ("plain", "product")}
+    save = args.pop("save")
+    results = {side: measure(side, args) for side in args["sides"]}
+    if save is not None:
+        save.write_text(json.dumps(results))
+    if len(results) < 2:
+        for r in results.values():
+            print(json.dumps({k: v for k, v in r.items() if not k.startswith("theta_")}))
+        return 0
     import numpy as np
 
     plain, product = results["plain"], results["product"]
-    gap = np.abs(np.array(plain["theta_mean"]) - np.array(product["theta_mean"])) / np.array(
-        plain["theta_sd"]
+    diff = np.abs(np.array(plain["theta_mean"]) - np.array(product["theta_mean"]))
+    gap = diff / np.array(plain["theta_sd"])
+    # Monte Carlo standard error of the difference of the two means, from each side's ESS
+    mcse = np.sqrt(
+        np.array(plain["theta_sd"]) ** 2 / np.array(plain["theta_ess"])
+        + np.array(product["theta_sd"]) ** 2 / np.array(product["theta_ess"])
     )
+    shift_z = abs(plain["shift"][0] - product["shift"][0]) / np.sqrt(
+        plain["shift"][1] ** 2 / plain["shift"][2] + product["shift"][1] ** 2 / product["shift"][2]
+    )
+    centred_z = np.abs(
+        np.array(plain["centred_mean"]) - np.array(product["centred_mean"])
+    ) / np.sqrt(
+        np.array(plain["centred_sd"]) ** 2 / np.array(plain["centred_ess"])
+        + np.array(product["centred_sd"]) ** 2 / np.array(product["centred_ess"])
+    )
+    hidden = ("theta_", "centred_", "shift")
     for r in results.values():
-        print(json.dumps({k: v for k, v in r.items() if not k.startswith("theta_")}))
+        print(json.dumps({k: v for k, v in r.items() if not k.startswith(hidden)}))
     print(
         json.dumps(
             {
                 "setting": args,
                 "ess_per_second_ratio": product["min_ess_per_second"] / plain["min_ess_per_second"],
                 "max_theta_mean_gap_in_sd": float(gap.max()),
+                "max_theta_mean_gap_in_mcse": float((diff / mcse).max()),
+                "theta_mean_gaps_over_2_mcse": int(np.sum(diff / mcse > 2)),
+                "num_theta": len(diff),
+                "common_shift_gap_in_mcse": float(shift_z),
+                "max_centred_theta_gap_in_mcse": float(centred_z.max()),
+                "centred_theta_gaps_over_2_mcse": int(np.sum(centred_z > 2)),
             }
         )
     )
