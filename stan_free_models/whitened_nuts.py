@@ -36,7 +36,10 @@ reached has that gap bounded only by the thresholds' Gaussian prior, a wall of
 curvature growing like ``exp(2y)`` in log coordinates that kept the step size
 small everywhere; in softplus coordinates the wall is Gaussian. Same posterior
 (a change of variables with its Jacobian); at paper size it cut the leapfrog
-steps per draw from 253 to 93 (docs/performance.md).
+steps per draw from 253 to 93 (docs/performance.md). ``x0`` is then the mode mapped
+to the sampler's coordinates and the Hessian is the sampler's potential's there
+(near, not at, that potential's own mode: the Jacobian moves it; the whitening only
+needs the local scale).
 
 Warm-up then adapts the step size and a diagonal correction of the mass
 matrix, where the posterior is not Gaussian. Chains start at independent draws
@@ -142,10 +145,15 @@ def gap_index(static: tuple) -> np.ndarray:
     raise AssertionError("free thresholds without a b site")
 
 
+#: below this, log(softplus(y)) is taken as y (they differ by about exp(y) / 2)
+SOFTPLUS_LINEAR_BELOW = -20.0
+
+
 def _log_softplus(y):
     """log(log(1 + exp(y))), finite for every float32 y (it is y where exp(y) underflows)."""
-    safe = jnp.maximum(y, -20.0)
-    return jnp.where(y < -20.0, y, jnp.log(jax.nn.softplus(safe)))
+    low = y < SOFTPLUS_LINEAR_BELOW
+    safe = jnp.where(low, SOFTPLUS_LINEAR_BELOW, y)  # the gradient flows through one branch only
+    return jnp.where(low, y, jnp.log(jax.nn.softplus(safe)))
 
 
 def _flat_potential(static: tuple, gaps: str):
@@ -181,8 +189,10 @@ def to_sampler(x: np.ndarray, static: tuple, gaps: str) -> np.ndarray:
         return x
     index = gap_index(static)
     y = np.array(x, dtype=np.float64, copy=True)
-    g = np.exp(y[..., index])
-    y[..., index] = g + np.log(-np.expm1(-g))  # softplus^{-1}(g), stable for small and large g
+    lx = y[..., index]
+    g = np.exp(np.maximum(lx, SOFTPLUS_LINEAR_BELOW))
+    inverse = g + np.log(-np.expm1(-g))  # softplus^{-1}(g), stable for small and large g
+    y[..., index] = np.where(lx < SOFTPLUS_LINEAR_BELOW, lx, inverse)
     return y
 
 
@@ -192,7 +202,9 @@ def to_model(y: np.ndarray, static: tuple, gaps: str) -> np.ndarray:
         return y
     index = gap_index(static)
     x = np.array(y, dtype=np.float64, copy=True)
-    x[..., index] = np.log(np.logaddexp(0.0, x[..., index]))
+    ly = x[..., index]
+    safe = np.maximum(ly, SOFTPLUS_LINEAR_BELOW)
+    x[..., index] = np.where(ly < SOFTPLUS_LINEAR_BELOW, ly, np.log(np.logaddexp(0.0, safe)))
     return x
 
 
@@ -421,6 +433,8 @@ def fit_nuts_whitened(
     start = time.perf_counter()
     padded = pad_data(data)
     static = _static_key(padded, alpha_scale, b_scale, symmetric_thresholds, tau_scale, lapse)
+    if len(gap_index(static)) == 0:
+        gaps = "log"  # no free gaps (symmetric thresholds): the model's own coordinates
     priors = dict(
         alpha_scale=alpha_scale,
         b_scale=b_scale,

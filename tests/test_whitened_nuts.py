@@ -85,10 +85,16 @@ def test_arrowhead_whitening_floors_a_prompt_block_that_is_not_positive_definite
     # prompt 0's block of L L^T is at most 1 / MIN_CURVATURE = 100 per coordinate
     cov = lower @ lower.T
     assert np.all(np.diag(cov)[first] <= 100 * (1 + 1e-6))
-    # the other prompts' blocks are what they were
-    other = arrow.item_index[1]
-    assert np.allclose(floored.t[1], arrow.t[1])
-    assert np.all(np.isfinite(cov[np.ix_(other, other)]))
+    # ... because the floored block is decoupled from the globals
+    assert np.all(floored.f[0] == 0.0) and np.any(arrow.f[0] != 0.0)
+    # a Schur complement that is not positive definite is floored: the globals'
+    # variances in L L^T are then at most 1 / MIN_CURVATURE
+    hess = laplace_hessian(static, x0, _dynamic_args(padded))
+    glob = arrow.global_index
+    hess[np.ix_(glob, glob)] -= 1e3 * np.eye(len(glob))
+    schur = arrowhead_whitening(hess, static)
+    assert np.all(np.isfinite(schur.dense()))
+    assert np.all(np.diag(schur.m @ schur.m.T) <= 100 * (1 + 1e-6))
 
 
 @pytest.mark.slow
@@ -220,3 +226,78 @@ def test_softplus_gaps_sample_the_paper_model_as_the_diagonal_sampler_does():
         assert np.all((ratio > 0.7) & (ratio < 1.4)), (site, ratio.min(), ratio.max())
     with pytest.raises(ValueError, match="gaps"):
         fit_nuts_whitened(data, rng_key=key, gaps="cube")
+
+
+def test_softplus_coordinates_at_the_extremes():
+    """The traced map and numpy's agree everywhere, its gradient is right at the switch to
+    the linear branch, and nothing is infinite for any float32 y."""
+    from stan_free_models.whitened_nuts import SOFTPLUS_LINEAR_BELOW, _log_softplus
+
+    ys = np.array([-1e30, -746.0, -100.0, -20.5, -20.0, -19.5, -1.0, 0.0, 3.0, 88.0, 1e30])
+    out = np.asarray(_log_softplus(jnp.asarray(ys, jnp.float32)))
+    assert np.all(np.isfinite(out))
+    # reference: log(log1p(exp(y))) in float64 where it is representable
+    mid = (ys > -700) & (ys < 700)
+    ref = np.log(np.logaddexp(0.0, ys[mid]))
+    assert np.allclose(out[mid], ref, rtol=1e-5, atol=1e-6)
+    grad = jax.vmap(jax.grad(_log_softplus))(jnp.asarray(ys, jnp.float32))
+    # d/dy log(softplus(y)) = sigmoid(y) / softplus(y): 1 far below, 0 far above
+    ref_grad = 1.0 / (1.0 + np.exp(-ys[mid])) / np.logaddexp(0.0, ys[mid])
+    assert np.allclose(np.asarray(grad)[mid], ref_grad, rtol=1e-3, atol=1e-6)
+    assert abs(float(jax.grad(_log_softplus)(jnp.float32(SOFTPLUS_LINEAR_BELOW))) - 1.0) < 1e-6
+    # numpy's maps agree with the traced one and invert each other
+    from stan_free_models.whitened_nuts import gap_index, to_model, to_sampler
+
+    data = paper_data(1, 4, 12)
+    static = _static_key(pad_data(data), 1.0, 2.0, False, 1.0)
+    index = gap_index(static)
+    y = np.zeros(len(_mode_vector(data, static)))
+    y[index[: len(ys)]] = ys[: len(index)]
+    x = to_model(y, static, "softplus")
+    assert np.all(np.isfinite(x))
+    traced = np.asarray(_log_softplus(jnp.asarray(y[index], jnp.float32)), np.float64)
+    finite = np.abs(y[index]) < 1e29
+    assert np.allclose(x[index][finite], traced[finite], rtol=1e-5, atol=1e-5)
+    back = to_sampler(x, static, "softplus")
+    rt = np.abs(y[index]) < 700
+    assert np.allclose(back[index][rt], y[index][rt], rtol=1e-9, atol=1e-6)
+
+
+def test_the_sampler_in_softplus_coordinates_has_its_own_hessian_and_compiled_sampler():
+    """The coloured Hessian of the softplus potential against jax.hessian (7 categories),
+    and the cache keeps the two coordinate systems' samplers apart."""
+    from stan_free_models.engine import NutsSettings, cached_mcmc
+    from stan_free_models.whitened_nuts import WHITENED_SPEC, _flat_potential, to_sampler
+
+    data = paper_data(2, 4, 12)
+    padded = pad_data(data)
+    static = _static_key(padded, 1.0, 2.0, False, 1.0)
+    args = _dynamic_args(padded)
+    y0 = to_sampler(_mode_vector(data, static), static, "softplus")
+    coloured = laplace_hessian(static, y0, args, "softplus")
+    flat = _flat_potential(static, "softplus")
+    dense = np.asarray(
+        jax.hessian(lambda y: flat(y, args))(jnp.asarray(y0, jnp.float32)), np.float64
+    )
+    assert np.max(np.abs(coloured - dense)) < 1e-4 * np.abs(dense).max()
+    # the log-coordinates Hessian at the same point is a different matrix
+    assert np.max(np.abs(laplace_hessian(static, y0, args, "log") - coloured)) > 1e-2
+    settings = NutsSettings.of(1, 5, 5, False, 0.8, None)
+    soft = cached_mcmc(WHITENED_SPEC, static + ("softplus",), settings)
+    log = cached_mcmc(WHITENED_SPEC, static + ("log",), settings)
+    assert soft is not log
+    assert cached_mcmc(WHITENED_SPEC, static + ("softplus",), settings) is soft
+    key = jax.random.PRNGKey(0)
+    fits = {
+        g: fit_nuts_whitened(
+            data, rng_key=key, num_chains=2, num_warmup=100, num_samples=30, gaps=g
+        )
+        for g in ("log", "softplus")
+    }
+    assert {g: f.info["gaps"] for g, f in fits.items()} == {"log": "log", "softplus": "softplus"}
+    assert not np.allclose(fits["log"].draws["theta"], fits["softplus"].draws["theta"])
+    # symmetric thresholds have no free gaps: the model's coordinates, and it says so
+    sym = fit_nuts_whitened(
+        data, rng_key=key, num_chains=2, num_warmup=100, num_samples=30, symmetric_thresholds=True
+    )
+    assert sym.info["gaps"] == "log"
