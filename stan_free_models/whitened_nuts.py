@@ -181,29 +181,33 @@ def _flat_potential(static: tuple, gaps: str):
     return fn
 
 
+def _map_gaps(v: np.ndarray, static: tuple, gaps: str, fn) -> np.ndarray:
+    """``v`` with ``fn`` applied to its gap coordinates (identity below the linear switch)."""
+    if gaps == "log":
+        return v
+    index = gap_index(static)
+    out = np.array(v, dtype=np.float64, copy=True)
+    u = out[..., index]
+    out[..., index] = np.where(
+        u < SOFTPLUS_LINEAR_BELOW, u, fn(np.maximum(u, SOFTPLUS_LINEAR_BELOW))
+    )
+    return out
+
+
+def _softplus_inverse_of_exp(log_gap: np.ndarray) -> np.ndarray:
+    """softplus^{-1}(exp(log_gap)), stable for small and large gaps."""
+    g = np.exp(log_gap)
+    return g + np.log(-np.expm1(-g))
+
+
 def to_sampler(x: np.ndarray, static: tuple, gaps: str) -> np.ndarray:
     """Model coordinates -> the sampler's (the inverse of :func:`to_model`)."""
-    if gaps == "log":
-        return x
-    index = gap_index(static)
-    y = np.array(x, dtype=np.float64, copy=True)
-    lx = y[..., index]
-    g = np.exp(np.maximum(lx, SOFTPLUS_LINEAR_BELOW))
-    inverse = g + np.log(-np.expm1(-g))  # softplus^{-1}(g), stable for small and large g
-    y[..., index] = np.where(lx < SOFTPLUS_LINEAR_BELOW, lx, inverse)
-    return y
+    return _map_gaps(x, static, gaps, _softplus_inverse_of_exp)
 
 
 def to_model(y: np.ndarray, static: tuple, gaps: str) -> np.ndarray:
     """The sampler's coordinates (..., D) -> the model's unconstrained ones."""
-    if gaps == "log":
-        return y
-    index = gap_index(static)
-    x = np.array(y, dtype=np.float64, copy=True)
-    ly = x[..., index]
-    safe = np.maximum(ly, SOFTPLUS_LINEAR_BELOW)
-    x[..., index] = np.where(ly < SOFTPLUS_LINEAR_BELOW, ly, np.log(np.logaddexp(0.0, safe)))
-    return x
+    return _map_gaps(y, static, gaps, lambda u: np.log(np.logaddexp(0.0, u)))
 
 
 @functools.lru_cache(maxsize=8)
