@@ -29,7 +29,7 @@ leapfrog step instead of ``(P m + G)^2`` for a dense ``L`` (56,000 against 3.3
 million at paper size with 7 categories, where the dense product cost more than
 the model's gradient).
 
-Free thresholds (the paper's model) are sampled with each gap between
+Free thresholds (the default model's and the paper's) are sampled with each gap between
 neighbouring thresholds written as ``softplus(y)`` instead of the model's
 ``exp(y)`` (:func:`_flat_potential`): a prompt whose extreme category no rating
 reached has that gap bounded only by the thresholds' Gaussian prior, a wall of
