@@ -139,9 +139,15 @@ def _side(side: str, args: dict, queue) -> None:
     theta = draws["theta"].reshape(-1, draws["theta"].shape[-1])
     # theta's weakest direction is the common shift (theta and every threshold together,
     # fixed only by the priors): its average apart from the comparisons' differences
-    by_chain = draws["theta"]
-    shift = by_chain.mean(-1)
-    centred = by_chain - shift[..., None]
+    shift = draws["theta"].mean(-1, keepdims=True)
+    centred = draws["theta"] - shift
+
+    def mean_and_mcse(x):  # (chains, draws, k) -> ArviZ's mean and its Monte Carlo error
+        return [
+            [float(x[..., i].mean()), float(az.mcse(x[..., i], method="mean"))]
+            for i in range(x.shape[-1])
+        ]
+
     queue.put(
         {
             "side": side,
@@ -156,13 +162,11 @@ def _side(side: str, args: dict, queue) -> None:
             "divergences": divergences,
             "mean_leapfrog_steps": steps,
             "theta_mean": theta.mean(0).tolist(),
-            "shift": [float(shift.mean()), float(shift.std()), float(az.ess(shift))],
-            "centred_mean": centred.reshape(theta.shape).mean(0).tolist(),
-            "centred_sd": centred.reshape(theta.shape).std(0).tolist(),
-            "centred_ess": [float(az.ess(centred[..., i])) for i in range(theta.shape[-1])],
-            "theta_ess": [
-                float(az.ess(draws["theta"][..., i], method="bulk")) for i in range(theta.shape[-1])
-            ],
+            "mcse": {
+                "theta": mean_and_mcse(draws["theta"]),
+                "shift": mean_and_mcse(shift),
+                "centred": mean_and_mcse(centred),
+            },
             "theta_sd": theta.std(0).tolist(),
         }
     )
@@ -218,42 +222,33 @@ def main() -> int:
     results = {side: measure(side, args) for side in args["sides"]}
     if save is not None:
         save.write_text(json.dumps(results))
+    hidden = ("theta_", "mcse")
+    for r in results.values():
+        print(json.dumps({k: v for k, v in r.items() if not k.startswith(hidden)}))
     if len(results) < 2:
-        for r in results.values():
-            print(json.dumps({k: v for k, v in r.items() if not k.startswith("theta_")}))
         return 0
     import numpy as np
 
     plain, product = results["plain"], results["product"]
-    diff = np.abs(np.array(plain["theta_mean"]) - np.array(product["theta_mean"]))
-    gap = diff / np.array(plain["theta_sd"])
-    # Monte Carlo standard error of the difference of the two means, from each side's ESS
-    mcse = np.sqrt(
-        np.array(plain["theta_sd"]) ** 2 / np.array(plain["theta_ess"])
-        + np.array(product["theta_sd"]) ** 2 / np.array(product["theta_ess"])
+    gap = np.abs(np.array(plain["theta_mean"]) - np.array(product["theta_mean"])) / np.array(
+        plain["theta_sd"]
     )
-    shift_z = abs(plain["shift"][0] - product["shift"][0]) / np.sqrt(
-        plain["shift"][1] ** 2 / plain["shift"][2] + product["shift"][1] ** 2 / product["shift"][2]
-    )
-    centred_z = np.abs(
-        np.array(plain["centred_mean"]) - np.array(product["centred_mean"])
-    ) / np.sqrt(
-        np.array(plain["centred_sd"]) ** 2 / np.array(plain["centred_ess"])
-        + np.array(product["centred_sd"]) ** 2 / np.array(product["centred_ess"])
-    )
-    hidden = ("theta_", "centred_", "shift")
-    for r in results.values():
-        print(json.dumps({k: v for k, v in r.items() if not k.startswith(hidden)}))
+
+    def z(name: str) -> np.ndarray:  # difference of the two means in their Monte Carlo errors
+        a, b = np.array(plain["mcse"][name]), np.array(product["mcse"][name])
+        return np.abs(a[:, 0] - b[:, 0]) / np.hypot(a[:, 1], b[:, 1])
+
+    theta_z, centred_z = z("theta"), z("centred")
     print(
         json.dumps(
             {
                 "setting": args,
                 "ess_per_second_ratio": product["min_ess_per_second"] / plain["min_ess_per_second"],
                 "max_theta_mean_gap_in_sd": float(gap.max()),
-                "max_theta_mean_gap_in_mcse": float((diff / mcse).max()),
-                "theta_mean_gaps_over_2_mcse": int(np.sum(diff / mcse > 2)),
-                "num_theta": len(diff),
-                "common_shift_gap_in_mcse": float(shift_z),
+                "max_theta_mean_gap_in_mcse": float(theta_z.max()),
+                "theta_mean_gaps_over_2_mcse": int(np.sum(theta_z > 2)),
+                "num_theta": len(theta_z),
+                "common_shift_gap_in_mcse": float(z("shift")[0]),
                 "max_centred_theta_gap_in_mcse": float(centred_z.max()),
                 "centred_theta_gaps_over_2_mcse": int(np.sum(centred_z > 2)),
             }
