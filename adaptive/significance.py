@@ -31,6 +31,11 @@ prompts): the model's estimate with its 95% posterior interval
   (``indirect_conflict``).
 * ``sign_agrees``: False when the model's Δ and the observed Δ have opposite
   signs; ``note`` then says so in words.
+
+Draws are finite, so an interval end has a Monte Carlo error (``ci_mcse``: ArviZ's
+quantile MCSE of the end nearest 0). When that end lies within ``MCSE_Z`` of its
+Monte Carlo errors of 0, another run with other seeds can give the other verdict:
+``verdict_settled`` is False and ``note`` asks for more draws.
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ from stan_free_models.posterior import Posterior
 ADJUST_RULES = ("holm", "bonferroni", "none")
 #: |z| above which the posterior predictive check flags a comparison (two-sided p ~ 0.0027)
 PPC_Z = 3.0
+#: an interval end within this many Monte Carlo errors of 0 leaves the verdict unsettled
+MCSE_Z = 2.0
 
 
 def holm(p_values: np.ndarray, alpha: float = 0.05) -> np.ndarray:
@@ -97,6 +104,24 @@ def summarize_draws(theta_draws: np.ndarray, level: float = 0.95) -> dict[str, n
     }
 
 
+def interval_end_mcse(theta_draws: np.ndarray, level: float = 0.95) -> np.ndarray:
+    """(C,) Monte Carlo error of the interval end nearest 0, from (chain, draw, C) draws.
+
+    ArviZ's quantile MCSE (it accounts for autocorrelation within chains), evaluated at
+    the lower end for comparisons whose posterior mean is positive and at the upper end
+    otherwise: the end whose side of 0 decides :func:`summarize_draws`' ``significant``.
+    """
+    from stan_free_models.arviz_safe import import_arviz
+
+    az = import_arviz()
+    tail = (1.0 - level) / 2.0
+    data = az.convert_to_dataset({"theta": np.asarray(theta_draws, dtype=float)})
+    low = np.asarray(az.mcse(data, method="quantile", prob=tail)["theta"])
+    high = np.asarray(az.mcse(data, method="quantile", prob=1.0 - tail)["theta"])
+    positive = theta_draws.reshape((-1,) + theta_draws.shape[2:]).mean(axis=0) > 0
+    return np.where(positive, low, high)
+
+
 def compare(
     posterior: Posterior,
     cells: CellData,
@@ -126,6 +151,10 @@ def compare(
     )
     theta = theta * signs
     stats = summarize_draws(theta, level)
+    end_mcse = interval_end_mcse(posterior.draws["theta"] * signs, level)
+    end = np.where(stats["mean"] > 0, stats["ci_low"], stats["ci_high"])
+    # an error ArviZ cannot estimate (too few draws, constant draws) does not unsettle
+    settled = ~(np.abs(end) <= MCSE_Z * end_mcse)
     effects = net_effect(posterior, cells, level=level) if effect else {}
     model_adjusted = adjusted_verdicts(stats["p_two_sided"], rule, alpha)
     obs_mean, obs_p = observed_p_values(cells)
@@ -151,6 +180,8 @@ def compare(
                 "ci_high": float(stats["ci_high"][i]),
                 "p_b_better": float(stats["p_b_better"][i]),
                 "significant": bool(stats["significant"][i]),
+                "ci_mcse": float(end_mcse[i]),
+                "verdict_settled": bool(settled[i]),
                 "p_two_sided": float(stats["p_two_sided"][i]),
                 "significant_adjusted": bool(adjusted[i]),
                 "model_adjusted": bool(model_adjusted[i]),
@@ -217,6 +248,11 @@ def observed_p_values(cells: CellData) -> tuple[np.ndarray, np.ndarray]:
 
 def _note(row: dict, *, per_system: bool) -> str:
     notes = []
+    if not row["verdict_settled"]:
+        notes.append(
+            f"the interval's end nearest 0 is within {MCSE_Z:g} Monte Carlo errors "
+            f"({row['ci_mcse']:.3f}) of 0: more draws (--draws) would settle the verdict"
+        )
     if not row["sign_agrees"]:
         notes.append("model and data disagree on the sign of the net preference")
     if row["ppc_flag"]:

@@ -48,6 +48,8 @@ def side_by_side(rows: list[dict], paper: pl.DataFrame) -> list[dict]:
                 "ci_high": hi,
                 "significant": o["significant"],
                 "significant_adjusted": o["significant_adjusted"],
+                "verdict_settled": o["verdict_settled"],
+                "ci_mcse": o["ci_mcse"],
                 "n_judgments": o["n_judgments"],
             }
         )
@@ -69,6 +71,8 @@ def agreement(table: list[dict]) -> dict:
             r["significant_adjusted"] == r["paper_significant"] for r in distinct
         ),
         "pairs": len(distinct),
+        # verdicts whose interval end is within 2 Monte Carlo errors of 0 (seed-dependent)
+        "unsettled_pairs": sum(not r["verdict_settled"] for r in distinct),
         "r_means": float(
             np.corrcoef([r["mean"] for r in table], [r["paper_mean"] for r in table])[0, 1]
         ),
@@ -129,7 +133,9 @@ def markdown(table: list[dict], stats: dict, diag: dict, seconds: float, args) -
         f"- Sign of the mean ability difference agrees on {stats['sign_agree_certain']} of the "
         f"{stats['certain']} rows whose system mapping is certain.",
         f"- Significance (95% interval excludes 0) agrees on {stats['sig_agree_pairs']} of {stats['pairs']} "
-        f"distinct system pairs; with Holm's adjustment on {stats['sig_adj_agree_pairs']} of {stats['pairs']}.",
+        f"distinct system pairs; with Holm's adjustment on {stats['sig_adj_agree_pairs']} of {stats['pairs']}. "
+        f"{stats['unsettled_pairs']} of the {stats['pairs']} verdicts have an interval end within 2 "
+        "Monte Carlo errors of 0 (another seed may flip them).",
         f"- Correlation of the means with the paper's: r = {stats['r_means']:.3f} "
         f"(of their magnitudes: r = {stats['r_abs_means']:.3f}); our posterior sd is on average "
         f"{stats['sd_ratio']:.2f} x the paper's.",

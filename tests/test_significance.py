@@ -7,7 +7,8 @@ import numpy as np
 from adaptive.cells import build_cells
 from adaptive.data import read_judgments
 from adaptive.fitting import FitConfig, fit_cells
-from adaptive.significance import compare, holm, summarize_draws
+from adaptive.significance import compare, holm, interval_end_mcse, summarize_draws
+from stan_free_models.posterior import Diagnostics, Posterior
 
 
 def test_holm_step_down_by_hand():
@@ -47,3 +48,41 @@ def test_per_system_leaderboard_orders_the_ai_teacher_test_as_the_raw_wins_do():
         r for r in rows if r["system_a"] == "blender_9B" and r["system_b"] == "GPT-3 Davinci"
     )
     assert row["mean"] < 0  # reported in the orientation asked: A (Blender) better
+
+
+def test_interval_end_mcse_against_the_iid_quantile_error_and_autocorrelation():
+    """iid draws: the asymptotic sd of a sample quantile, sqrt(q(1-q)/n) / pdf(x_q)."""
+    from scipy import stats as sps
+
+    rng = np.random.default_rng(1)
+    n = 4000
+    iid = rng.normal(size=(1, n, 2)) + np.array([1.0, -1.0])
+    mcse = interval_end_mcse(iid)
+    reference = np.sqrt(0.025 * 0.975 / n) / sps.norm.pdf(1.96)  # 0.042
+    assert np.allclose(mcse, reference, rtol=0.3), (mcse, reference)
+    # AR(1) with rho 0.9: the same marginal, ~sqrt((1 + rho) / (1 - rho)) = 4.4x the error
+    rho, x = 0.9, np.zeros((4, n, 1))
+    x[:, 0] = rng.normal(size=(4, 1))
+    for t in range(1, n):
+        x[:, t] = rho * x[:, t - 1] + np.sqrt(1 - rho**2) * rng.normal(size=(4, 1))
+    ratio = interval_end_mcse(x)[0] / (np.sqrt(0.025 * 0.975 / (4 * n)) / sps.norm.pdf(1.96))
+    assert 2.5 < ratio < 7.0, ratio
+
+
+def test_a_verdict_on_the_edge_of_monte_carlo_error_is_unsettled():
+    judgments = read_judgments("data/chateval_ncm/judgments.csv")
+    cells = build_cells(judgments)
+    num = cells.num_comparisons
+    rng = np.random.default_rng(2)
+    z = rng.normal(size=(2, 500, num))
+    # comparison 0: interval end at 0.001 (its MCSE ~0.1): unsettled;
+    # comparison 1: interval [2.6, 6.5]: settled; the rest centred on 0: settled (not significant)
+    theta = z.copy()
+    theta[..., 0] = z[..., 0] + 1.96 - np.quantile(z[..., 0], 0.025) - 1.96 + 0.001
+    theta[..., 1] = z[..., 1] + 4.5
+    post = Posterior(draws={"theta": theta}, method="nuts", diagnostics=Diagnostics())
+    rows = compare(post, cells, effect=False)
+    assert 0.04 < rows[0]["ci_mcse"] < 0.25  # iid: 0.085, ArviZ noisy with 25 draws in the tail
+    assert rows[0]["significant"] and not rows[0]["verdict_settled"]
+    assert rows[1]["significant"] and rows[1]["verdict_settled"]
+    assert all(r["verdict_settled"] and not r["significant"] for r in rows[2:])
