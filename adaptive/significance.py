@@ -153,8 +153,8 @@ def compare(
     stats = summarize_draws(theta, level)
     end_mcse = interval_end_mcse(posterior.draws["theta"] * signs, level)
     end = np.where(stats["mean"] > 0, stats["ci_low"], stats["ci_high"])
-    # an error ArviZ cannot estimate (too few draws, constant draws) does not unsettle
-    settled = ~(np.abs(end) <= MCSE_Z * end_mcse)
+    # an error ArviZ cannot estimate (too few draws: NaN) or none (constant draws) does not unsettle
+    settled = ~((np.abs(end) <= MCSE_Z * end_mcse) & (end_mcse > 0))
     effects = net_effect(posterior, cells, level=level) if effect else {}
     model_adjusted = adjusted_verdicts(stats["p_two_sided"], rule, alpha)
     obs_mean, obs_p = observed_p_values(cells)
