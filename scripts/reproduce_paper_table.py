@@ -134,8 +134,8 @@ def markdown(table: list[dict], stats: dict, diag: dict, seconds: float, args) -
         f"{stats['certain']} rows whose system mapping is certain.",
         f"- Significance (95% interval excludes 0) agrees on {stats['sig_agree_pairs']} of {stats['pairs']} "
         f"distinct system pairs; with Holm's adjustment on {stats['sig_adj_agree_pairs']} of {stats['pairs']}. "
-        f"{stats['unsettled_pairs']} of the {stats['pairs']} verdicts have an interval end within 2 "
-        "Monte Carlo errors of 0 (another seed may flip them).",
+        "Verdicts whose interval end is within 2 Monte Carlo errors of 0 (another seed may flip "
+        f"them): {stats['unsettled_pairs']} of {stats['pairs']}.",
         f"- Correlation of the means with the paper's: r = {stats['r_means']:.3f} "
         f"(of their magnitudes: r = {stats['r_abs_means']:.3f}); our posterior sd is on average "
         f"{stats['sd_ratio']:.2f} x the paper's.",
