@@ -49,7 +49,6 @@ def side_by_side(rows: list[dict], paper: pl.DataFrame) -> list[dict]:
                 "significant": o["significant"],
                 "significant_adjusted": o["significant_adjusted"],
                 "verdict_settled": o["verdict_settled"],
-                "ci_mcse": o["ci_mcse"],
                 "n_judgments": o["n_judgments"],
             }
         )
