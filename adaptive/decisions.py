@@ -71,17 +71,16 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-from scipy import stats
 
 from adaptive.evidence import log_sign_evalue
+from adaptive.needed import NEEDED_HORIZON as NEEDED_HORIZON  # the horizon of ``needed``
+from adaptive.needed import needed_equivalence, needed_sign
 
 #: outcome codes
 UNDECIDED, B_BETTER, A_BETTER, EQUIVALENT = 0, 1, 2, 3
 OUTCOME_NAMES = ("undecided", "B better", "A better", "equivalent")
 UNITS = ("prompt", "judgment")
 CORRECTIONS = ("bonferroni", "none")
-#: "needed" estimates beyond this many judgments are reported as out of sight (inf)
-NEEDED_HORIZON = 1_000_000
 #: e-values are reported up to exp(690) ~ 1e300, so that they stay finite (and JSON numbers)
 LOG_E_CAP = 690.0
 #: the optimistic need (:attr:`Decisions.needed_optimistic`) continues the counts with the
@@ -215,71 +214,41 @@ def decision_observations(
     return used
 
 
-def _needed_sign(k, m, t, a: float, level: float, quantile: float | None = None) -> np.ndarray:
-    """Judgments likely still needed for a sign e-process to reach 1/level ((n,) arrays in).
+class CellTally:
+    """Signed-judgment sum and count of every judged (comparison, prompt) cell, keyed sparsely.
 
-    Continues the counts so far with the observed share q of the leading side among
-    non-ties (with a +1/+1 prior) and the observed tie share: the first m' > m where
-    the e-value at k' = k + q (m' - m) reaches the threshold (m' - m on a geometric
-    grid, 1% steps), converted to judgments. Progress already made counts, so a
-    comparison whose evidence is near the boundary comes first. With ``quantile``,
-    q is that quantile of the leading share's Beta(1 + lead, 1 + trail) posterior
-    (at least 1/2) instead of its mean.
+    Shared by a lineage of :class:`DecisionState`: :func:`update` adds a batch's cells
+    in place (its cost is the batch's, not the table's) and moves the tally on to the
+    state it returns; the state it was given can no longer be updated (a second update
+    of it raises), but its :class:`Decisions` stay readable.
     """
-    k, m, t = (np.atleast_1d(np.asarray(v, np.float64)) for v in (k, m, t))
-    q = (k + 1.0) / (m + 2.0)
-    # continue from the counts so far on the side they lean to: progress already made counts
-    lead = np.where(q >= 0.5, k, m - k)
-    q = np.maximum(q, 1.0 - q)
-    if quantile is not None:
-        q = np.maximum(stats.beta.ppf(quantile, lead + 1.0, m - lead + 1.0), 0.5)
-    non_tie = np.maximum((m + 1.0) / (t + 2.0), 1e-3)
-    extra = np.unique(np.round(np.geomspace(1.0, NEEDED_HORIZON, 1400)))[None, :]
-    grid = m[:, None] + extra
-    log_e = log_sign_evalue(lead[:, None] + q[:, None] * extra, grid, a)
-    reached = log_e >= np.log(1.0 / level)
-    first = np.argmax(reached, axis=1)
-    more = extra[0, first] / non_tie
-    return np.where(reached.any(axis=1), more, np.inf)
 
+    __slots__ = ("cells", "needed_cache", "num_prompts", "version")
 
-_GRID = np.unique(np.round(np.geomspace(1.0, NEEDED_HORIZON, 400)))
+    def __init__(self, num_prompts: int) -> None:
+        self.cells: dict[int, tuple[float, int]] = {}
+        self.num_prompts = int(num_prompts)
+        self.version = 0
+        #: (rule key, observations at, needed, optimistic) of the last :func:`decisions_of`
+        self.needed_cache: tuple | None = None
 
+    def __len__(self) -> int:
+        return len(self.cells)
 
-def _needed_equivalence(net, sigma2, n, margin: float, each: float) -> np.ndarray:
-    """Judgments likely still needed for the confidence sequence to fit inside (-margin, margin).
-
-    The half-width the sequence would have after N observations of variance
-    ``sigma2`` (on [0, 1]) centred at the current estimate: (log(2 / each) +
-    sigma2 sum psi(lambda_i)) / sum lambda_i with the sequence's own bets
-    lambda_i, the sums integrated over a geometric grid; the first N where twice
-    it (the Δ scale) is below margin - |net|. Slower than 1 / sqrt(N) by a log
-    factor, as the sequence is. ((n,) arrays in, (n,) out; inf beyond the horizon.)
-    """
-    net, sigma2, n = (np.atleast_1d(np.asarray(v, np.float64)) for v in (net, sigma2, n))
-    log_term = np.log(2.0 / each)
-    g = _GRID[None, :]
-    s2 = np.maximum(sigma2, 1e-4)[:, None]
-    lam = np.minimum(np.sqrt(2.0 * log_term / (s2 * g * np.log1p(g))), 0.5)
-    psi = -np.log1p(-lam) - lam
-    width = np.diff(g, axis=1, prepend=0.0)
-    sum_lam = np.cumsum(lam * width, axis=1)
-    sum_psi = np.cumsum(psi * width, axis=1)
-    half = 2.0 * (log_term + s2 * sum_psi) / sum_lam
-    gap = margin - np.abs(net)
-    ok = (half < gap[:, None]) & (g > n[:, None])
-    first = np.argmax(ok, axis=1)
-    more = np.maximum(_GRID[first] - n, 1.0)
-    return np.where(ok.any(axis=1) & (gap > 0), more, np.inf)
+    def get(self, comparison: int, prompt: int) -> tuple[float, int]:
+        """(sum of signed judgments, judgments) of one cell; (0, 0) if never judged."""
+        return self.cells.get(int(comparison) * self.num_prompts + int(prompt), (0.0, 0))
 
 
 class DecisionState(NamedTuple):
-    """Running sufficient statistics of every comparison's decision ((C,) and (C, P) arrays).
+    """Running sufficient statistics of every comparison's decision ((C,) arrays).
 
     :func:`update` folds new judgments in (in arrival order) without revisiting old
-    ones, so a replay or a streaming service pays for each judgment once;
-    :func:`decisions_of` reads the :class:`Decisions` off the state. ``decide`` on all
-    judgments at once gives the same numbers as any split into batches.
+    ones, so a replay or a streaming service pays for each judgment once, and for
+    each batch in proportion to the batch (the judged cells are a sparse
+    :class:`CellTally`); :func:`decisions_of` reads the :class:`Decisions` off the
+    state in proportion to the comparisons. ``decide`` on all judgments at once gives
+    the same numbers as any split into batches.
     """
 
     rule: DecisionRule
@@ -300,8 +269,10 @@ class DecisionState(NamedTuple):
     high01: np.ndarray  # running upper bound of E[x]
     log_eb: np.ndarray
     log_ea: np.ndarray
-    cell_sum: np.ndarray  # (C, P) signed judgments per cell
-    cell_count: np.ndarray  # (C, P) judgments per cell
+    num_prompts: np.ndarray  # distinct prompts judged
+    cell_mean_sum: np.ndarray  # sum over judged prompts of the cell's mean signed judgment
+    cells: CellTally  # the judged cells (shared by the lineage; see CellTally)
+    version: int  # which update of the tally this state is
 
 
 def start(
@@ -333,8 +304,10 @@ def start(
         high01=np.ones(C),
         log_eb=zeros.copy(),
         log_ea=zeros.copy(),
-        cell_sum=np.zeros((C, P)),
-        cell_count=np.zeros((C, P), np.int64),
+        num_prompts=np.zeros(C, np.int64),
+        cell_mean_sum=zeros.copy(),
+        cells=CellTally(P),
+        version=0,
     )
 
 
@@ -364,9 +337,16 @@ def update(
     it stays closed (its statistics keep running for display).
     """
     rule = state.rule
-    C, P = state.cell_count.shape
+    tally = state.cells
+    C, P = state.outcome.shape[0], tally.num_prompts
     comparison, prompt, signed = _check(comparison, prompt, signed, C, P)
-    new = {f: np.array(getattr(state, f), copy=True) for f in state._fields[2:]}
+    if state.version != tally.version:
+        raise ValueError(
+            "this DecisionState was already updated (its judged cells moved on): "
+            "update the state that update() returned"
+        )
+    new = {f: np.array(getattr(state, f), copy=True) for f in state._fields[2:-2]}
+    fresh_cell = _tally_cells(tally, comparison, prompt, signed, new)
     each = rule.alpha_each(state.num_tests)
     side = each / 2.0
     threshold = np.log(1.0 / side)
@@ -383,11 +363,9 @@ def update(
             _, first = np.unique(p, return_index=True)
             keep = np.zeros(len(rows), bool)
             keep[first] = True
-            keep &= new["cell_count"][c, p] == 0
+            keep &= fresh_cell[rows]
         else:
             keep = np.ones(len(rows), bool)
-        np.add.at(new["cell_sum"][c], p, s)
-        np.add.at(new["cell_count"][c], p, 1)
         new["num_judgments"][c] += len(rows)
         s, cost = s[keep], cost[keep]
         L = s.shape[0]
@@ -442,32 +420,68 @@ def update(
         new["sum_vpsi_low"][c], new["sum_vpsi_high"][c] = v_low[-1], v_high[-1]
         new["low01"][c], new["high01"][c] = low[-1], high[-1]
         new["log_eb"][c], new["log_ea"][c] = log_eb[-1], log_ea[-1]
-    return DecisionState(rule, state.num_tests, **new)
+    tally.version += 1
+    return DecisionState(rule, state.num_tests, **new, cells=tally, version=tally.version)
+
+
+def _tally_cells(tally: CellTally, comparison, prompt, signed, new: dict) -> np.ndarray:
+    """Add a batch to the judged cells and the per-comparison cell-mean sums (in place).
+
+    Returns (N,) True for the rows whose cell had no judgment before this batch.
+    Costs the batch's distinct cells, not the (comparison x prompt) table.
+    """
+    if comparison.shape[0] == 0:
+        return np.zeros(0, bool)
+    key = comparison * tally.num_prompts + prompt
+    keys, inv = np.unique(key, return_inverse=True)
+    add_sum = np.bincount(inv, weights=signed, minlength=keys.shape[0])
+    add_count = np.bincount(inv, minlength=keys.shape[0])
+    cells = tally.cells
+    before = [cells.get(k, (0.0, 0)) for k in keys.tolist()]
+    old_sum = np.array([b[0] for b in before], np.float64)
+    old_count = np.array([b[1] for b in before], np.int64)
+    new_sum, new_count = old_sum + add_sum, old_count + add_count
+    cells.update(zip(keys.tolist(), zip(new_sum.tolist(), new_count.tolist())))
+    cell_comp = keys // tally.num_prompts
+    was_new = old_count == 0
+    old_mean = np.where(was_new, 0.0, old_sum / np.maximum(old_count, 1))
+    np.add.at(new["cell_mean_sum"], cell_comp, new_sum / new_count - old_mean)
+    np.add.at(new["num_prompts"], cell_comp, was_new.astype(np.int64))
+    return was_new[inv]
 
 
 def decisions_of(state: DecisionState) -> Decisions:
     """The :class:`Decisions` of a state (with Δ and the judgments likely still needed)."""
     rule = state.rule
     each = rule.alpha_each(state.num_tests)
-    counts = state.cell_count
-    judged = counts > 0
-    num_prompts = judged.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        cell_mean = np.where(judged, state.cell_sum / np.maximum(counts, 1), 0.0)
-        net = np.where(num_prompts > 0, cell_mean.sum(axis=1) / num_prompts, np.nan)
+    num_prompts = state.num_prompts
+    net = np.full(num_prompts.shape[0], np.nan)
+    np.divide(state.cell_mean_sum, num_prompts, out=net, where=num_prompts > 0)
     low, high = 2.0 * state.low01 - 1.0, 2.0 * state.high01 - 1.0
     needed = np.where(state.outcome != UNDECIDED, 0.0, np.inf)
     optimistic = needed.copy()
     open_ = np.flatnonzero((state.outcome == UNDECIDED) & (state.n > 0))
-    if open_.size:
-        n = state.n[open_].astype(np.float64)
-        sign = _needed_sign(state.k[open_], state.m[open_], n, rule.mixture, each / 2.0)
-        used_mean = 2.0 * state.sum_x[open_] / n - 1.0
-        sigma2 = (0.25 + state.sum_sq[open_]) / (n + 1.0)
-        eq = _needed_equivalence(used_mean, sigma2, n, rule.margin, each)
-        needed[open_] = np.minimum(sign, eq)
-        soon = _needed_sign(state.k[open_], state.m[open_], n, rule.mixture, each / 2.0, OPTIMISM)
-        optimistic[open_] = np.minimum(np.minimum(soon, eq), needed[open_])
+    # a comparison's estimate depends on its observations only: within a lineage the same
+    # count means the same observations, so only those a batch touched are recomputed
+    cache = state.cells.needed_cache
+    if cache is None or cache[0] != (rule, state.num_tests):
+        cache = ((rule, state.num_tests), np.full(len(needed), -1), needed.copy(), needed.copy())
+    _, n_at, was_needed, was_optimistic = cache
+    todo = open_[n_at[open_] != state.n[open_]]
+    if todo.size:
+        n = state.n[todo].astype(np.float64)
+        sign = needed_sign(state.k[todo], state.m[todo], n, rule.mixture, each / 2.0)
+        used_mean = 2.0 * state.sum_x[todo] / n - 1.0
+        sigma2 = (0.25 + state.sum_sq[todo]) / (n + 1.0)
+        eq = needed_equivalence(used_mean, sigma2, n, rule.margin, each)
+        soon = needed_sign(state.k[todo], state.m[todo], n, rule.mixture, each / 2.0, OPTIMISM)
+        n_at, was_needed, was_optimistic = n_at.copy(), was_needed.copy(), was_optimistic.copy()
+        n_at[todo] = state.n[todo]
+        was_needed[todo] = np.minimum(sign, eq)
+        was_optimistic[todo] = np.minimum(np.minimum(soon, eq), was_needed[todo])
+    state.cells.needed_cache = (cache[0], n_at, was_needed, was_optimistic)
+    needed[open_] = was_needed[open_]
+    optimistic[open_] = was_optimistic[open_]
     return Decisions(
         outcome=state.outcome.copy(),
         closed_at=state.closed_at.copy(),

@@ -260,6 +260,52 @@ def test_batches_give_the_same_decisions_as_all_at_once():
             np.testing.assert_allclose(getattr(parts, field), getattr(whole, field), rtol=1e-9)
 
 
+def test_the_running_net_preference_is_the_mean_of_cell_means_of_the_raw_judgments():
+    from adaptive.decisions import decisions_of, start, update
+
+    rng = np.random.default_rng(11)
+    comp, prompt, signed = simulate(rng, [0.3, -0.1, 0.0, 0.5], 300, per_cell=3, num_prompts=150)
+    state = start(4, 150)
+    for part in np.array_split(np.arange(len(comp)), 37):
+        state = update(state, comp[part], prompt[part], signed[part])
+        # the needs are cached per comparison between looks: the same as from scratch
+        upto = part[-1] + 1
+        fresh = decide(comp[:upto], prompt[:upto], signed[:upto], 4)
+        d = decisions_of(state)
+        np.testing.assert_array_equal(d.needed, fresh.needed)
+        np.testing.assert_array_equal(d.needed_optimistic, fresh.needed_optimistic)
+    # a batch that touches one comparison: the other three needs come from the cache
+    extra = np.array([0] * 6), np.arange(144, 150), np.array([1.0, 1, -1, 0, 1, 1])
+    state = update(state, *extra)
+    comp, prompt, signed = (np.concatenate([a, b]) for a, b in zip((comp, prompt, signed), extra))
+    d, fresh = decisions_of(state), decide(comp, prompt, signed, 4)
+    np.testing.assert_array_equal(d.needed, fresh.needed)
+    np.testing.assert_array_equal(d.needed_optimistic, fresh.needed_optimistic)
+    reference = net_preference(comp, prompt, signed, 4)
+    np.testing.assert_allclose(d.net, reference.mean, rtol=1e-12, atol=1e-14)
+    np.testing.assert_array_equal(d.num_prompts, reference.num_prompts)
+    # the tally holds the judged cells only, each with its raw sum and count
+    assert len(state.cells) == len(np.unique(comp * 150 + prompt))
+    c, p = int(comp[0]), int(prompt[0])
+    cell = (comp == c) & (prompt == p)
+    assert state.cells.get(c, p) == (float(signed[cell].sum()), int(cell.sum()))
+    unjudged = int(np.setdiff1d(np.arange(150), prompt[comp == 0])[0])
+    assert state.cells.get(0, unjudged) == (0.0, 0)
+
+
+def test_a_state_that_was_updated_cannot_be_updated_again():
+    from adaptive.decisions import decisions_of, start, update
+
+    first = start(2, 5)
+    second = update(first, np.array([0]), np.array([1]), np.array([1.0]))
+    with pytest.raises(ValueError, match="already updated"):
+        update(first, np.array([1]), np.array([2]), np.array([-1.0]))
+    # the older state's decisions stay readable; the newer one goes on
+    assert decisions_of(first).num_judgments.tolist() == [0, 0]
+    third = update(second, np.array([1]), np.array([2]), np.array([-1.0]))
+    assert decisions_of(third).net.tolist() == [1.0, -1.0]
+
+
 def test_the_decisions_sequence_is_the_reference_checked_one():
     # the running sums inside decide give the confidence sequence that matches confseq
     rng = np.random.default_rng(9)

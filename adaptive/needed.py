@@ -1,0 +1,76 @@
+"""How many more judgments a decision likely needs (the estimates behind ``Decisions.needed``).
+
+Both continue a comparison's counts so far with what its data suggest and find the first
+size at which the decision's test would close: the sign e-process
+(:func:`needed_sign`) or the equivalence confidence sequence
+(:func:`needed_equivalence`). They are estimates for ordering work and for display, not
+part of any error guarantee.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+from adaptive.evidence import log_sign_evalue
+
+#: "needed" estimates beyond this many judgments are reported as out of sight (inf)
+NEEDED_HORIZON = 1_000_000
+
+
+def needed_sign(k, m, t, a: float, level: float, quantile: float | None = None) -> np.ndarray:
+    """Judgments likely still needed for a sign e-process to reach 1/level ((n,) arrays in).
+
+    Continues the counts so far with the observed share q of the leading side among
+    non-ties (with a +1/+1 prior) and the observed tie share: the first m' > m where
+    the e-value at k' = k + q (m' - m) reaches the threshold (m' - m on a geometric
+    grid, 1% steps), converted to judgments. Progress already made counts, so a
+    comparison whose evidence is near the boundary comes first. With ``quantile``,
+    q is that quantile of the leading share's Beta(1 + lead, 1 + trail) posterior
+    (at least 1/2) instead of its mean.
+    """
+    k, m, t = (np.atleast_1d(np.asarray(v, np.float64)) for v in (k, m, t))
+    q = (k + 1.0) / (m + 2.0)
+    # continue from the counts so far on the side they lean to: progress already made counts
+    lead = np.where(q >= 0.5, k, m - k)
+    q = np.maximum(q, 1.0 - q)
+    if quantile is not None:
+        q = np.maximum(stats.beta.ppf(quantile, lead + 1.0, m - lead + 1.0), 0.5)
+    non_tie = np.maximum((m + 1.0) / (t + 2.0), 1e-3)
+    extra = np.unique(np.round(np.geomspace(1.0, NEEDED_HORIZON, 1400)))[None, :]
+    grid = m[:, None] + extra
+    log_e = log_sign_evalue(lead[:, None] + q[:, None] * extra, grid, a)
+    reached = log_e >= np.log(1.0 / level)
+    first = np.argmax(reached, axis=1)
+    more = extra[0, first] / non_tie
+    return np.where(reached.any(axis=1), more, np.inf)
+
+
+_GRID = np.unique(np.round(np.geomspace(1.0, NEEDED_HORIZON, 400)))
+
+
+def needed_equivalence(net, sigma2, n, margin: float, each: float) -> np.ndarray:
+    """Judgments likely still needed for the confidence sequence to fit inside (-margin, margin).
+
+    The half-width the sequence would have after N observations of variance
+    ``sigma2`` (on [0, 1]) centred at the current estimate: (log(2 / each) +
+    sigma2 sum psi(lambda_i)) / sum lambda_i with the sequence's own bets
+    lambda_i, the sums integrated over a geometric grid; the first N where twice
+    it (the Δ scale) is below margin - |net|. Slower than 1 / sqrt(N) by a log
+    factor, as the sequence is. ((n,) arrays in, (n,) out; inf beyond the horizon.)
+    """
+    net, sigma2, n = (np.atleast_1d(np.asarray(v, np.float64)) for v in (net, sigma2, n))
+    log_term = np.log(2.0 / each)
+    g = _GRID[None, :]
+    s2 = np.maximum(sigma2, 1e-4)[:, None]
+    lam = np.minimum(np.sqrt(2.0 * log_term / (s2 * g * np.log1p(g))), 0.5)
+    psi = -np.log1p(-lam) - lam
+    width = np.diff(g, axis=1, prepend=0.0)
+    sum_lam = np.cumsum(lam * width, axis=1)
+    sum_psi = np.cumsum(psi * width, axis=1)
+    half = 2.0 * (log_term + s2 * sum_psi) / sum_lam
+    gap = margin - np.abs(net)
+    ok = (half < gap[:, None]) & (g > n[:, None])
+    first = np.argmax(ok, axis=1)
+    more = np.maximum(_GRID[first] - n, 1.0)
+    return np.where(ok.any(axis=1) & (gap > 0), more, np.inf)
