@@ -44,7 +44,7 @@ the anytime curve (judgments until k comparisons are closed) shows it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -57,15 +57,15 @@ from adaptive.decisions import (
     B_BETTER,
     EQUIVALENT,
     DecisionRule,
-    Decisions,
     decisions_of,
     start,
     update,
 )
 from adaptive.evidence import net_preference
-from adaptive.recommend import DEFAULT_BURN_IN, DEFAULT_NEED_SHARE, allocate
+from adaptive.recommend import DEFAULT_BURN_IN, DEFAULT_NEED_SHARE
+from adaptive.replay_policies import POLICIES as POLICIES  # the policies a replay compares
+from adaptive.replay_policies import View, oracle_policy, policy_fn
 
-POLICIES = ("adaptive", "uniform", "round_robin", "arena")
 #: the reference that knows the truth (simulated logs only; not offered as a policy)
 ORACLE = "oracle"
 #: a full-log comparison is decided clearly when its prompt-level |z| is at least this (two-sided 0.001)
@@ -123,17 +123,6 @@ def log_from_cells(cells: CellData) -> Log:
     )
 
 
-class View(NamedTuple):
-    """What a policy sees after a batch."""
-
-    decisions: Decisions
-    useful: np.ndarray  # (C, P) cells whose next judgment can move a decision
-    left: np.ndarray  # (C, P) judgments left in the log
-    judged: np.ndarray  # (C, P) judgments drawn so far
-    stats: np.ndarray  # (C, 3): observations, sum, sum of squares of the signed judgments
-    step: int
-
-
 class ReplayTrace(NamedTuple):
     """One policy, one seed."""
 
@@ -145,118 +134,6 @@ class ReplayTrace(NamedTuple):
     outcome: np.ndarray  # (C,) final decisions
     closed_total: np.ndarray  # (C,) campaign judgments when each closed (inf: never)
     spent_on_closed: int = 0  # judgments asked for comparisons already closed when asked
-
-
-# ------------------------------------------------------------------- policies
-
-
-def _random_useful(rng, view: View, size: int, rows: np.ndarray | None = None):
-    mask = view.useful.copy()
-    if rows is not None:
-        keep = np.zeros(mask.shape[0], bool)
-        keep[rows] = True
-        mask &= keep[:, None]
-    flat = np.flatnonzero(mask)
-    picks = rng.permutation(flat)[:size]
-    return np.unravel_index(picks.astype(np.int64), mask.shape)
-
-
-def uniform_policy(rng, view: View, size: int):
-    """Cells at random over every comparison (closed ones too)."""
-    return _random_useful(rng, view, size)
-
-
-def round_robin_policy(rng, view: View, size: int):
-    """The open comparisons in turn, a random fresh cell of each."""
-    open_ = np.flatnonzero(~view.decisions.closed & view.useful.any(axis=1))
-    comps: list[int] = []
-    prompts: list[int] = []
-    taken = np.zeros_like(view.useful)
-    start = (view.step * size) % max(len(open_), 1)
-    turn = 0
-    while len(comps) < size and len(open_):
-        c = int(open_[(start + turn) % len(open_)])
-        turn += 1
-        options = np.flatnonzero(view.useful[c] & ~taken[c])
-        if len(options) == 0:
-            open_ = open_[open_ != c]
-            continue
-        p = int(rng.choice(options))
-        taken[c, p] = True
-        comps.append(c)
-        prompts.append(p)
-    return np.asarray(comps, np.int64), np.asarray(prompts, np.int64)
-
-
-def arena_policy(rng, view: View, size: int):
-    """Chatbot Arena's rule: comparisons by expected interval-width reduction, over all."""
-    n, s1, s2 = view.stats[:, 0], view.stats[:, 1], view.stats[:, 2]
-    var = np.where(n > 1, (s2 - s1**2 / np.maximum(n, 1)) / np.maximum(n - 1, 1), 1.0)
-    var = np.maximum(var, 1e-3)
-    n_ = np.maximum(n, 1.0)
-    weight = np.sqrt(var / n_) - np.sqrt(var / (n_ + 1.0))
-    taken = np.zeros_like(view.useful)
-    comps, prompts = [], []
-    for _ in range(size):
-        ok = (view.useful & ~taken).any(axis=1)
-        if not ok.any():
-            break
-        w = np.where(ok, weight, 0.0)
-        w = w / w.sum() if w.sum() > 0 else ok / ok.sum()
-        c = int(rng.choice(len(w), p=w))
-        p = int(rng.choice(np.flatnonzero(view.useful[c] & ~taken[c])))
-        taken[c, p] = True
-        comps.append(c)
-        prompts.append(p)
-    return np.asarray(comps, np.int64), np.asarray(prompts, np.int64)
-
-
-def adaptive_policy(config: ReplayConfig) -> Callable:
-    """The recommender's allocation (:func:`adaptive.recommend.allocate`)."""
-
-    def policy(rng, view: View, size: int):
-        candidates = view.useful & ~view.decisions.closed[:, None]
-        comp, prompt, _, _ = allocate(
-            rng,
-            view.decisions,
-            candidates,
-            view.judged,
-            size,
-            burn_in=config.burn_in,
-            allow_repeats=config.rule.unit == "judgment",
-            available=view.left,
-            need_share=config.need_share,
-        )
-        return comp, prompt
-
-    return policy
-
-
-def oracle_policy(true_net: np.ndarray) -> Callable:
-    """The reference that knows the truth: largest true |Δ| first, each until it closes."""
-    order = np.argsort(-np.abs(np.asarray(true_net, np.float64)), kind="stable")
-
-    def policy(rng, view: View, size: int):
-        comps: list[int] = []
-        prompts: list[int] = []
-        for c in order:
-            if view.decisions.closed[c] or len(comps) >= size:
-                continue
-            options = rng.permutation(np.flatnonzero(view.useful[c]))[: size - len(comps)]
-            comps += [int(c)] * len(options)
-            prompts += options.tolist()
-        return np.asarray(comps, np.int64), np.asarray(prompts, np.int64)
-
-    return policy
-
-
-def policy_fn(name: str, config: ReplayConfig) -> Callable:
-    if name == "adaptive":
-        return adaptive_policy(config)
-    table = {"uniform": uniform_policy, "round_robin": round_robin_policy, "arena": arena_policy}
-    if name not in table:
-        raise ValueError(f"unknown policy {name!r}; expected one of {POLICIES}")
-    return table[name]
 
 
 # --------------------------------------------------------------------- replay
@@ -282,9 +159,16 @@ def replay(seed: int, log: Log, policy: str, config: ReplayConfig | None = None)
     key = log.comparison[perm] * P + log.prompt[perm]
     order = perm[np.argsort(key, kind="stable")]
     cell_key = log.comparison[order] * P + log.prompt[order]
-    starts = np.searchsorted(cell_key, np.arange(C * P)).reshape(C, P)
-    total = np.bincount(cell_key, minlength=C * P).reshape(C, P)
+    keys, first, counts = np.unique(cell_key, return_index=True, return_counts=True)
+    starts = np.zeros((C, P), np.int64)
+    starts.reshape(-1)[keys] = first
+    # running per cell (updated at the drawn cells only, so a batch costs its draws)
+    left = np.zeros((C, P), np.int64)
+    left.reshape(-1)[keys] = counts
     judged = np.zeros((C, P), np.int64)
+    useful = left > 0
+    useful_count = useful.sum(axis=1)
+    by_prompt = config.rule.unit == "prompt"
     seq: list[int] = []
     stats = np.zeros((C, 3))
     state = start(C, P, config.rule, num_tests=C)
@@ -297,25 +181,28 @@ def replay(seed: int, log: Log, policy: str, config: ReplayConfig | None = None)
         state = update(state, log.comparison[rows], log.prompt[rows], log.signed[rows])
         fresh_rows = []
         dec = decisions_of(state)
-        left = total - judged
-        useful = (left > 0) & (judged == 0) if config.rule.unit == "prompt" else left > 0
-        movable = ~dec.closed & useful.any(axis=1)
+        movable = ~dec.closed & (useful_count > 0)
         if step > 0:
             steps.append(len(seq))
             closed_counts.append(int(dec.closed.sum()))
         if not movable.any() or len(seq) >= budget:
             break
-        view = View(dec, useful, left, judged, stats, step)
+        view = View(dec, useful, left, judged, stats, step, useful_count)
         size = min(config.batch_size, budget - len(seq))
         comp, prompt = choose(rng, view, size)
         if len(comp) == 0:
             break
         for c, p in zip(comp.tolist(), prompt.tolist()):
-            if judged[c, p] >= total[c, p]:
+            if left[c, p] <= 0:
                 continue
             spent_on_closed += bool(dec.closed[c])
             row = int(order[starts[c, p] + judged[c, p]])
             judged[c, p] += 1
+            left[c, p] -= 1
+            now = left[c, p] > 0 and not by_prompt
+            if useful[c, p] != now:
+                useful_count[c] += int(now) - int(useful[c, p])
+                useful[c, p] = now
             seq.append(row)
             fresh_rows.append(row)
             s = log.signed[row]

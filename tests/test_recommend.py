@@ -297,3 +297,57 @@ def test_an_int_seed_still_works_but_is_deprecated():
         np.testing.assert_array_equal(x, y)
     keyed, _ = recommend(recommend_key(3, snap.version), snap, cells, request)
     assert len(keyed) == len(old)
+
+
+class _RowLog(np.ndarray):
+    """A (C, P) mask that records which comparison rows are read one at a time."""
+
+    def __getitem__(self, index):
+        if isinstance(index, (int, np.integer)):
+            self.rows_read.add(int(index))
+        return np.ndarray.__getitem__(self, index)
+
+
+def test_allocate_reads_only_the_rows_of_the_comparisons_it_serves():
+    from adaptive.recommend import allocate
+
+    num_c, num_p = 40, 500
+    decisions = decide(*judgments([0.2] * num_c, [30] * num_c, num_p), num_c)
+    candidates = np.ones((num_c, num_p), bool).view(_RowLog)
+    candidates.rows_read = set()
+    judged = np.zeros((num_c, num_p), np.int64)
+    rows = np.ones(num_c, bool)
+    comp, prompt, _, _ = allocate(
+        np.random.default_rng(0), decisions, candidates, judged, 12, rows=rows, allow_repeats=False
+    )
+    assert len(comp) == 12 and len(set(zip(comp.tolist(), prompt.tolist()))) == 12
+    assert candidates.rows_read == set(comp.tolist()) and len(candidates.rows_read) < num_c
+    # ``rows`` only skips the pass that finds them: the same batch without it
+    again = allocate(
+        np.random.default_rng(0),
+        decisions,
+        candidates.view(np.ndarray),
+        judged,
+        12,
+        allow_repeats=False,
+    )
+    np.testing.assert_array_equal(again[0], comp)
+    np.testing.assert_array_equal(again[1], prompt)
+
+
+def test_allocate_skips_a_named_row_without_candidates():
+    from adaptive.recommend import allocate
+
+    decisions = decide(*judgments([0.0, 0.0], [0, 0], 6), 2)
+    candidates = np.zeros((2, 6), bool)
+    candidates[1, :3] = True
+    comp, prompt, _, _ = allocate(
+        np.random.default_rng(1),
+        decisions,
+        candidates,
+        np.zeros((2, 6), np.int64),
+        5,
+        rows=np.array([True, True]),
+        allow_repeats=False,
+    )
+    assert comp.tolist() == [1, 1, 1] and sorted(prompt.tolist()) == [0, 1, 2]

@@ -256,3 +256,28 @@ def test_fresh_campaigns_are_each_judged_against_their_own_truth():
     assert summarize_replays(right, down)["wrong_sign_rate"] == 0.5
     with pytest.raises(ValueError, match="one log per trace"):
         summarize_replays(right, [up])
+
+
+@pytest.mark.parametrize("unit", ["prompt", "judgment"])
+def test_the_running_view_equals_the_view_recomputed_from_the_draws(ncm_log, monkeypatch, unit):
+    # the replay keeps left / useful / their per-comparison counts running at the drawn
+    # cells; after every batch they must equal what the log and the draws so far give
+    import adaptive.replay as replay_module
+
+    C, P = ncm_log.num_comparisons, ncm_log.num_prompts
+    total = np.bincount(ncm_log.comparison * P + ncm_log.prompt, minlength=C * P).reshape(C, P)
+    config = ReplayConfig(batch_size=150, rule=DecisionRule(unit=unit))
+    inner = replay_module.policy_fn("adaptive", config)
+    checked = []
+
+    def checking(rng, view, size):
+        np.testing.assert_array_equal(view.left, total - view.judged)
+        useful = (view.left > 0) & (view.judged == 0) if unit == "prompt" else view.left > 0
+        np.testing.assert_array_equal(view.useful, useful)
+        np.testing.assert_array_equal(view.useful_count, useful.sum(axis=1))
+        checked.append(view.step)
+        return inner(rng, view, size)
+
+    monkeypatch.setattr(replay_module, "policy_fn", lambda name, config: checking)
+    trace = replay(3, ncm_log, "adaptive", config)
+    assert len(checked) >= 3 and trace.used > 0

@@ -139,6 +139,7 @@ def allocate(
     max_per_cell: int = 1,
     available: np.ndarray | None = None,
     need_share: float = DEFAULT_NEED_SHARE,
+    rows: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Split a batch over the open comparisons, closest to a decision first (LUCB-style).
 
@@ -156,26 +157,33 @@ def allocate(
     order) per judgment; judged cells only when fresh ones run out and
     ``allow_repeats``.
 
+    Only the rows of the comparisons picked are read (their prompts are put in
+    order when a comparison is first picked), so a batch costs its picks and the
+    comparisons, not the (comparison x prompt) table: pass ``rows``, the (C,)
+    comparisons that may be served (``candidates`` then only needs to be right
+    on those rows), to skip the one pass that finds them.
+
     Returns:
         (comparison, prompt, reason, need) of the picks, in order of choice;
         ``reason`` codes index :data:`REASONS`, ``need`` is the comparison's
         estimated remaining judgments before this batch (inf: not in sight).
     """
-    num_c, num_p = candidates.shape
-    # without repeats a cell appears at most once, however many judgments it may take
-    cap = np.full((num_c, num_p), max_per_cell if allow_repeats else 1, np.int64)
-    if available is not None:
-        cap = np.minimum(cap, available)
-    left = np.where(candidates, cap, 0)
-    fresh = candidates & (judged == 0)
-    # per comparison, its candidate prompts in the order they will be used
-    order = []
-    for c in range(num_c):
-        f = np.flatnonzero(fresh[c])
-        r = np.flatnonzero(candidates[c] & ~fresh[c]) if allow_repeats else np.zeros(0, np.int64)
+    num_c = candidates.shape[0]
+    per_cell = max_per_cell if allow_repeats else 1  # without repeats a cell appears at most once
+    has: np.ndarray = np.array(candidates.any(axis=1) if rows is None else rows, bool)
+    tie_break = cast(np.ndarray, rng.random(num_c))  # (C,): a size is given
+    order: dict[int, np.ndarray] = {}  # per comparison picked, its prompts in order of use
+    left: dict[tuple[int, int], int] = {}  # judgments a cell may still take in this batch
+
+    def prompts_of(c: int) -> np.ndarray:
+        row = candidates[c]
+        is_fresh = row & (judged[c] == 0)
+        f = np.flatnonzero(is_fresh)
+        r = np.flatnonzero(row & ~is_fresh) if allow_repeats else np.zeros(0, np.int64)
         # repeats: least judged first
         r = r[np.lexsort((rng.random(len(r)), judged[c, r]))]
-        order.append(np.concatenate([rng.permutation(f), r]).astype(np.int64))
+        return np.concatenate([rng.permutation(f), r]).astype(np.int64)
+
     pos = np.zeros(num_c, np.int64)
     obs = decisions.num_obs.astype(np.float64)
     needed = decisions.needed.astype(np.float64)
@@ -192,11 +200,7 @@ def allocate(
     prompts: list[int] = []
     reasons: list[int] = []
     needs: list[float] = []
-    tie_break = cast(np.ndarray, rng.random(num_c))  # (C,): a size is given
     picked: set[tuple[int, int]] = set()
-    # comparisons with something left to serve (only the picked one changes per pick)
-    lengths = np.array([len(o) for o in order], np.int64)
-    has = pos < lengths
     while len(comps) < size:
         if not has.any():
             break
@@ -208,11 +212,19 @@ def allocate(
         within = np.where(stage == 2, obs + given, np.where(met, given, remaining))
         key = np.lexsort((tie_break, within, tier, ~has))
         c = int(key[0])
+        if c not in order:
+            order[c] = prompts_of(c)
+        if pos[c] >= len(order[c]):  # ``rows`` named a comparison without candidates
+            has[c] = False
+            continue
         p = int(order[c][pos[c]])
+        if (c, p) not in left:
+            cap = per_cell if available is None else min(per_cell, int(available[c, p]))
+            left[c, p] = cap
         left[c, p] -= 1
         if left[c, p] <= 0:
             pos[c] += 1
-            has[c] = pos[c] < lengths[c]
+            has[c] = pos[c] < len(order[c])
         repeat = judged[c, p] > 0 or (c, p) in picked
         picked.add((c, p))
         if targeted[c]:
