@@ -58,6 +58,10 @@ from stan_free_models.laplace_grid import (
 )
 from stan_free_models.posterior import Diagnostics, Posterior
 
+#: global directions whose Hessian-vector products run together (memory: this many copies
+#: of the per-judgment intermediates instead of one per global parameter)
+HVP_CHUNK = 16
+
 
 @functools.lru_cache(maxsize=32)
 def _compiled_laplace(
@@ -101,7 +105,12 @@ def _compiled_laplace(
 
         size_g = g.shape[0]
         eye_g = jnp.eye(size_g, dtype=g.dtype)
-        h_gg, h_ig = jax.vmap(lambda e: hvp(e, jnp.zeros_like(items)))(eye_g)
+        # one Hessian-vector product per global direction, HVP_CHUNK at a time: a vmap of
+        # all G at once holds G copies of every per-judgment intermediate (14 KB per
+        # judgment with 200 systems), the chunks hold HVP_CHUNK; the numbers are the same
+        h_gg, h_ig = jax.lax.map(
+            lambda e: hvp(e, jnp.zeros_like(items)), eye_g, batch_size=HVP_CHUNK
+        )
         # h_gg: (G, G); h_ig: (G, P, K) = d2U / (d g, d item)
         slot_dirs = jnp.broadcast_to(
             jnp.eye(num_item_params, dtype=g.dtype)[:, None, :], (num_item_params,) + items.shape
