@@ -209,9 +209,8 @@ def skill_snapshot(
     )
     if not fit.converged:
         return None
-    judged = np.bincount(
-        encoded["comparison"].astype(np.int64) * num_p + encoded["item"], minlength=num_c * num_p
-    )
+    # distinct prompts per comparison from the judged cells (no comparison x prompt table)
+    judged_cells = np.unique(encoded["comparison"].astype(np.int64) * num_p + encoded["item"])
     mode = None
     if snap.mode is not None:
         g = np.array(snap.mode["global"], dtype=np.float32)
@@ -237,7 +236,7 @@ def skill_snapshot(
             "passed": True,
         },
         pair_judgments=np.bincount(encoded["comparison"], minlength=num_c).astype(np.int64),
-        pair_prompts=(judged.reshape(num_c, num_p) > 0).sum(axis=1).astype(np.int64),
+        pair_prompts=np.bincount(judged_cells // num_p, minlength=num_c).astype(np.int64),
         skill=fit.draws.astype(np.float32),
         mode=mode,
     )

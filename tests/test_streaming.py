@@ -272,6 +272,9 @@ def test_skill_updates_hold_items_until_an_items_refresh_replaces_them() -> None
         config=st.stream_config("fast", num_draws=400, cell_effect=False),
         last_seq=260,
     )
+    # the update's counts per comparison are the full fit's, read off the same judgments
+    np.testing.assert_array_equal(snap.pair_judgments, full.pair_judgments)
+    np.testing.assert_array_equal(snap.pair_prompts, full.pair_prompts)
     sd = full.skill.std(axis=0)
     shift = (snap.skill.mean(axis=0) - full.skill.mean(axis=0)) / sd
     assert np.abs(shift).max() < 0.25, shift
