@@ -353,7 +353,7 @@ def update(
     # the confidence sequence: each one-sided bound at each / 2
     log_term = np.log(2.0 / each)
     order = np.argsort(comparison, kind="stable")
-    present = np.unique(comparison)
+    present = np.flatnonzero(np.bincount(comparison, minlength=C))  # sorted, O(N + C)
     bounds = np.searchsorted(comparison[order], np.concatenate([present, [C]]))
     for idx, c in enumerate(present.tolist()):
         rows = order[bounds[idx] : bounds[idx + 1]]
@@ -437,9 +437,12 @@ def _tally_cells(tally: CellTally, comparison, prompt, signed, new: dict) -> np.
     add_sum = np.bincount(inv, weights=signed, minlength=keys.shape[0])
     add_count = np.bincount(inv, minlength=keys.shape[0])
     cells = tally.cells
-    before = [cells.get(k, (0.0, 0)) for k in keys.tolist()]
-    old_sum = np.array([b[0] for b in before], np.float64)
-    old_count = np.array([b[1] for b in before], np.int64)
+    if cells:
+        before = [cells.get(k, (0.0, 0)) for k in keys.tolist()]
+        old_sum = np.array([b[0] for b in before], np.float64)
+        old_count = np.array([b[1] for b in before], np.int64)
+    else:  # the first batch (all of them, for decide): nothing to look up
+        old_sum, old_count = np.zeros(keys.shape[0]), np.zeros(keys.shape[0], np.int64)
     new_sum, new_count = old_sum + add_sum, old_count + add_count
     cells.update(zip(keys.tolist(), zip(new_sum.tolist(), new_count.tolist())))
     cell_comp = keys // tally.num_prompts
