@@ -23,7 +23,7 @@ Peak memory is the process's peak resident set (sampled every 10 ms) during
 each step. The table gives each figure at each size and the ratio 1M / 100k:
 10 is linear growth.
 
-    nice python benchmarks/scale.py                              # 100k and 1M, about 8 min
+    nice python benchmarks/scale.py                              # 100k and 1M, about 2 min
     python benchmarks/scale.py --sizes 2000,20000 --seeds 2      # smoke (a test runs this)
     python benchmarks/scale.py --sizes 1000000 --only replay --profile /tmp/replay.prof
 """
@@ -172,7 +172,7 @@ def run_size(
     only: set[str],
     profile_path: str | None,
     replay_budget: int | None = None,
-    fit_bytes_per_judgment: float = 14_000,
+    fit_bytes_per_judgment: float = 9_000,
 ) -> dict:
     """Every step at one size, in this process; returns the figures."""
     from adaptive.cells import build_cells
@@ -204,8 +204,8 @@ def run_size(
             )
 
     snap = base = None
-    # the fit's Hessian holds one (systems x judgments) block (measured: about 14 KB per
-    # judgment with 200 systems); on a shared machine, refuse rather than swap or OOM-kill
+    # the fit holds 16 copies of the per-judgment intermediates while its Hessian runs (measured:
+    # 8.6 GB peak at 1M with 200 systems); on a shared machine, refuse rather than swap or OOM-kill
     need, free = fit_bytes_per_judgment * num_judgments, available_bytes()
     if only & {"fit", "skill", "batch"} and need > 0.8 * free:
         out["fit_skipped"] = f"needs ~{need / 1e9:.0f} GB, {free / 1e9:.0f} GB available"
@@ -343,8 +343,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--fit-bytes-per-judgment",
         type=float,
-        default=14_000,
-        help="the fast fit's expected memory per judgment (default 14000, measured); a size "
+        default=9_000,
+        help="the fast fit's expected memory per judgment (default 9000, measured); a size "
         "whose fit would need more than 80%% of the available memory skips the fit (0: never)",
     )
     parser.add_argument("--profile", help="cProfile the steps into this file (one size)")
