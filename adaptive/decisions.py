@@ -347,6 +347,7 @@ def update(
         )
     new = {f: np.array(getattr(state, f), copy=True) for f in state._fields[2:-2]}
     fresh_cell = _tally_cells(tally, comparison, prompt, signed, new)
+    tally.version += 1  # the tally has moved on: from here the given state is spent
     each = rule.alpha_each(state.num_tests)
     side = each / 2.0
     threshold = np.log(1.0 / side)
@@ -420,7 +421,6 @@ def update(
         new["sum_vpsi_low"][c], new["sum_vpsi_high"][c] = v_low[-1], v_high[-1]
         new["low01"][c], new["high01"][c] = low[-1], high[-1]
         new["log_eb"][c], new["log_ea"][c] = log_eb[-1], log_ea[-1]
-    tally.version += 1
     return DecisionState(rule, state.num_tests, **new, cells=tally, version=tally.version)
 
 

@@ -297,6 +297,9 @@ def test_a_state_that_was_updated_cannot_be_updated_again():
     from adaptive.decisions import decisions_of, start, update
 
     first = start(2, 5)
+    # a batch rejected whole (a prompt out of range) leaves the state as it was
+    with pytest.raises(ValueError, match="prompt indices"):
+        update(first, np.array([0, 1]), np.array([1, 9]), np.array([1.0, 0.0]))
     second = update(first, np.array([0]), np.array([1]), np.array([1.0]))
     with pytest.raises(ValueError, match="already updated"):
         update(first, np.array([1]), np.array([2]), np.array([-1.0]))
