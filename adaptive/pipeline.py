@@ -57,6 +57,11 @@ def analysis_item_rows(analysis: Analysis) -> list[dict]:
     post, cells = analysis.posterior, analysis.cells
     alpha = post.flat("alpha")
     b = post.flat("b")
+    # comparisons per item: distinct (item, comparison) cells counted once, in one pass
+    item_cells = np.unique(
+        np.stack([cells.cell_item, cells.cell_comparison]).astype(np.int64), axis=1
+    )
+    n_comparisons = np.bincount(item_cells[0], minlength=len(cells.item_members))
     rows = []
     for j, members in enumerate(cells.item_members):
         row: dict[str, Any] = {
@@ -70,7 +75,7 @@ def analysis_item_rows(analysis: Analysis) -> list[dict]:
         for k in range(b.shape[-1]):
             row[f"b{k + 1}_mean"] = float(b[:, j, k].mean())
             row[f"b{k + 1}_sd"] = float(b[:, j, k].std(ddof=1))
-        row["n_comparisons"] = int(np.unique(cells.cell_comparison[cells.cell_item == j]).size)
+        row["n_comparisons"] = int(n_comparisons[j])
         rows.append(row)
     rows.sort(key=lambda r: -r["alpha_mean"])
     return rows

@@ -6,6 +6,7 @@ row is rejected whole (see :mod:`services.api.errors` for the error body).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -67,15 +68,28 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
 
 
+def repeated_ids(ids: Sequence[str]) -> list[tuple[int, int, str]]:
+    """Every entry that repeats an earlier id: (its index, the first index, the id).
+
+    The one duplicate check of every entry point: the catalogue lists refuse at the first
+    repeat (a pydantic validator), a judgment batch lists every repeated row."""
+    seen: dict[str, int] = {}
+    out = []
+    for i, value in enumerate(ids):
+        if value in seen:
+            out.append((i, seen[value], value))
+        else:
+            seen[value] = i
+    return out
+
+
 def _unique(items: list[Any], key: str) -> list[Any]:
     """Refuse a list that names one id twice (which entry would win is not the client's
     intent to guess; PostgreSQL also refuses to upsert one row twice in a statement)."""
-    seen: dict[str, int] = {}
-    for i, item in enumerate(items):
-        value = getattr(item, key)
-        if value in seen:
-            raise ValueError(f"{key} {value!r} appears twice (entries {seen[value]} and {i})")
-        seen[value] = i
+    repeats = repeated_ids([getattr(item, key) for item in items])
+    if repeats:
+        i, first, value = repeats[0]
+        raise ValueError(f"{key} {value!r} appears twice (entries {first} and {i})")
     return items
 
 

@@ -142,6 +142,14 @@ def test_items_lists_discrimination_and_thresholds(small_file):
         )
     alphas = [r["alpha_mean"] for r in rows]
     assert alphas == sorted(alphas, reverse=True)
+    # n_comparisons counted from the raw file: distinct pairs (either order) per prompt
+    raw = pl.read_csv(small_file).with_columns(
+        pl.min_horizontal("system_a", "system_b").alias("lo"),
+        pl.max_horizontal("system_a", "system_b").alias("hi"),
+    )
+    pairs = dict(raw.group_by("item_id").agg(pl.struct("lo", "hi").n_unique()).iter_rows())
+    single = [r for r in rows if not r["group"]]
+    assert single and all(r["n_comparisons"] == pairs[r["item_id"]] for r in single)
 
 
 def test_bad_file_gives_one_line_reason_and_nonzero_exit(tmp_path):

@@ -226,13 +226,11 @@ def _bulk(count_new: int, total: int) -> s.BulkResult:
     return s.BulkResult(created=count_new, updated=total - count_new)
 
 
-def _unique(ids: list[str], what: str) -> None:
-    seen: set[str] = set()
-    problems = []
-    for i, x in enumerate(ids):
-        if x in seen:
-            problems.append({"row": i, "field": what, "message": f"duplicate {what} {x!r}"})
-        seen.add(x)
+def _refuse_repeated(ids: list[str], what: str) -> None:
+    problems = [
+        {"row": i, "field": what, "message": f"duplicate {what} {x!r} (first in row {first})"}
+        for i, first, x in s.repeated_ids(ids)
+    ]
     if problems:
         raise ApiError(
             422,
@@ -251,9 +249,7 @@ def _register(
 ) -> s.BulkResult:
     """Register catalogue entries in bulk (``plural``: systems, prompts or dimensions): a
     repeated id refuses the request, the others are upserted; counts new and updated."""
-    key = f"{plural[:-1]}_id"
-    rows = [x.model_dump() for x in entries]
-    _unique([r[key] for r in rows], key)
+    rows = [x.model_dump() for x in entries]  # ids unique: the request model's validator
     with state.store.write() as conn:
         new = upsert(conn=conn, project_id=project_id, **{plural: rows})
     return _bulk(new, len(rows))
@@ -324,7 +320,7 @@ def add_judgments(
     winner, or reuses a ``judgment_id`` for a different judgment.
     """
     rows = [j.model_dump() for j in body.judgments]
-    _unique([r["judgment_id"] for r in rows], "judgment_id")
+    _refuse_repeated([r["judgment_id"] for r in rows], "judgment_id")
     dims = sorted({r["dimension"] for r in rows})
     with state.store.write() as conn:
         result = repo.add_judgments(conn=conn, project_id=project_id, judgments=rows)
