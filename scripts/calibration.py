@@ -257,7 +257,7 @@ def main() -> int:
             f"{method:6s}  {fraction:8.2f}  {len(recs):3d}  {flag:19.3f}  {flag_model:13.3f}  {flag_data:12.3f}  "
             f"{cov:11.3f}  {absz:10.2f}  {msd:7.4f}  {secs:7.1f}"
         )
-    for line in interval_lines(results):
+    for line in interval_lines(results) + shrinkage_lines(results):
         print(line)
     # fast vs NUTS on the same campaigns: ratio of the posterior sds of Δ, comparison by comparison
     for fraction in sorted({f for _, f in results}, reverse=True):
@@ -338,6 +338,36 @@ def interval_lines(results: dict, level: float = 0.9) -> list[str]:
             f"{method} sparse exaggeration (mean abs z at {smallest:.2f} / at 1.00, {len(seeds)} "
             f"campaigns at both): {a.mean():.2f} / {b.mean():.2f} = {a.mean() / b.mean():.2f}, "
             f"{level:.0%} campaign-bootstrap interval {low:.2f}-{high:.2f}"
+        )
+    return lines
+
+
+def shrinkage_lines(results: dict) -> list[str]:
+    """Per row: the least-squares slope of the true Δ on its estimate, and the sd of z.
+
+    A calibrated posterior mean is the expected truth given the data, so the slope is 1
+    (the regression of the estimate on the truth is below 1 whenever the data are sparse:
+    that is shrinkage, as it should be). Below 1 the estimates are too far from 0 (the
+    posterior shrinks too little); above 1, too close. sd of z above 1 with a slope of 1:
+    the sds are too small. Pooled over the row's comparisons.
+    """
+    lines = []
+    for (method, fraction), recs in sorted(results.items(), key=lambda kv: (kv[0][0], -kv[0][1])):
+        recs = [r for r in recs if "est" in r]
+        if not recs:
+            continue
+        est = np.concatenate([r["est"] for r in recs])
+        truth = np.concatenate([r["truth"] for r in recs])
+        sd = np.concatenate([r["sd"] for r in recs])
+        ok = np.isfinite(est) & np.isfinite(truth) & (sd > 0)
+        est, truth, sd = est[ok], truth[ok], sd[ok]
+        if est.size < 3 or np.ptp(est) == 0:
+            continue
+        centred = est - est.mean()
+        slope = float(centred @ (truth - truth.mean()) / (centred @ centred))
+        lines.append(
+            f"{method} {fraction:.2f}: slope of true Δ on estimate {slope:.3f}, "
+            f"sd of z {float(np.std((est - truth) / sd)):.3f} ({est.size} comparisons)"
         )
     return lines
 

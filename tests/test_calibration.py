@@ -344,3 +344,32 @@ def test_campaign_bootstrap_intervals_of_coverage_and_sparse_exaggeration():
     # campaigns measured at one fraction only do not enter the ratio
     lines = interval_lines({("fast", 1.0): full[:5], ("fast", 0.05): sparse})
     assert "5 campaigns at both" in lines[-1]
+
+
+def test_shrinkage_slope_reads_exaggerated_and_overshrunk_estimates():
+    from calibration import shrinkage_lines
+
+    rng = np.random.default_rng(2)
+    truth = rng.normal(0.0, 0.2, (30, 20))
+    noise = rng.normal(0.0, 0.1, (30, 20))
+    # a calibrated posterior: truth ~ N(0, 0.2^2), data truth + noise, posterior mean and sd
+    shrink = 0.2**2 / (0.2**2 + 0.1**2)
+    post_sd = np.sqrt(shrink) * 0.1
+
+    def rows(est):
+        return [
+            {"est": e.tolist(), "truth": t.tolist(), "sd": [post_sd] * 20}
+            for e, t in zip(est, truth)
+        ]
+
+    def slope(line):
+        return float(line.split("estimate ")[1].split(",")[0])
+
+    good = shrink * (truth + noise)
+    (line,) = shrinkage_lines({("fast", 0.05): rows(good)})
+    assert abs(slope(line) - 1.0) < 0.08 and "600 comparisons" in line
+    assert abs(float(line.split("sd of z ")[1].split(" ")[0]) - 1.0) < 0.1
+    (line,) = shrinkage_lines({("fast", 0.05): rows(truth + noise)})  # not shrunk
+    assert slope(line) < 0.9
+    (line,) = shrinkage_lines({("fast", 0.05): rows(0.5 * good)})  # shrunk twice over
+    assert slope(line) > 1.5
