@@ -57,11 +57,8 @@ def analysis_item_rows(analysis: Analysis) -> list[dict]:
     post, cells = analysis.posterior, analysis.cells
     alpha = post.flat("alpha")
     b = post.flat("b")
-    # comparisons per item: distinct (item, comparison) cells counted once, in one pass
-    item_cells = np.unique(
-        np.stack([cells.cell_item, cells.cell_comparison]).astype(np.int64), axis=1
-    )
-    n_comparisons = np.bincount(item_cells[0], minlength=len(cells.item_members))
+    # a cell is one (comparison, item) with judgments: comparisons per item are its cells
+    n_comparisons = np.bincount(cells.cell_item, minlength=len(cells.item_members))
     rows = []
     for j, members in enumerate(cells.item_members):
         row: dict[str, Any] = {
