@@ -66,6 +66,37 @@ def subsample(frame: pl.DataFrame, fraction: float, seed: int) -> pl.DataFrame:
     return frame[keep]
 
 
+def fitted_truth(camp, cells) -> np.ndarray:
+    """(C,) the true Δ of each fitted comparison over the prompts it was judged on.
+
+    The fit's comparison order is the first-seen order; it is mapped to the campaign's.
+    """
+    index = {(camp.systems[a], camp.systems[b]): i for i, (a, b) in enumerate(camp.pairs)}
+    prompt_of = {p: j for j, p in enumerate(camp.prompts)}
+    comp_true = np.array([index[n] for n in cells.comparison_names()])
+    prompt_true = np.array([prompt_of[p] for p in cells.prompts])
+    return camp.true_delta(
+        comp_true[cells.judgment_comparison], prompt_true[cells.judgment_prompt]
+    )[comp_true]
+
+
+def coverage_fields(rows: list[dict], truth: np.ndarray) -> dict:
+    """A row's coverage count, mean abs z and each comparison's estimate, sd and truth."""
+    est = np.array([r["net_preference"] for r in rows])
+    sd = np.array([r["net_sd"] for r in rows])
+    low = np.array([r["net_ci_low"] for r in rows])
+    high = np.array([r["net_ci_high"] for r in rows])
+    return dict(
+        covered=int(np.sum((low <= truth) & (truth <= high))),
+        num=len(rows),
+        abs_z=float(np.mean(np.abs(est - truth) / sd)),
+        mean_sd=float(np.mean(sd)),
+        sd=sd.tolist(),
+        est=est.tolist(),
+        truth=truth.tolist(),
+    )
+
+
 def fit_rows(frame: pl.DataFrame, method: str, preset: str, seed: int, args) -> tuple[list, object]:
     from adaptive.fitting import FitConfig, preset_config
     from adaptive.pipeline import analyze
@@ -165,18 +196,7 @@ def main() -> int:
                 start = time.perf_counter()
                 rows, result = fit_rows(frame, method, args.preset, seed, args)
                 seconds = time.perf_counter() - start
-                cells = result.cells
-                # the fit's comparison order is the first-seen order; map to the campaign's
-                names = cells.comparison_names()
-                index = {
-                    (camp.systems[a], camp.systems[b]): i for i, (a, b) in enumerate(camp.pairs)
-                }
-                prompt_of = {p: j for j, p in enumerate(camp.prompts)}
-                comp_true = np.array([index[n] for n in names])
-                prompt_true = np.array([prompt_of[p] for p in cells.prompts])
-                true_delta = camp.true_delta(
-                    comp_true[cells.judgment_comparison], prompt_true[cells.judgment_prompt]
-                )[comp_true]
+                true_delta = fitted_truth(camp, result.cells)
                 rec = {
                     "kind": args.kind,
                     "preset": args.preset,
@@ -207,19 +227,7 @@ def main() -> int:
                     "any_data_adjusted": any(r["data_adjusted"] for r in rows),
                 }
                 if "net_preference" in rows[0]:
-                    est = np.array([r["net_preference"] for r in rows])
-                    sd = np.array([r["net_sd"] for r in rows])
-                    low = np.array([r["net_ci_low"] for r in rows])
-                    high = np.array([r["net_ci_high"] for r in rows])
-                    rec.update(
-                        covered=int(np.sum((low <= true_delta) & (true_delta <= high))),
-                        num=len(rows),
-                        abs_z=float(np.mean(np.abs(est - true_delta) / sd)),
-                        mean_sd=float(np.mean(sd)),
-                        sd=sd.tolist(),
-                        est=est.tolist(),
-                        truth=true_delta.tolist(),
-                    )
+                    rec.update(coverage_fields(rows, true_delta))
                 results.setdefault((method, fraction), []).append(rec)
                 if args.jsonl:
                     with open(args.jsonl, "a") as fh:

@@ -31,7 +31,6 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import calibration as cal  # noqa: E402
-import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 
@@ -111,22 +110,11 @@ def main() -> int:
         frame = cal.subsample(pl.DataFrame(camp.rows), args.fraction, seed)
         start = time.perf_counter()
         result = analyze(frame, config=config_of(seed=seed), group_redundant=False)
-        cells = result.cells
-        index = {(camp.systems[a], camp.systems[b]): i for i, (a, b) in enumerate(camp.pairs)}
-        comp_true = np.array([index[n] for n in cells.comparison_names()])
-        prompt_of = {p: j for j, p in enumerate(camp.prompts)}
-        prompt_true = np.array([prompt_of[p] for p in cells.prompts])
-        truth = camp.true_delta(
-            comp_true[cells.judgment_comparison], prompt_true[cells.judgment_prompt]
-        )[comp_true]
+        truth = cal.fitted_truth(camp, result.cells)
         for name, compiled in scorings.items():
             predictive._compiled = compiled  # type: ignore[assignment]
-            rows = compare(result.posterior, cells, effect=True)
+            rows = compare(result.posterior, result.cells, effect=True)
             predictive._compiled = shipped  # type: ignore[assignment]
-            est = np.array([r["net_preference"] for r in rows])
-            sd = np.array([r["net_sd"] for r in rows])
-            low = np.array([r["net_ci_low"] for r in rows])
-            high = np.array([r["net_ci_high"] for r in rows])
             rec = {
                 "kind": args.kind,
                 "variant": args.variant,
@@ -138,13 +126,7 @@ def main() -> int:
                 "seconds": time.perf_counter() - start,
                 "tau_mean": float(result.posterior.flat("tau").mean()),
                 "any_adjusted": any(r["significant_adjusted"] for r in rows),
-                "covered": int(np.sum((low <= truth) & (truth <= high))),
-                "num": len(rows),
-                "abs_z": float(np.mean(np.abs(est - truth) / sd)),
-                "mean_sd": float(np.mean(sd)),
-                "sd": sd.tolist(),
-                "est": est.tolist(),
-                "truth": truth.tolist(),
+                **cal.coverage_fields(rows, truth),
             }
             with open(args.jsonl, "a") as fh:
                 fh.write(json.dumps(rec) + "\n")
