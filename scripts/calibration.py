@@ -164,7 +164,7 @@ def main() -> int:
         for path in args.summarize:
             for line in open(path):
                 rec = json.loads(line)
-                results.setdefault((rec["method"], rec["fraction"]), []).append(rec)
+                results.setdefault((row_label(rec), rec["fraction"]), []).append(rec)
         args.campaigns = max(len(v) for v in results.values())
     seeds = [] if args.summarize else range(args.first_seed, args.first_seed + args.campaigns)
     done: set[tuple] = set()
@@ -245,8 +245,9 @@ def main() -> int:
                 )
     kinds = sorted({r["kind"] for recs in results.values() for r in recs})
     print(f"kind={','.join(kinds)} preset={args.preset} campaigns={args.campaigns}")
+    width = max([6] + [len(m) for m, _ in results])
     print(
-        "method  fraction    n  campaigns_with_flag  (model alone)  (data alone)  coverage_95  "
+        f"{'method':{width}s}  fraction    n  campaigns_with_flag  (model alone)  (data alone)  coverage_95  "
         "mean_abs_z  mean_sd  seconds"
     )
     for (method, fraction), recs in sorted(results.items(), key=lambda kv: (kv[0][0], -kv[0][1])):
@@ -262,7 +263,7 @@ def main() -> int:
         msd = np.mean([r.get("mean_sd", np.nan) for r in recs])
         secs = np.mean([r["seconds"] for r in recs])
         print(
-            f"{method:6s}  {fraction:8.2f}  {len(recs):3d}  {flag:19.3f}  {flag_model:13.3f}  {flag_data:12.3f}  "
+            f"{method:{width}s}  {fraction:8.2f}  {len(recs):3d}  {flag:19.3f}  {flag_model:13.3f}  {flag_data:12.3f}  "
             f"{cov:11.3f}  {absz:10.2f}  {msd:7.4f}  {secs:7.1f}"
         )
     for line in interval_lines(results) + shrinkage_lines(results):
@@ -290,6 +291,17 @@ def main() -> int:
             line += f"; mean abs (fast - nuts estimate) / nuts sd {np.abs(shift).mean():.2f}"
         print(line)
     return 0
+
+
+def row_label(rec: dict) -> str:
+    """The method of a stored row, with what sets its model apart (a lapse, an alternative's
+    variant), so --summarize never pools or pairs rows of different models."""
+    label = rec["method"]
+    if rec.get("lapse"):
+        label += "+lapse"
+    if rec.get("variant"):
+        label += f"[{rec['variant']}]"
+    return label
 
 
 def interval_lines(results: dict, level: float = 0.9) -> list[str]:

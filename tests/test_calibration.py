@@ -8,6 +8,7 @@ the coverage of Δ's 95% interval, and that a sparse snapshot does not exaggerat
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -373,3 +374,39 @@ def test_shrinkage_slope_reads_exaggerated_and_overshrunk_estimates():
     assert slope(line) < 0.9
     (line,) = shrinkage_lines({("fast", 0.05): rows(0.5 * good)})  # shrunk twice over
     assert slope(line) > 1.5
+
+
+def test_summarize_keeps_rows_of_different_models_apart(tmp_path, capsys):
+    """Rows of a lapse fit or of an alternative variant are never pooled with (or paired as
+    fast against NUTS with) the shipped model's rows of the same method and fraction."""
+    from calibration import main, row_label
+
+    assert row_label({"method": "fast"}) == "fast"
+    assert row_label({"method": "fast", "lapse": True}) == "fast+lapse"
+    assert row_label({"method": "nuts", "variant": "x"}) == "nuts[x]"
+
+    def rec(method, covered, **extra):
+        return {
+            "kind": "varied",
+            "preset": "default",
+            "seed": 0,
+            "fraction": 0.05,
+            "method": method,
+            "seconds": 1.0,
+            "any_adjusted": False,
+            "covered": covered,
+            "num": 20,
+            "abs_z": 0.8,
+            "mean_sd": 0.1,
+            "sd": [0.1] * 20,
+            **extra,
+        }
+
+    path = tmp_path / "rows.jsonl"
+    rows = [rec("fast", 20), rec("fast", 10, lapse=True), rec("nuts", 19, variant="x")]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    sys.argv = ["calibration.py", "--summarize", str(path)]
+    assert main() == 0
+    out = capsys.readouterr().out
+    assert "fast 0.05: coverage 1.000" in out and "fast+lapse 0.05: coverage 0.500" in out
+    assert "fast/nuts sd" not in out  # the only NUTS row is another model's
