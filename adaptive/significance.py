@@ -229,16 +229,24 @@ def observed_p_values(cells: CellData) -> tuple[np.ndarray, np.ndarray]:
     Prompts are the units (:func:`adaptive.evidence.net_preference`); a comparison with
     fewer than two prompts gets p = 1.
     """
-    from scipy import stats as sps
-
-    from adaptive.evidence import net_preference
-
-    obs = net_preference(
+    return observed_from_judgments(
         cells.judgment_comparison,
         cells.judgment_prompt,
         cells.judgment_y - 1,
         cells.num_comparisons,
     )
+
+
+def observed_from_judgments(
+    comparison: np.ndarray, prompt: np.ndarray, signed: np.ndarray, num_comparisons: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`observed_p_values` from per-judgment arrays: comparison and prompt indices and
+    the signed judgment (+1 the comparison's second system, -1 its first, 0 a tie)."""
+    from scipy import stats as sps
+
+    from adaptive.evidence import net_preference
+
+    obs = net_preference(comparison, prompt, signed, num_comparisons)
     with np.errstate(invalid="ignore", divide="ignore"):
         t = np.where(obs.se > 0, obs.mean / obs.se, 0.0)
     p = 2.0 * sps.t.sf(np.abs(np.nan_to_num(t)), np.maximum(obs.num_prompts - 1, 1))

@@ -42,6 +42,11 @@ class Snapshot:
         pair_judgments, pair_prompts: (C,) judgments and prompts per compared pair.
         skill: (D, S) draws; alpha: (D', P); b: (D', P, K) thresholds (D' <= D draws).
         mode: unconstrained optimum (fast path) for the next warm start, or None.
+        pair_observed, pair_observed_p: (C,) each compared pair's observed net preference
+            (its mean signed judgment over prompts, the stored orientation) and the
+            two-sided p-value of its prompts-as-units t-test
+            (:func:`adaptive.significance.observed_from_judgments`): the data's half of
+            the significance verdict. None in snapshots stored before they were kept.
     """
 
     dimension: str
@@ -63,6 +68,8 @@ class Snapshot:
     b: np.ndarray
     mode: dict[str, np.ndarray] | None = None
     tau: np.ndarray | None = None  # (D',) sd of the prompt-by-comparison effect, if modelled
+    pair_observed: np.ndarray | None = None
+    pair_observed_p: np.ndarray | None = None
 
     @property
     def num_draws(self) -> int:
@@ -109,6 +116,9 @@ def snapshot_from_posterior(
         k: (None if isinstance(v, float) and not np.isfinite(v) else v)
         for k, v in diagnostics.items()
     }
+    from adaptive.significance import observed_p_values
+
+    observed, observed_p = observed_p_values(cells)
     return Snapshot(
         dimension=cells.dimension,
         version=0,
@@ -133,10 +143,14 @@ def snapshot_from_posterior(
         tau=None
         if "tau" not in posterior.draws
         else _thin(posterior.flat("tau"), min(max_draws, max_item_draws)).astype(np.float32),
+        pair_observed=observed.astype(np.float64),
+        pair_observed_p=observed_p.astype(np.float64),
     )
 
 
 _ARRAYS = ("pair_a", "pair_b", "pair_judgments", "pair_prompts", "skill", "alpha", "b")
+#: arrays a snapshot may lack (a model without the cell effect; a blob stored by an older version)
+_OPTIONAL = ("tau", "pair_observed", "pair_observed_p")
 
 
 def encode_snapshot(snapshot: Snapshot) -> bytes:
@@ -151,8 +165,9 @@ def encode_snapshot(snapshot: Snapshot) -> bytes:
             arrays["mode_log_tau"] = snapshot.mode["log_tau"]
         if "logit_lapse" in snapshot.mode:
             arrays["mode_logit_lapse"] = snapshot.mode["logit_lapse"]
-    if snapshot.tau is not None:
-        arrays["tau"] = snapshot.tau
+    for name in _OPTIONAL:
+        if getattr(snapshot, name) is not None:
+            arrays[name] = getattr(snapshot, name)
     buf = io.BytesIO()
     np.savez(buf, **arrays)  # type: ignore[arg-type]
     return buf.getvalue()
@@ -181,7 +196,6 @@ def decode_snapshot(
             mode["log_tau"] = arrays.pop("mode_log_tau")
         if "mode_logit_lapse" in arrays:
             mode["logit_lapse"] = arrays.pop("mode_logit_lapse")
-    tau = arrays.pop("tau", None)
     return Snapshot(
         dimension=dimension,
         version=version,
@@ -194,7 +208,9 @@ def decode_snapshot(
         systems=tuple(names["systems"]),
         items=tuple(names["items"]),
         mode=mode,
-        tau=tau,
+        tau=arrays.get("tau"),
+        pair_observed=arrays.get("pair_observed"),
+        pair_observed_p=arrays.get("pair_observed_p"),
         **{k: arrays[k] for k in _ARRAYS},
     )
 

@@ -30,6 +30,17 @@ def pair_rows(
     (or every pair of systems with ``all_pairs``) plus the pairs asked for, and
     the rows of ``pairs`` (or of the whole family) are returned.
 
+    The verdict is the one `evalset significance` gives (``adaptive.significance``):
+    ``significant_adjusted`` needs the model's adjusted verdict on theta
+    (``model_adjusted``) and the data's, a prompts-as-units t-test of the pair's own
+    mean signed judgment adjusted over the same family (``data_adjusted``), in the same
+    direction. The model alone flagged a null campaign (every system equal) in 22-33%
+    of campaigns (docs/statistics.md). A pair never compared has no data of its own:
+    ``data_adjusted`` is None and it is never ``significant_adjusted`` (its
+    ``model_adjusted`` is the leaderboard's indirect evidence alone). A snapshot stored
+    before it kept the observed values answers with the model alone
+    (``data_adjusted`` None); the next re-estimation replaces it.
+
     Args:
         snapshot: a per-system snapshot.
         pairs: (A, B) to report; default: the family.
@@ -71,7 +82,12 @@ def pair_rows(
     fam = np.array(family, dtype=np.int64).reshape(-1, 2)
     theta = snapshot.skill[:, fam[:, 1]].astype(np.float64) - snapshot.skill[:, fam[:, 0]]
     stats = summarize_draws(theta, level)
-    adjusted = adjusted_verdicts(stats["p_two_sided"], rule, alpha)
+    model_adjusted = adjusted_verdicts(stats["p_two_sided"], rule, alpha)
+    data = _data_verdicts(snapshot, fam, rule, alpha)
+    if data is None:
+        adjusted = model_adjusted
+    else:
+        adjusted = model_adjusted & data[0] & (np.sign(stats["mean"]) == np.sign(data[1]))
     out_pairs = wanted if pairs is not None else [tuple(p) for p in fam.tolist()]
     rows = []
     for a, b in out_pairs:
@@ -95,13 +111,55 @@ def pair_rows(
                 "significant": bool(stats["significant"][k]),
                 "p_two_sided": float(stats["p_two_sided"][k]),
                 "significant_adjusted": bool(adjusted[k]),
-                "adjust_rule": rule,
+                "model_adjusted": bool(model_adjusted[k]),
+                **_data_fields(data, k, sign),
+                "adjust_rule": rule if data is None else f"{rule} on the model and on the data",
                 "family_size": int(len(family)),
                 "n_judgments": nj,
                 "n_prompts": npr,
             }
         )
     return rows
+
+
+def _data_verdicts(
+    snapshot: Snapshot, fam: np.ndarray, rule: str, alpha: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The data's adjusted verdicts over the family ``fam`` ((F, 2) system indices), and each
+    pair's observed net preference (oriented as ``fam``; NaN: never compared) and p-value.
+
+    None for a snapshot without the observed values. A pair never compared enters the
+    family with p = 1, so it is never significant and the adjustment is the family's.
+    """
+    from adaptive.significance import adjusted_verdicts
+
+    if snapshot.pair_observed is None or snapshot.pair_observed_p is None:
+        return None
+    stored = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(snapshot.pair_a, snapshot.pair_b))}
+    observed = np.full(len(fam), np.nan)
+    p = np.ones(len(fam))
+    for k, (a, b) in enumerate(fam.tolist()):
+        i, sign = stored.get((a, b)), 1.0
+        if i is None:
+            i, sign = stored.get((b, a)), -1.0
+        if i is not None and snapshot.pair_judgments[i] > 0:
+            observed[k] = sign * snapshot.pair_observed[i]
+            p[k] = snapshot.pair_observed_p[i]
+    return adjusted_verdicts(p, rule, alpha), observed, p
+
+
+def _data_fields(
+    data: tuple[np.ndarray, np.ndarray, np.ndarray] | None, k: int, sign: float
+) -> dict[str, Any]:
+    """The data's half of row ``k`` in the orientation asked (None where there are no data)."""
+    if data is None or np.isnan(data[1][k]):
+        return {"data_adjusted": None, "observed_net": None, "observed_p": None}
+    adjusted, observed, p = data
+    return {
+        "data_adjusted": bool(adjusted[k]),
+        "observed_net": float(sign * observed[k]),
+        "observed_p": float(p[k]),
+    }
 
 
 def leaderboard_rows(snapshot: Snapshot, *, level: float = 0.95) -> list[dict[str, Any]]:

@@ -340,7 +340,20 @@ class SignificanceRow(BaseModel):
     p_b_better: float
     significant: bool = Field(description="the interval excludes 0")
     p_two_sided: float
-    significant_adjusted: bool
+    significant_adjusted: bool = Field(
+        description="the model's and the data's adjusted verdicts agree, in the same direction "
+        "(a pair never compared: never)"
+    )
+    model_adjusted: bool = Field(description="the adjusted verdict on theta's posterior tail")
+    data_adjusted: bool | None = Field(
+        description="the adjusted verdict of a prompts-as-units t-test of the pair's own "
+        "judgments; null for a pair never compared"
+    )
+    observed_net: float | None = Field(
+        description="the pair's mean signed judgment over its prompts (+1: B, -1: A, 0: tie); "
+        "null for a pair never compared"
+    )
+    observed_p: float | None = Field(description="two-sided p-value of that t-test")
     adjust_rule: str
     family_size: int
     n_judgments: int

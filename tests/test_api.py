@@ -307,22 +307,28 @@ def test_answers_come_from_a_named_snapshot(streaming_api: httpx.Client) -> None
 
     sig = api.get(f"/projects/{project_id}/significance", headers=headers).json()
     assert sig["snapshot"]["num_judgments"] == 240
-    assert len(sig["rows"]) == 10 and all(r["adjust_rule"] == "holm" for r in sig["rows"])
+    assert len(sig["rows"]) == 10
+    assert all(r["adjust_rule"] == "holm on the model and on the data" for r in sig["rows"])
     everything = api.get(
         f"/projects/{project_id}/significance",
         params={"all_pairs": True, "rule": "bonferroni"},
         headers=headers,
     ).json()
-    assert len(everything["rows"]) == 15 and everything["rows"][0]["adjust_rule"] == "bonferroni"
+    assert len(everything["rows"]) == 15
+    assert everything["rows"][0]["adjust_rule"] == "bonferroni on the model and on the data"
 
     ab = api.get(f"/projects/{project_id}/significance/s0/s4", headers=headers).json()["rows"][0]
     ba = api.get(f"/projects/{project_id}/significance/s4/s0", headers=headers).json()["rows"][0]
     assert (ab["system_a"], ab["system_b"]) == ("s0", "s4") and ab["mean"] > 0
     assert ab["mean"] == pytest.approx(-ba["mean"])
+    assert ab["observed_net"] > 0 and ab["observed_net"] == pytest.approx(-ba["observed_net"])
+    assert ab["observed_p"] == pytest.approx(ba["observed_p"])
     never = api.get(f"/projects/{project_id}/significance/s1/never_judged", headers=headers).json()[
         "rows"
     ][0]
     assert never["n_judgments"] == 0 and not never["significant"]
+    assert never["data_adjusted"] is None and never["observed_net"] is None
+    assert not never["significant_adjusted"]
     assert (
         api.get(f"/projects/{project_id}/significance/s1/ghost", headers=headers).status_code == 404
     )

@@ -6,6 +6,7 @@ The fast tests keep to one padded shape bucket (200..256 judgments, 12 prompts,
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 
@@ -108,6 +109,9 @@ def test_snapshot_round_trips_through_bytes(snapshot: st.Snapshot) -> None:
     np.testing.assert_array_equal(back.pair_a, snapshot.pair_a)
     assert back.mode is not None and snapshot.mode is not None
     np.testing.assert_array_equal(back.mode["items"], snapshot.mode["items"])
+    assert snapshot.pair_observed is not None and snapshot.pair_observed_p is not None
+    np.testing.assert_array_equal(back.pair_observed, snapshot.pair_observed)
+    np.testing.assert_array_equal(back.pair_observed_p, snapshot.pair_observed_p)
 
 
 def test_pair_orientation_flips_sign_and_probability(snapshot: st.Snapshot) -> None:
@@ -136,6 +140,67 @@ def test_family_adjustment_grows_with_all_pairs(snapshot: st.Snapshot) -> None:
     assert len(everything) == 15 and everything[0]["family_size"] == 15
     # Holm is never more liberal than the unadjusted verdict
     assert all(r["significant_adjusted"] <= (r["p_two_sided"] <= 0.05) for r in everything)
+
+
+def test_pair_observed_values_are_each_pairs_own_judgments(snapshot: st.Snapshot) -> None:
+    """observed_net is the pair's mean over prompts of each prompt's mean signed judgment, from
+    the raw rows (in the orientation asked), and its p-value a one-sample t-test on them."""
+    from scipy import stats
+
+    frame = simulate(240)
+    for a, b in [("s0", "s4"), ("s4", "s0"), ("s1", "s2")]:
+        row = pair_rows(snapshot, [(a, b)])[0]
+        mine = frame.filter(
+            ((pl.col("system_a") == a) & (pl.col("system_b") == b))
+            | ((pl.col("system_a") == b) & (pl.col("system_b") == a))
+        ).with_columns(
+            signed=pl.when(pl.col("winner") == "tie")
+            .then(0)
+            .when((pl.col("winner") == "b") == (pl.col("system_b") == b))
+            .then(1)
+            .otherwise(-1)
+        )
+        per_prompt = mine.group_by("item_id").agg(pl.col("signed").mean())["signed"].to_numpy()
+        assert row["observed_net"] == pytest.approx(per_prompt.mean())
+        assert row["observed_p"] == pytest.approx(stats.ttest_1samp(per_prompt, 0.0).pvalue)
+        assert row["n_prompts"] == len(per_prompt)
+
+
+def test_adjusted_verdict_needs_the_model_and_the_data_in_one_direction(
+    snapshot: st.Snapshot,
+) -> None:
+    rows = pair_rows(snapshot, all_pairs=True)
+    for r in rows:
+        agree = r["data_adjusted"] and np.sign(r["mean"]) == np.sign(r["observed_net"])
+        assert r["significant_adjusted"] == bool(r["model_adjusted"] and agree)
+    never = [r for r in rows if r["n_judgments"] == 0]
+    assert never and all(
+        r["data_adjusted"] is None and r["observed_net"] is None and not r["significant_adjusted"]
+        for r in never
+    )
+    # the clearest pair is flagged by both halves (unadjusted: 150 draws cannot give the model
+    # a tail probability below 0.05 / 10)
+    assert pair_rows(snapshot, [("s0", "s4")], rule="none")[0]["significant_adjusted"]
+    # a pair the data call the other way is not significant, whatever the model says
+    flipped = dataclasses.replace(snapshot, pair_observed=-snapshot.pair_observed)
+    assert not any(r["significant_adjusted"] for r in pair_rows(flipped, rule="none"))
+    assert any(r["model_adjusted"] for r in pair_rows(flipped, rule="none"))
+    # a snapshot stored before the observed values were kept answers with the model alone
+    old = dataclasses.replace(snapshot, pair_observed=None, pair_observed_p=None)
+    for r in pair_rows(old):
+        assert r["data_adjusted"] is None and r["significant_adjusted"] == r["model_adjusted"]
+    back = st.decode_snapshot(
+        st.encode_snapshot(old),
+        dimension="overall",
+        version=1,
+        num_judgments=old.num_judgments,
+        last_seq=old.last_seq,
+        method=old.method,
+        created_at=old.created_at,
+        fit_seconds=old.fit_seconds,
+        diagnostics=old.diagnostics,
+    )
+    assert back.pair_observed is None and back.pair_observed_p is None
 
 
 def test_leaderboard_recovers_the_order(snapshot: st.Snapshot) -> None:
@@ -275,6 +340,9 @@ def test_skill_updates_hold_items_until_an_items_refresh_replaces_them() -> None
     # the update's counts per comparison are the full fit's, read off the same judgments
     np.testing.assert_array_equal(snap.pair_judgments, full.pair_judgments)
     np.testing.assert_array_equal(snap.pair_prompts, full.pair_prompts)
+    # ... and so are the data's half of the verdict
+    np.testing.assert_allclose(snap.pair_observed, full.pair_observed, rtol=1e-12)
+    np.testing.assert_allclose(snap.pair_observed_p, full.pair_observed_p, rtol=1e-9)
     sd = full.skill.std(axis=0)
     shift = (snap.skill.mean(axis=0) - full.skill.mean(axis=0)) / sd
     assert np.abs(shift).max() < 0.25, shift
