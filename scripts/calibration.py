@@ -229,10 +229,9 @@ def main() -> int:
                 if "net_preference" in rows[0]:
                     rec.update(coverage_fields(rows, true_delta))
                 results.setdefault((method, fraction), []).append(rec)
-                if args.jsonl:
-                    with open(args.jsonl, "a") as fh:
-                        fh.write(json.dumps(rec) + "\n")
-                print(
+                record(
+                    args.jsonl,
+                    rec,
                     f"seed {seed} {method} {fraction:.2f}: adjusted flags {rec['num_adjusted']}"
                     + (
                         f", covered {rec['covered']}/{rec['num']}, |z| {rec['abs_z']:.2f}"
@@ -240,8 +239,6 @@ def main() -> int:
                         else ""
                     )
                     + f" ({seconds:.1f} s)",
-                    file=sys.stderr,
-                    flush=True,
                 )
     kinds = sorted({r["kind"] for recs in results.values() for r in recs})
     print(f"kind={','.join(kinds)} preset={args.preset} campaigns={args.campaigns}")
@@ -291,6 +288,14 @@ def main() -> int:
             line += f"; mean abs (fast - nuts estimate) / nuts sd {np.abs(shift).mean():.2f}"
         print(line)
     return 0
+
+
+def record(path: str | None, rec: dict, progress: str) -> None:
+    """Append one fit's row to the --jsonl file (if any) and say so on stderr."""
+    if path:
+        with open(path, "a") as fh:
+            fh.write(json.dumps(rec) + "\n")
+    print(progress, file=sys.stderr, flush=True)
 
 
 def row_label(rec: dict) -> str:

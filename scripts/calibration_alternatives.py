@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import functools
 import inspect
-import json
 import os
 import sys
 import textwrap
@@ -128,13 +127,11 @@ def main() -> int:
                 "any_adjusted": any(r["significant_adjusted"] for r in rows),
                 **cal.coverage_fields(rows, truth),
             }
-            with open(args.jsonl, "a") as fh:
-                fh.write(json.dumps(rec) + "\n")
-            print(
+            cal.record(
+                args.jsonl,
+                rec,
                 f"seed {seed} {rec['method']}: covered {rec['covered']}/{rec['num']}, "
                 f"|z| {rec['abs_z']:.2f}, tau {rec['tau_mean']:.2f}",
-                file=sys.stderr,
-                flush=True,
             )
     return 0
 

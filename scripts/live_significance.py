@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
-from calibration import KINDS, campaign, fitted_truth, subsample  # noqa: E402
+from calibration import KINDS, campaign, fitted_truth, record, subsample  # noqa: E402
 
 from adaptive.significance import adjusted_verdicts, observed_p_values  # noqa: E402
 
@@ -124,14 +124,11 @@ def main() -> int:
                 "truth": truth.tolist(),
             }
             records.append(rec)
-            if args.jsonl:
-                with open(args.jsonl, "a") as fh:
-                    fh.write(json.dumps(rec) + "\n")
-            print(
+            record(
+                args.jsonl,
+                rec,
                 f"seed {seed} {fraction:.2f}: adjusted flags {rec['num_adjusted']}, "
                 f"wrong {rec['wrong_flags']} ({seconds:.1f} s)",
-                file=sys.stderr,
-                flush=True,
             )
     print(
         "kind  fraction  campaigns  passed  with_flag  with_wrong_flag  flags  "
