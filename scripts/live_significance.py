@@ -94,6 +94,7 @@ def main() -> int:
             seconds = time.perf_counter() - start
             # the true Δ of each pair over its judged prompts (rows are in the cells' order)
             truth = fitted_truth(camp, cells)
+            truth[np.abs(truth) < 1e-9] = 0.0  # a null's exact 0 (rounding leaves ~1e-17)
             sign = np.sign([r["mean"] for r in rows])
             # the model alone (the live answer before it took the data's half), and the rule of
             # `evalset significance`: the model's and the data's adjusted verdicts in the same

@@ -34,7 +34,7 @@ def pair_rows(
     ``significant_adjusted`` needs the model's adjusted verdict on theta
     (``model_adjusted``) and the data's, a prompts-as-units t-test of the pair's own
     mean signed judgment adjusted over the same family (``data_adjusted``), in the same
-    direction. The model alone flagged a null campaign (every system equal) in 35-38%
+    direction. The model alone flagged a null campaign (every system equal) in 33-35%
     of campaigns (docs/statistics.md). A pair never compared has no data of its own:
     ``data_adjusted`` is None and it is never ``significant_adjusted`` (its
     ``model_adjusted`` is the leaderboard's indirect evidence alone). A snapshot stored
