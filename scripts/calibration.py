@@ -258,7 +258,8 @@ def main() -> int:
         )
         absz = np.mean([r.get("abs_z", np.nan) for r in recs])
         msd = np.mean([r.get("mean_sd", np.nan) for r in recs])
-        secs = np.mean([r["seconds"] for r in recs])
+        # a row whose fit was paused has no meaningful time (null)
+        secs = np.nanmean([np.nan if r["seconds"] is None else r["seconds"] for r in recs])
         print(
             f"{method:{width}s}  {fraction:8.2f}  {len(recs):3d}  {flag:19.3f}  {flag_model:13.3f}  {flag_data:12.3f}  "
             f"{cov:11.3f}  {absz:10.2f}  {msd:7.4f}  {secs:7.1f}"
