@@ -161,21 +161,20 @@ def _data_verdicts(
 
     None for a snapshot without the observed values. A pair never compared enters the
     family with p = 1, so it is never significant and the adjustment is the family's.
+    ``fam`` is :func:`pair_rows`' family: the stored pairs first, as stored.
     """
     from adaptive.significance import adjusted_verdicts
 
     if snapshot.pair_observed is None or snapshot.pair_observed_p is None:
         return None
-    stored = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(snapshot.pair_a, snapshot.pair_b))}
+    # the family starts with the snapshot's compared pairs, in their stored orientation; the
+    # pairs after them were never compared
+    num = len(snapshot.pair_a)
+    judged = snapshot.pair_judgments > 0
     observed = np.full(len(fam), np.nan)
     p = np.ones(len(fam))
-    for k, (a, b) in enumerate(fam.tolist()):
-        i, sign = stored.get((a, b)), 1.0
-        if i is None:
-            i, sign = stored.get((b, a)), -1.0
-        if i is not None and snapshot.pair_judgments[i] > 0:
-            observed[k] = sign * snapshot.pair_observed[i]
-            p[k] = snapshot.pair_observed_p[i]
+    observed[:num] = np.where(judged, snapshot.pair_observed, np.nan)
+    p[:num] = np.where(judged, snapshot.pair_observed_p, 1.0)
     return adjusted_verdicts(p, rule, alpha), observed, p
 
 
