@@ -238,25 +238,37 @@ def cell_counts_log_lik(
     x, log_w = cell_nodes(num_nodes)
     shifted = eta[:, None] + tau * jnp.asarray(x, dtype=eta.dtype)[None, :]  # (M, Q)
     cum_logits = alpha[:, None, None] * (shifted[..., None] - b[:, None, :])  # (M, Q, K-1)
-    logp = with_lapse(graded_log_probs_all(cum_logits), lapse)  # (M, Q, K)
+    logp = lapse_log_probs(cum_logits, lapse)  # (M, Q, K)
     per_node = jnp.sum(jnp.where(counts[:, None, :] > 0, logp * counts[:, None, :], 0.0), axis=-1)
     return jax.nn.logsumexp(per_node + jnp.asarray(log_w, dtype=per_node.dtype), axis=-1)
 
 
-def with_lapse(logp: jax.Array, lapse: jax.Array | None) -> jax.Array:
-    """(..., K) log P(c) of a judgment that is random (uniform) with probability ``lapse``.
+def lapse_log_probs(cum_logits: jax.Array, lapse: jax.Array | None) -> jax.Array:
+    """(..., K) log P(y = c) of a judgment that is random (uniform) with probability ``lapse``.
 
-    log((1 - lapse) P(c) + lapse / K); ``lapse=None`` returns ``logp`` unchanged.
+    log((1 - lapse) P_grm(c) + lapse / K) from the (..., K-1) cumulative logits;
+    ``lapse=None`` is :func:`graded_log_probs_all`. With a lapse the mixture is at least
+    lapse / K, so it is formed in probability space, with every category's probability
+    a product of sigmoids (P(c) = sigmoid(u) sigmoid(-l) (1 - exp(l - u)), no cancellation)
+    and one log per category: about a third of the log-space mixture's cost (the lapse
+    fits spend most of their time here), equal to it to float rounding (tested against
+    a float64 reference at rates down to 1e-6).
 
     Example:
-        >>> lp = jnp.log(jnp.array([0.7, 0.2, 0.1]))
-        >>> [round(float(v), 4) for v in jnp.exp(with_lapse(lp, jnp.float32(0.3)))]
-        [0.59, 0.24, 0.17]
+        >>> cum = jnp.array([[1.0, -1.0]])  # P_grm = 0.269, 0.462, 0.269
+        >>> [round(float(v), 4) for v in jnp.exp(lapse_log_probs(cum, jnp.float32(0.3)))[0]]
+        [0.2883, 0.4235, 0.2883]
     """
     if lapse is None:
-        return logp
-    k = logp.shape[-1]
-    return jnp.logaddexp(jnp.log1p(-lapse) + logp, jnp.log(lapse / k))
+        return graded_log_probs_all(cum_logits)
+    k = cum_logits.shape[-1] + 1
+    s_pos = jax.nn.sigmoid(cum_logits)  # P(y >= c)
+    s_neg = jax.nn.sigmoid(-cum_logits)  # P(y < c), accurate where P(y >= c) is near 1
+    upper, lower = cum_logits[..., :-1], cum_logits[..., 1:]
+    gap = jnp.minimum(lower - upper, -1e-6)  # as graded_log_probs_all: tied thresholds
+    middle = s_pos[..., :-1] * s_neg[..., 1:] * -jnp.expm1(gap)
+    probs = jnp.concatenate([s_neg[..., :1], middle, s_pos[..., -1:]], axis=-1)
+    return jnp.log((1.0 - lapse) * probs + lapse / k)
 
 
 def cell_counts(
@@ -408,5 +420,5 @@ __all__ = [
     "graded_response",
     "log1m_exp",
     "symmetric_from_half",
-    "with_lapse",
+    "lapse_log_probs",
 ]

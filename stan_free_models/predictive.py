@@ -31,8 +31,7 @@ from stan_free_models.graded_response import (
     GradedResponse,
     cell_counts,
     cell_nodes,
-    graded_log_probs_all,
-    with_lapse,
+    lapse_log_probs,
 )
 from stan_free_models.inference import GRMData, bucket
 
@@ -90,7 +89,7 @@ def _compiled(
         cum = alpha[cell_item][:, None, None] * (eta[..., None] - b[cell_item][:, None, :])
         # node weights of each cell: the prior's, times the cell's likelihood at each node
         # (from its category counts, the sufficient statistics of its judgments)
-        logp = with_lapse(graded_log_probs_all(cum), lapse)  # (M, Q, K)
+        logp = lapse_log_probs(cum, lapse)  # (M, Q, K)
         lik = jnp.sum(jnp.where(counts[:, None, :] > 0, logp * counts[:, None, :], 0.0), -1)
         post_w = jax.nn.softmax(lik + log_w, axis=-1)  # (M, Q)
         m, v = signed_moments(cum)  # (M, Q)

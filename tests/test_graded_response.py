@@ -225,3 +225,46 @@ def test_a_lapsing_cell_likelihood_is_the_per_judgment_mixture_with_a_uniform_an
     # and without the lapse, a different number (the mixture is not ignored)
     plain = cell_counts_log_lik(f32(theta)[cc], f32(alpha)[ci], f32(b)[ci], tau, f32(counts))
     assert np.max(np.abs(np.asarray(plain) - want)) > 0.05
+
+
+@pytest.mark.parametrize("num_categories", [3, 7])
+def test_lapse_log_probs_match_a_float64_mixture_at_extreme_logits_and_tiny_rates(num_categories):
+    """The lapse mixture is formed in probability space (for speed): against the float64
+    mixture of the exact category probabilities (scipy's expit), from near-ties to logits of
+    +-60, at rates from 1e-6 to 0.6, values and gradients."""
+    from scipy.special import expit
+
+    from stan_free_models.graded_response import lapse_log_probs
+
+    rng = np.random.default_rng(num_categories)
+    cum64 = -np.sort(rng.normal(0.0, 4.0, (400, num_categories - 1)), axis=1)
+    cum64 *= rng.exponential(3.0, (400, 1))
+    cum64 = np.clip(cum64, -60.0, 60.0)
+    cum = jnp.asarray(cum64, jnp.float32)
+    cum64 = np.asarray(cum, np.float64)  # the same numbers the float32 path sees
+    ge = np.concatenate([np.ones((400, 1)), expit(cum64)], axis=1)  # P(y >= c)
+    gt = np.concatenate([expit(cum64), np.zeros((400, 1))], axis=1)  # P(y >= c + 1)
+    probs = ge - gt
+    for lapse in (1e-6, 1e-3, 0.05, 0.6):
+        want = np.log((1 - lapse) * probs + lapse / num_categories)
+        got = np.asarray(lapse_log_probs(cum, jnp.float32(lapse)), np.float64)
+        np.testing.assert_allclose(got, want, atol=2e-5, rtol=2e-5)
+    # gradients of a count-weighted sum (what the fits differentiate) against float64 jax
+    counts = rng.integers(0, 3, (400, num_categories)).astype(np.float32)
+
+    def total(c, lapse):
+        return jnp.sum(lapse_log_probs(c, lapse) * counts)
+
+    with jax.enable_x64(True):
+        ref = jax.grad(total)(jnp.asarray(cum64), jnp.float64(0.05))
+        ref_lapse = jax.grad(total, argnums=1)(jnp.asarray(cum64), jnp.float64(0.05))
+    got = jax.grad(total)(cum, jnp.float32(0.05))
+    got_lapse = jax.grad(total, argnums=1)(cum, jnp.float32(0.05))
+    np.testing.assert_allclose(np.asarray(got), np.asarray(ref), atol=1e-4, rtol=1e-4)
+    assert float(got_lapse) == pytest.approx(float(ref_lapse), rel=1e-4)
+    # no lapse: the log-space probabilities, unchanged
+    from stan_free_models.graded_response import graded_log_probs_all
+
+    np.testing.assert_array_equal(
+        np.asarray(lapse_log_probs(cum, None)), np.asarray(graded_log_probs_all(cum))
+    )
