@@ -268,7 +268,9 @@ def lapse_log_probs(cum_logits: jax.Array, lapse: jax.Array | None) -> jax.Array
     gap = jnp.minimum(lower - upper, -1e-6)  # as graded_log_probs_all: tied thresholds
     middle = s_pos[..., :-1] * s_neg[..., 1:] * -jnp.expm1(gap)
     probs = jnp.concatenate([s_neg[..., :1], middle, s_pos[..., -1:]], axis=-1)
-    return jnp.log((1.0 - lapse) * probs + lapse / k)
+    mixture = (1.0 - lapse) * probs + lapse / k
+    # finite even where a rate near 0 (NUTS may visit one) meets a category that underflows
+    return jnp.log(jnp.maximum(mixture, jnp.finfo(mixture.dtype).tiny))
 
 
 def cell_counts(

@@ -268,3 +268,14 @@ def test_lapse_log_probs_match_a_float64_mixture_at_extreme_logits_and_tiny_rate
     np.testing.assert_array_equal(
         np.asarray(lapse_log_probs(cum, None)), np.asarray(graded_log_probs_all(cum))
     )
+
+
+def test_lapse_log_probs_stay_finite_where_the_rate_and_a_category_underflow():
+    from stan_free_models.graded_response import lapse_log_probs
+
+    cum = jnp.array([[200.0, 150.0]], jnp.float32)  # P(y = 0) underflows in float32
+    for rate in (0.0, 1e-30):
+        out = lapse_log_probs(cum, jnp.float32(rate))
+        assert bool(jnp.all(jnp.isfinite(out)))
+        grad = jax.grad(lambda c, r=rate: lapse_log_probs(c, jnp.float32(r)).sum())(cum)
+        assert bool(jnp.all(jnp.isfinite(grad)))
