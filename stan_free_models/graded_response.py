@@ -250,9 +250,9 @@ def lapse_log_probs(cum_logits: jax.Array, lapse: jax.Array | None) -> jax.Array
     ``lapse=None`` is :func:`graded_log_probs_all`. With a lapse the mixture is at least
     lapse / K, so it is formed in probability space, with every category's probability
     a product of sigmoids (P(c) = sigmoid(u) sigmoid(-l) (1 - exp(l - u)), no cancellation)
-    and one log per category: about a third of the log-space mixture's cost (the lapse
-    fits spend most of their time here), equal to it to float rounding (tested against
-    a float64 reference at rates down to 1e-6).
+    and one log per category: value and gradient cost about half the log-space
+    mixture's (the lapse fits spend most of their time here; docs/performance.md), equal
+    to it to float rounding (tested against a float64 reference at rates down to 1e-6).
 
     Example:
         >>> cum = jnp.array([[1.0, -1.0]])  # P_grm = 0.269, 0.462, 0.269
