@@ -266,27 +266,7 @@ def main() -> int:
         )
     for line in interval_lines(results) + shrinkage_lines(results):
         print(line)
-    # fast vs NUTS on the same campaigns: ratio of the posterior sds of Δ, comparison by comparison
-    for fraction in sorted({f for _, f in results}, reverse=True):
-        fast = {r["seed"]: r for r in results.get(("fast", fraction), []) if "sd" in r}
-        nuts = {r["seed"]: r for r in results.get(("nuts", fraction), []) if "sd" in r}
-        both = sorted(set(fast) & set(nuts))
-        if not both:
-            continue
-        ratio = np.concatenate([np.array(fast[s]["sd"]) / np.array(nuts[s]["sd"]) for s in both])
-        line = (
-            f"fast/nuts sd of Δ at {fraction:.2f} ({len(both)} campaigns, {len(ratio)} comparisons): "
-            f"mean {ratio.mean():.3f}, median {np.median(ratio):.3f}, "
-            f"5-95% {np.quantile(ratio, 0.05):.2f}-{np.quantile(ratio, 0.95):.2f}"
-        )
-        if all("est" in fast[s] for s in both):
-            shift = np.concatenate(
-                [
-                    (np.array(fast[s]["est"]) - np.array(nuts[s]["est"])) / np.array(nuts[s]["sd"])
-                    for s in both
-                ]
-            )
-            line += f"; mean abs (fast - nuts estimate) / nuts sd {np.abs(shift).mean():.2f}"
+    for line in paired_lines(results):
         print(line)
     return 0
 
@@ -365,6 +345,54 @@ def interval_lines(results: dict, level: float = 0.9) -> list[str]:
             f"campaigns at both): {a.mean():.2f} / {b.mean():.2f} = {a.mean() / b.mean():.2f}, "
             f"{level:.0%} campaign-bootstrap interval {low:.2f}-{high:.2f}"
         )
+    return lines
+
+
+def paired_lines(results: dict) -> list[str]:
+    """Two models or methods on the same campaigns, comparison by comparison.
+
+    For every two row labels at one fraction (``fast`` and ``nuts``, ``fast`` and
+    ``fast+lapse``, ...), on the campaigns both measured (the same kind and seed): the ratio
+    of their sds of Δ (first / second, in label order), each one's coverage there, and how
+    far apart the estimates are in the second's sds.
+    """
+    lines = []
+    for fraction in sorted({f for _, f in results}, reverse=True):
+        labels = sorted(m for m, f in results if f == fraction)
+        for i, first in enumerate(labels):
+            for second in labels[i + 1 :]:
+                a, b = (
+                    {(r["kind"], r["seed"]): r for r in results[(m, fraction)] if "sd" in r}
+                    for m in (first, second)
+                )
+                both = sorted(set(a) & set(b))
+                if not both:
+                    continue
+                ratio = np.concatenate([np.array(a[k]["sd"]) / np.array(b[k]["sd"]) for k in both])
+                line = (
+                    f"{first}/{second} sd of Δ at {fraction:.2f} ({len(both)} campaigns, "
+                    f"{len(ratio)} comparisons): mean {ratio.mean():.3f}, "
+                    f"median {np.median(ratio):.3f}, "
+                    f"5-95% {np.quantile(ratio, 0.05):.2f}-{np.quantile(ratio, 0.95):.2f}"
+                )
+                if all("covered" in a[k] and "covered" in b[k] for k in both):
+                    num = sum(b[k]["num"] for k in both)
+                    line += (
+                        f"; coverage {sum(a[k]['covered'] for k in both) / num:.3f} / "
+                        f"{sum(b[k]['covered'] for k in both) / num:.3f}"
+                    )
+                if all("est" in a[k] and "est" in b[k] for k in both):
+                    shift = np.concatenate(
+                        [
+                            (np.array(a[k]["est"]) - np.array(b[k]["est"])) / np.array(b[k]["sd"])
+                            for k in both
+                        ]
+                    )
+                    line += (
+                        f"; mean abs ({first} - {second} estimate) / {second} sd "
+                        f"{np.abs(shift).mean():.2f}"
+                    )
+                lines.append(line)
     return lines
 
 

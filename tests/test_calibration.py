@@ -377,8 +377,9 @@ def test_shrinkage_slope_reads_exaggerated_and_overshrunk_estimates():
 
 
 def test_summarize_keeps_rows_of_different_models_apart(tmp_path, capsys):
-    """Rows of a lapse fit or of an alternative variant are never pooled with (or paired as
-    fast against NUTS with) the shipped model's rows of the same method and fraction."""
+    """Rows of a lapse fit or of an alternative variant are never pooled with the shipped
+    model's rows of the same method and fraction, and are compared with them under their own
+    labels, on the campaigns both measured (kind and seed)."""
     from calibration import main, row_label
 
     assert row_label({"method": "fast"}) == "fast"
@@ -410,3 +411,38 @@ def test_summarize_keeps_rows_of_different_models_apart(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "fast 0.05: coverage 1.000" in out and "fast+lapse 0.05: coverage 0.500" in out
     assert "fast/nuts sd" not in out  # the only NUTS row is another model's
+    assert (
+        "fast/fast+lapse sd of Δ at 0.05 (1 campaigns, 20 comparisons): mean 1.000" in out
+        and "coverage 1.000 / 0.500" in out
+    )
+
+
+def test_paired_lines_compare_two_models_on_the_campaigns_both_measured():
+    from calibration import paired_lines
+
+    def rec(kind, seed, sd, est, covered):
+        return {
+            "kind": kind,
+            "seed": seed,
+            "sd": [sd] * 4,
+            "est": [est] * 4,
+            "covered": covered,
+            "num": 4,
+        }
+
+    results = {
+        ("fast", 0.3): [rec("varied", 0, 0.1, 0.2, 4), rec("varied", 1, 0.1, 0.2, 2)],
+        # seed 1 of another kind and seed 2 are not the same campaigns as fast's
+        ("fast+lapse", 0.3): [
+            rec("varied", 0, 0.2, 0.0, 3),
+            rec("paper", 1, 0.05, 0.0, 0),
+            rec("varied", 2, 1.0, 0.0, 0),
+        ],
+    }
+    (line,) = paired_lines(results)
+    assert line.startswith(
+        "fast/fast+lapse sd of Δ at 0.30 (1 campaigns, 4 comparisons): mean 0.500"
+    )
+    assert "coverage 1.000 / 0.750" in line
+    assert line.endswith("mean abs (fast - fast+lapse estimate) / fast+lapse sd 1.00")
+    assert paired_lines({("fast", 0.3): results[("fast", 0.3)]}) == []
