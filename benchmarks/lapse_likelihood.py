@@ -24,6 +24,7 @@ units of Δ's sd.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import subprocess
@@ -35,6 +36,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))  # the calibration's simulators and subsample
 
 
 def log_space_mixture(cum_logits, lapse):
@@ -67,12 +69,8 @@ def kernel(args) -> dict:
 
     def program(impl):
         def total(eta, alpha, b):
-            saved = gr.lapse_log_probs
-            gr.lapse_log_probs = impl  # read at trace time only
-            try:
+            with mixture(impl):  # read at trace time only
                 return gr.cell_counts_log_lik(eta, alpha, b, tau, counts, lapse=lapse).sum()
-            finally:
-                gr.lapse_log_probs = saved
 
         return jax.jit(jax.value_and_grad(total, argnums=(0, 1, 2)))
 
@@ -80,9 +78,10 @@ def kernel(args) -> dict:
     values = {}
     for name, fn in programs.items():
         jax.block_until_ready(fn(eta, alpha, b))  # compile
-        values[name] = np.asarray(
-            _with(gr, implementations[name], eta, alpha, b, tau, counts, lapse)
-        )
+        with mixture(implementations[name]):
+            values[name] = np.asarray(
+                gr.cell_counts_log_lik(eta, alpha, b, tau, counts, lapse=lapse)
+            )
     times: dict[str, list[float]] = {name: [] for name in programs}
     for _ in range(args.repeats):
         for name, fn in programs.items():
@@ -101,12 +100,16 @@ def kernel(args) -> dict:
     }
 
 
-def _with(gr, impl, *args):
+@contextlib.contextmanager
+def mixture(impl):
+    """``stan_free_models.graded_response.lapse_log_probs`` is ``impl`` inside the block
+    (the cell likelihood reads it when it runs or is traced)."""
+    import stan_free_models.graded_response as gr
+
     saved = gr.lapse_log_probs
     gr.lapse_log_probs = impl
     try:
-        eta, alpha, b, tau, counts, lapse = args
-        return gr.cell_counts_log_lik(eta, alpha, b, tau, counts, lapse=lapse)
+        yield
     finally:
         gr.lapse_log_probs = saved
 
@@ -114,30 +117,20 @@ def _with(gr, impl, *args):
 def one_side(side: str, kind: str, fraction: float, seed: int) -> dict:
     """In a fresh process: compile and one warm lapse fit with ``side``'s mixture."""
     import polars as pl
+    from calibration import campaign, subsample
 
-    import stan_free_models.graded_response as gr
     from adaptive.fitting import preset_config
     from adaptive.pipeline import analyze
     from adaptive.significance import compare
-    from stan_free_models.simulate import simulate_campaign
 
-    if side == "log_space":
-        gr.lapse_log_probs = log_space_mixture
-    extra = {"varied": dict(cell_sd=0.5, random_annotators=0.2), "paper": {}}[kind]
-    camp = simulate_campaign(
-        np.random.default_rng(seed), num_comparisons=20, num_prompts=200, **extra
-    )
-    frame = pl.DataFrame(camp.rows)
-    if fraction < 1.0:
-        rng = np.random.default_rng(10_000 + seed)
-        keep = rng.choice(frame.height, size=round(fraction * frame.height), replace=False)
-        frame = frame[np.sort(keep)]
+    frame = subsample(pl.DataFrame(campaign(kind, seed, 20, 200).rows), fraction, seed)
     config = preset_config("default", method="fast", lapse=True, seed=seed, num_draws=1000)
     seconds = []
-    for _ in range(2):  # compile, then warm
-        start = time.perf_counter()
-        result = analyze(frame, config=config, group_redundant=False)
-        seconds.append(time.perf_counter() - start)
+    with mixture(log_space_mixture) if side == "log_space" else contextlib.nullcontext():
+        for _ in range(2):  # compile, then warm
+            start = time.perf_counter()
+            result = analyze(frame, config=config, group_redundant=False)
+            seconds.append(time.perf_counter() - start)
     rows = compare(result.posterior, result.cells)
     return {
         "compile_s": seconds[0],
