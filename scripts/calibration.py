@@ -354,13 +354,16 @@ def paired_lines(results: dict) -> list[str]:
     For every two row labels at one fraction (``fast`` and ``nuts``, ``fast`` and
     ``fast+lapse``, ...), on the campaigns both measured (the same kind and seed): the ratio
     of their sds of Δ (first / second, in label order), each one's coverage there, and how
-    far apart the estimates are in the second's sds.
+    far apart the estimates are in the second's sds. Null campaigns (rows without sds): how
+    often the two verdicts agree, campaign by campaign, and each one's share flagged there, so
+    a model measured on fewer null campaigns is read against one measured on more.
     """
     lines = []
     for fraction in sorted({f for _, f in results}, reverse=True):
         labels = sorted(m for m, f in results if f == fraction)
         for i, first in enumerate(labels):
             for second in labels[i + 1 :]:
+                lines += _paired_null_line(results, first, second, fraction)
                 a, b = (
                     {(r["kind"], r["seed"]): r for r in results[(m, fraction)] if "sd" in r}
                     for m in (first, second)
@@ -394,6 +397,23 @@ def paired_lines(results: dict) -> list[str]:
                     )
                 lines.append(line)
     return lines
+
+
+def _paired_null_line(results: dict, first: str, second: str, fraction: float) -> list[str]:
+    """The verdicts of two row labels on the null campaigns both measured (rows without sds)."""
+    a, b = (
+        {(r["kind"], r["seed"]): r for r in results[(m, fraction)] if "sd" not in r}
+        for m in (first, second)
+    )
+    both = sorted(set(a) & set(b))
+    if not both:
+        return []
+    flags = np.array([[a[k]["any_adjusted"], b[k]["any_adjusted"]] for k in both], dtype=bool)
+    return [
+        f"{first}/{second} null verdicts at {fraction:.2f} ({len(both)} campaigns): the same in "
+        f"{int((flags[:, 0] == flags[:, 1]).sum())}; campaigns flagged {int(flags[:, 0].sum())} / "
+        f"{int(flags[:, 1].sum())}"
+    ]
 
 
 def shrinkage_lines(results: dict) -> list[str]:

@@ -446,3 +446,22 @@ def test_paired_lines_compare_two_models_on_the_campaigns_both_measured():
     assert "coverage 1.000 / 0.750" in line
     assert line.endswith("mean abs (fast - fast+lapse estimate) / fast+lapse sd 1.00")
     assert paired_lines({("fast", 0.3): results[("fast", 0.3)]}) == []
+
+
+def test_paired_lines_compare_two_models_verdicts_on_null_campaigns():
+    from calibration import paired_lines
+
+    def rec(seed, flagged, kind="null"):
+        return {"kind": kind, "seed": seed, "any_adjusted": flagged}
+
+    results = {
+        ("nuts", 1.0): [rec(0, False), rec(1, True), rec(2, False), rec(3, True)],
+        # seed 4 and the null-asym campaign were not measured by both
+        ("nuts+lapse", 1.0): [rec(0, False), rec(1, False), rec(2, False), rec(4, True)]
+        + [rec(3, True, kind="null-asym")],
+    }
+    (line,) = paired_lines(results)
+    assert line == (
+        "nuts/nuts+lapse null verdicts at 1.00 (3 campaigns): the same in 2; "
+        "campaigns flagged 1 / 0"
+    )
