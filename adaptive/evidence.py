@@ -92,6 +92,10 @@ def eb_confidence_sequence(
 # ------------------------------------------------------- the effect, one look
 
 
+#: a between-prompt sd below this is rounding noise: the prompts' means are equal
+SPREAD_TOL = 1e-9
+
+
 class NetPreference(NamedTuple):
     """Δ of each comparison at one look, prompts as the units ((C,) arrays)."""
 
@@ -108,13 +112,15 @@ def net_preference(
     signed: np.ndarray,
     num_comparisons: int,
     level: float = 0.95,
+    weight: np.ndarray | None = None,
 ) -> NetPreference:
     """Δ with a fixed-look interval: the mean over prompts of each cell's mean signed judgment.
 
     Prompts are the units (a cell's judgments share its two responses), so the
     standard error is the between-prompt sd / sqrt(prompts), with a Student t
     quantile. This interval is for *one* look (a report at the end); decisions
-    while a campaign runs use :func:`decide`.
+    while a campaign runs use :func:`decide`. ``weight`` (per judgment, >= 0) makes each
+    cell's mean a weighted one; judgments of weight 0 are left out.
 
     Example:
         >>> r = net_preference(np.zeros(4, int), np.array([0, 0, 1, 2]), np.array([1, -1, 1, 0]), 1)
@@ -124,21 +130,28 @@ def net_preference(
     comparison = np.asarray(comparison, dtype=np.int64)
     prompt = np.asarray(prompt, dtype=np.int64)
     signed = np.asarray(signed, dtype=np.float64)
+    w = np.ones(signed.shape[0]) if weight is None else np.asarray(weight, dtype=np.float64)
+    if w.shape != signed.shape or np.any(~np.isfinite(w)) or np.any(w < 0):
+        raise ValueError("weight: one finite, non-negative weight per judgment")
+    comparison, prompt, signed, w = (x[w > 0] for x in (comparison, prompt, signed, w))
     C = int(num_comparisons)
     nan = np.full(C, np.nan)
     if comparison.shape[0] == 0:
         return NetPreference(nan, nan.copy(), nan.copy(), nan.copy(), np.zeros(C, np.int64))
     width = int(prompt.max()) + 1
     uniq, inv = np.unique(comparison * width + prompt, return_inverse=True)
-    cell_mean = np.bincount(inv, weights=signed) / np.bincount(inv)
+    cell_mean = np.bincount(inv, weights=signed * w) / np.bincount(inv, weights=w)
     comp = uniq // width
     n = np.bincount(comp, minlength=C)[:C].astype(np.float64)
     s1 = np.bincount(comp, weights=cell_mean, minlength=C)[:C]
-    s2 = np.bincount(comp, weights=cell_mean**2, minlength=C)[:C]
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(n > 0, s1 / n, np.nan)
-        var = np.where(n > 1, (s2 - n * mean**2) / (n - 1), np.nan)
-        se = np.sqrt(np.maximum(var, 0.0) / n)
+        # two passes, and rounding noise is no spread: prompts that all have the same mean
+        # (1/3, say) must give se 0, not 1e-17 and a t statistic of 1e16
+        dev2 = np.bincount(comp, weights=(cell_mean - mean[comp]) ** 2, minlength=C)[:C]
+        var = np.where(n > 1, dev2 / (n - 1), np.nan)
+        var = np.where(var <= SPREAD_TOL**2, 0.0, var)
+        se = np.sqrt(var / n)
     q = stats.t.ppf(0.5 + level / 2.0, np.maximum(n - 1, 1))
     low = np.clip(mean - q * se, -1.0, 1.0)
     high = np.clip(mean + q * se, -1.0, 1.0)

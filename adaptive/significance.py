@@ -227,7 +227,10 @@ def observed_p_values(cells: CellData) -> tuple[np.ndarray, np.ndarray]:
     """(C,) observed net preference (stored orientation) and its two-sided t-test p-value.
 
     Prompts are the units (:func:`adaptive.evidence.net_preference`); a comparison with
-    fewer than two prompts gets p = 1.
+    fewer than two prompts gets p = 1. Where every prompt has the same non-zero mean (no
+    spread: the t statistic is undefined) the p-value is the sign test's, 2^(1 - prompts):
+    under the null a prompt leans either way with equal chance, so n prompts all on one side
+    have probability 2^(1 - n) at most.
     """
     return observed_from_judgments(
         cells.judgment_comparison,
@@ -238,18 +241,25 @@ def observed_p_values(cells: CellData) -> tuple[np.ndarray, np.ndarray]:
 
 
 def observed_from_judgments(
-    comparison: np.ndarray, prompt: np.ndarray, signed: np.ndarray, num_comparisons: int
+    comparison: np.ndarray,
+    prompt: np.ndarray,
+    signed: np.ndarray,
+    num_comparisons: int,
+    weight: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`observed_p_values` from per-judgment arrays: comparison and prompt indices and
-    the signed judgment (+1 the comparison's second system, -1 its first, 0 a tie)."""
+    the signed judgment (+1 the comparison's second system, -1 its first, 0 a tie), with
+    optional per-judgment weights (:func:`adaptive.evidence.net_preference`)."""
     from scipy import stats as sps
 
     from adaptive.evidence import net_preference
 
-    obs = net_preference(comparison, prompt, signed, num_comparisons)
+    obs = net_preference(comparison, prompt, signed, num_comparisons, weight=weight)
     with np.errstate(invalid="ignore", divide="ignore"):
         t = np.where(obs.se > 0, obs.mean / obs.se, 0.0)
     p = 2.0 * sps.t.sf(np.abs(np.nan_to_num(t)), np.maximum(obs.num_prompts - 1, 1))
+    one_sided = (np.nan_to_num(obs.se) == 0) & (np.nan_to_num(obs.mean) != 0)
+    p = np.where(one_sided, np.minimum(1.0, 2.0 ** (1.0 - obs.num_prompts)), p)
     p = np.where(obs.num_prompts >= 2, p, 1.0)
     return np.nan_to_num(obs.mean), p
 

@@ -108,6 +108,48 @@ def test_net_preference_is_the_mean_of_cell_means_with_a_prompt_level_interval()
     assert r.num_prompts.tolist() == [3, 1] and np.isnan(r.se[1])
 
 
+@pytest.mark.parametrize("value, prompts", [(1 / 3, 7), (0.2, 6), (1.0, 6), (-2 / 3, 5), (0.5, 3)])
+def test_prompts_with_one_mean_have_no_spread_and_the_sign_tests_p(value, prompts):
+    """Equal prompt means (1/3 from 3 judgments each, ...) leave no spread: the t statistic is
+    undefined (rounding once made it 1e16 and p 1e-48), and p is the sign test's."""
+    from fractions import Fraction
+
+    from adaptive.significance import observed_from_judgments
+
+    f = Fraction(value).limit_denominator(10)
+    k, m = abs(f.numerator), f.denominator
+    per_prompt = [int(np.sign(value))] * k + [0] * (m - k)
+    signed = np.array(per_prompt * prompts)
+    prompt = np.repeat(np.arange(prompts), m)
+    comp = np.zeros(len(signed), dtype=int)
+    r = net_preference(comp, prompt, signed, 1)
+    assert r.mean[0] == pytest.approx(value) and r.se[0] == 0.0
+    mean, p = observed_from_judgments(comp, prompt, signed, 1)
+    assert p[0] == pytest.approx(stats.binomtest(prompts, prompts, 0.5).pvalue)
+    # one prompt leaning the other way: an ordinary t-test again
+    flipped = signed.copy()
+    flipped[prompt == 0] *= -1
+    _, p_t = observed_from_judgments(comp, prompt, flipped, 1)
+    cells = np.full(prompts, value)
+    cells[0] = -value
+    assert p_t[0] == pytest.approx(stats.ttest_1samp(cells, 0.0).pvalue)
+
+
+def test_weighted_net_preference_weighs_within_a_prompt_and_drops_weight_zero():
+    comp = np.array([0, 0, 0, 0, 0, 1])
+    prompt = np.array([0, 0, 1, 2, 2, 0])
+    signed = np.array([1, -1, 1, 1, -1, -1])
+    # prompt 0: (3 * 1 - 1) / 4; prompt 1 dropped (weight 0); prompt 2: (1 * 1 - 1 * 1) / 2
+    r = net_preference(comp, prompt, signed, 2, weight=np.array([3, 1, 0, 1, 1, 0]))
+    assert r.mean[0] == pytest.approx(np.mean([0.5, 0.0]))
+    assert r.num_prompts.tolist() == [2, 0] and np.isnan(r.mean[1])
+    plain = net_preference(comp, prompt, signed, 2)
+    same = net_preference(comp, prompt, signed, 2, weight=np.full(6, 2.5))
+    np.testing.assert_allclose(same.mean, plain.mean)
+    with pytest.raises(ValueError, match="weight"):
+        net_preference(comp, prompt, signed, 2, weight=-np.ones(6))
+
+
 def test_rule_is_validated_and_named():
     with pytest.raises(ValueError, match="unit"):
         DecisionRule(unit="cell")
