@@ -450,7 +450,8 @@ def observed_differences(
     Per pair: the mean over the items where the two were compared directly of each item's
     (weighted) mean signed judgment (+1 B preferred, -1 A, 0 tie), the two-sided p-value of
     its t-test (:func:`adaptive.significance.observed_from_judgments`; p = 1 with fewer than
-    two items or no spread), and the number of items. The judgments are the ones the model
+    two items or a mean of 0, the sign test's 2^(1 - items) where every item has the same
+    non-zero mean), and the number of items. The judgments are the ones the model
     fitted (ties as the fit treats them).
     """
     from adaptive.significance import observed_from_judgments

@@ -151,6 +151,9 @@ def net_preference(
         dev2 = np.bincount(comp, weights=(cell_mean - mean[comp]) ** 2, minlength=C)[:C]
         var = np.where(n > 1, dev2 / (n - 1), np.nan)
         var = np.where(var <= SPREAD_TOL**2, 0.0, var)
+        # and a mean within rounding of 0 is 0: weighted judgments that cancel exactly
+        # (+1 at 0.1 and 0.2, -1 at 0.3) leave 1e-17, which has no sign
+        mean = np.where(np.abs(mean) <= SPREAD_TOL, 0.0, mean)
         se = np.sqrt(var / n)
     q = stats.t.ppf(0.5 + level / 2.0, np.maximum(n - 1, 1))
     low = np.clip(mean - q * se, -1.0, 1.0)

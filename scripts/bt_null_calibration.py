@@ -178,7 +178,9 @@ def item_t_p(judgments: pl.DataFrame, sa: str, sb: str) -> float:
         .to_numpy()
     )
     if len(per_item) < 2 or np.ptp(per_item) == 0:
-        return 1.0 if len(per_item) < 2 or per_item[0] == 0 else 0.0
+        # no spread: the sign test's p, as the product's data check
+        # (adaptive.significance.observed_from_judgments)
+        return 1.0 if len(per_item) < 2 or per_item[0] == 0 else 2.0 ** (1 - len(per_item))
     return float(ttest_1samp(per_item, 0.0).pvalue)
 
 

@@ -80,3 +80,39 @@ def test_the_verdict_needs_the_items_as_well_as_the_model():
     sign = 1.0 if pair["system_b"] == "s1" else -1.0
     assert pair["significant_adjusted"] and pair["model_adjusted"] and pair["data_adjusted"]
     assert sign * pair["mean"] > 0 and sign * pair["observed_net"] == pytest.approx(1.0)
+
+
+def test_the_data_check_reads_pairs_stored_either_way_round():
+    """The pair s0-s1 with s1 winning every judgment, once stored (s0, s1) and once
+    (s1, s0) with the winner and the screen order flipped: the same pair, the same sign."""
+    camp = null.simulate(0, 0.0)
+    j = camp.judgments
+    involved = ((j["system_a"] == "s0") & (j["system_b"] == "s1")) | (
+        (j["system_a"] == "s1") & (j["system_b"] == "s0")
+    )
+    winner = np.where(j["system_a"] == "s1", "a", "b")
+    clear = j.with_columns(
+        winner=pl.when(pl.Series(involved)).then(pl.Series(winner)).otherwise(pl.col("winner"))
+    )
+    flip = {"a": "b", "b": "a", "tie": "tie"}
+    swapped = clear.with_columns(
+        system_a=pl.when(pl.Series(involved))
+        .then(pl.col("system_b"))
+        .otherwise(pl.col("system_a")),
+        system_b=pl.when(pl.Series(involved))
+        .then(pl.col("system_a"))
+        .otherwise(pl.col("system_b")),
+        winner=pl.when(pl.Series(involved))
+        .then(pl.col("winner").replace_strict(flip))
+        .otherwise(pl.col("winner")),
+        shown_first=pl.when(pl.Series(involved))
+        .then(pl.col("shown_first").replace_strict({"a": "b", "b": "a"}))
+        .otherwise(pl.col("shown_first")),
+    )
+    config = bt.BTConfig(by="pooled", method="laplace")
+    for frame in (clear, swapped):
+        rows = bt.difference_rows(bt.fit_dimension(frame, "overall", config))
+        (pair,) = [r for r in rows if {r["system_a"], r["system_b"]} == {"s0", "s1"}]
+        toward_s1 = 1.0 if pair["system_b"] == "s1" else -1.0
+        assert toward_s1 * pair["observed_net"] == pytest.approx(1.0)
+        assert toward_s1 * pair["mean"] > 0 and pair["significant_adjusted"]

@@ -150,6 +150,23 @@ def test_weighted_net_preference_weighs_within_a_prompt_and_drops_weight_zero():
         net_preference(comp, prompt, signed, 2, weight=-np.ones(6))
 
 
+def test_weighted_judgments_that_cancel_have_no_sign():
+    """+1 at weights 0.1 and 0.2 against -1 at 0.3 cancel, up to 1e-17 of rounding: the
+    mean is 0 and p is 1, not the sign test's p of a non-zero mean."""
+    from adaptive.significance import observed_from_judgments
+
+    prompts = 12
+    signed = np.tile([1.0, 1.0, -1.0], prompts)
+    weight = np.tile([0.1, 0.2, 0.3], prompts)
+    prompt = np.repeat(np.arange(prompts), 3)
+    comp = np.zeros(signed.shape[0], dtype=int)
+    assert np.sum(signed[:3] * weight[:3]) != 0.0  # the rounding this is about
+    r = net_preference(comp, prompt, signed, 1, weight=weight)
+    assert r.mean[0] == 0.0 and r.se[0] == 0.0
+    mean, p = observed_from_judgments(comp, prompt, signed, 1, weight=weight)
+    assert mean[0] == 0.0 and p[0] == 1.0
+
+
 def test_rule_is_validated_and_named():
     with pytest.raises(ValueError, match="unit"):
         DecisionRule(unit="cell")
