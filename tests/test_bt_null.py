@@ -53,6 +53,17 @@ def test_item_t_test_and_holm():
     assert null.upper95(0, 40) == pytest.approx(1 - 0.05 ** (1 / 40))
 
 
+def _s1_wins_every_judgment_against_s0(j: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame]:
+    """(which rows are the pair s0-s1, the judgments with s1 winning every one of them)."""
+    involved = pl.Series(
+        ((j["system_a"] == "s0") & (j["system_b"] == "s1"))
+        | ((j["system_a"] == "s1") & (j["system_b"] == "s0"))
+    )
+    winner = pl.Series(np.where(j["system_a"] == "s1", "a", "b"))
+    clear = j.with_columns(winner=pl.when(involved).then(winner).otherwise(pl.col("winner")))
+    return involved, clear
+
+
 def test_the_verdict_needs_the_items_as_well_as_the_model():
     """Dependent judgments within items (every annotator of an item sees the same
     responses): the pooled model alone flags pairs of equal systems, the verdict does not;
@@ -67,14 +78,7 @@ def test_the_verdict_needs_the_items_as_well_as_the_model():
         assert r["observed_p"] == pytest.approx(p)  # scipy's t-test, items as units
         assert r["n_items"] >= 2 and r["adjust_rule"] == "holm on the model and on the data"
     # s1 wins every judgment against s0 that it is part of, on every item: both views agree
-    j = camp.judgments
-    involved = ((j["system_a"] == "s0") & (j["system_b"] == "s1")) | (
-        (j["system_a"] == "s1") & (j["system_b"] == "s0")
-    )
-    winner = np.where(j["system_a"] == "s1", "a", "b")
-    clear = j.with_columns(
-        winner=pl.when(pl.Series(involved)).then(pl.Series(winner)).otherwise(pl.col("winner"))
-    )
+    _, clear = _s1_wins_every_judgment_against_s0(camp.judgments)
     rows = bt.difference_rows(bt.fit_dimension(clear, "overall", config))
     (pair,) = [r for r in rows if {r["system_a"], r["system_b"]} == {"s0", "s1"}]
     sign = 1.0 if pair["system_b"] == "s1" else -1.0
@@ -87,25 +91,15 @@ def test_the_data_check_reads_pairs_stored_either_way_round():
     (s1, s0) with the winner and the screen order flipped: the same pair, the same sign."""
     camp = null.simulate(0, 0.0)
     j = camp.judgments
-    involved = ((j["system_a"] == "s0") & (j["system_b"] == "s1")) | (
-        (j["system_a"] == "s1") & (j["system_b"] == "s0")
-    )
-    winner = np.where(j["system_a"] == "s1", "a", "b")
-    clear = j.with_columns(
-        winner=pl.when(pl.Series(involved)).then(pl.Series(winner)).otherwise(pl.col("winner"))
-    )
+    involved, clear = _s1_wins_every_judgment_against_s0(j)
     flip = {"a": "b", "b": "a", "tie": "tie"}
     swapped = clear.with_columns(
-        system_a=pl.when(pl.Series(involved))
-        .then(pl.col("system_b"))
-        .otherwise(pl.col("system_a")),
-        system_b=pl.when(pl.Series(involved))
-        .then(pl.col("system_a"))
-        .otherwise(pl.col("system_b")),
-        winner=pl.when(pl.Series(involved))
+        system_a=pl.when(involved).then(pl.col("system_b")).otherwise(pl.col("system_a")),
+        system_b=pl.when(involved).then(pl.col("system_a")).otherwise(pl.col("system_b")),
+        winner=pl.when(involved)
         .then(pl.col("winner").replace_strict(flip))
         .otherwise(pl.col("winner")),
-        shown_first=pl.when(pl.Series(involved))
+        shown_first=pl.when(involved)
         .then(pl.col("shown_first").replace_strict({"a": "b", "b": "a"}))
         .otherwise(pl.col("shown_first")),
     )
