@@ -134,14 +134,18 @@ class BTInput:
     num_judgments: int
     judgments_per_player: np.ndarray
     # the judgments as the data's own check reads them (:func:`difference_rows`): per judgment,
-    # its systems (indices into ``systems``), its item and its signed outcome (+1 system_b
+    # its systems (indices into :attr:`systems`), its item and its signed outcome (+1 system_b
     # preferred, -1 system_a, 0 tie) and weight
-    systems: tuple[str, ...] = ()
     judgment_a: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     judgment_b: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     judgment_item: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     judgment_signed: np.ndarray = field(default_factory=lambda: np.zeros(0))
     judgment_weight: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    @property
+    def systems(self) -> tuple[str, ...]:
+        """The systems in the order they first appear among the players."""
+        return tuple(dict.fromkeys(s for _, s in self.players))
 
 
 def build_input(
@@ -207,9 +211,7 @@ def build_input(
         tie_model=tie_model,
     )
     counts = np.bincount(np.concatenate([pa, pb]), minlength=len(players))
-    systems = list(dict.fromkeys(s for _, s in players))
-    system_index = {s: i for i, s in enumerate(systems)}
-    item_index: dict[str, int] = {}
+    system_index = {s: i for i, s in enumerate(dict.fromkeys(s for _, s in players))}
     winner = df["winner"].to_numpy()
     return BTInput(
         data=data,
@@ -219,13 +221,9 @@ def build_input(
         position_source=position_source(df),
         num_judgments=df.height,
         judgments_per_player=counts,
-        systems=tuple(systems),
         judgment_a=np.array([system_index[a] for a in sys_a], dtype=np.int64),
         judgment_b=np.array([system_index[b] for b in sys_b], dtype=np.int64),
-        judgment_item=np.array(
-            [item_index.setdefault(v, len(item_index)) for v in df["item_id"].to_list()],
-            dtype=np.int64,
-        ),
+        judgment_item=np.unique(df["item_id"].to_numpy(), return_inverse=True)[1].astype(np.int64),
         judgment_signed=np.where(winner == "b", 1.0, np.where(winner == "a", -1.0, 0.0)),
         judgment_weight=w,
     )
@@ -457,25 +455,25 @@ def observed_differences(
     from adaptive.significance import observed_from_judgments
 
     index = {s: i for i, s in enumerate(bt_in.systems)}
-    pair_of = {}
+    # (system, system) -> the pair's index (-1: not a pair asked about) and the sign that
+    # turns a judgment stored that way round into the pair's orientation
+    pair_of = np.full((len(index), len(index)), -1, dtype=np.int64)
+    sign_of = np.zeros((len(index), len(index)))
     for k, (sa, sb) in enumerate(pairs):
-        pair_of[(index[sa], index[sb])] = (k, 1.0)
-        pair_of[(index[sb], index[sa])] = (k, -1.0)
-    hits = [pair_of.get((int(a), int(b))) for a, b in zip(bt_in.judgment_a, bt_in.judgment_b)]
-    keep = np.array([h is not None for h in hits], dtype=bool)
-    comparison = np.array([h[0] for h in hits if h is not None], dtype=np.int64)
-    sign = np.array([h[1] for h in hits if h is not None], dtype=np.float64)
+        pair_of[index[sa], index[sb]], sign_of[index[sa], index[sb]] = k, 1.0
+        pair_of[index[sb], index[sa]], sign_of[index[sb], index[sa]] = k, -1.0
+    comparison = pair_of[bt_in.judgment_a, bt_in.judgment_b]
+    keep = comparison >= 0
+    comparison = comparison[keep]
+    signed = sign_of[bt_in.judgment_a, bt_in.judgment_b][keep] * bt_in.judgment_signed[keep]
     item = bt_in.judgment_item[keep]
     weight = bt_in.judgment_weight[keep]
-    mean, p = observed_from_judgments(
-        comparison, item, sign * bt_in.judgment_signed[keep], len(pairs), weight=weight
-    )
-    used = weight > 0
-    num_items = np.array(
-        [len(np.unique(item[used & (comparison == k)])) for k in range(len(pairs))],
-        dtype=np.int64,
-    )
-    return mean, p, num_items
+    mean, p = observed_from_judgments(comparison, item, signed, len(pairs), weight=weight)
+    # the items each pair was judged on (with some weight): distinct (pair, item) cells
+    width = int(item.max(initial=0)) + 1
+    cells = np.unique(comparison[weight > 0] * width + item[weight > 0])
+    num_items = np.bincount(cells // width, minlength=len(pairs))
+    return mean, p, num_items.astype(np.int64)
 
 
 def difference_rows(fit: BTFit, *, alpha: float = 0.05) -> list[dict]:

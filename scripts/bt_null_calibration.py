@@ -69,6 +69,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
+from calibration import record  # noqa: E402
 
 DESIGNS = {"independent": 0.0, "items-0.5": 0.5, "items-1.0": 1.0}
 ANNOTATOR_POOL = 30
@@ -235,7 +236,7 @@ def pooled_wald_p(
     return naive_p, robust_p
 
 
-def fit_record(camp: Campaign, by: str, method: str, seed: int, args) -> dict:
+def fit_record(camp: Campaign, design: str, by: str, method: str, seed: int, args) -> dict:
     """Fit one campaign as `evalset bt --by BY --method METHOD --report differences` does."""
     from adaptive import bt
 
@@ -265,8 +266,8 @@ def fit_record(camp: Campaign, by: str, method: str, seed: int, args) -> dict:
     model_adjusted = np.array([r["model_adjusted"] for r in rows])
     mean = np.array([r["mean"] for r in rows])
     rec = {
-        "design": args.design_name,
-        "item_sd": DESIGNS[args.design_name],
+        "design": design,
+        "item_sd": DESIGNS[design],
         "seed": seed,
         "by": by,
         "method": method,
@@ -434,20 +435,16 @@ def main() -> int:
                 responders=args.responders,
                 annotators=args.annotators,
             )
-            args.design_name = design
             for by, method in todo:
-                rec = fit_record(camp, by, method, seed, args)
-                if args.jsonl:
-                    with open(args.jsonl, "a") as fh:
-                        fh.write(json.dumps(rec) + "\n")
-                print(
+                rec = fit_record(camp, design, by, method, seed, args)
+                record(
+                    args.jsonl,
+                    rec,
                     f"{design} seed {seed} {by} {method}: adjusted {rec['num_adjusted']}, "
                     f"unadjusted {rec['num_significant']}, items-t {rec['num_items_adjusted']}, "
                     f"wald {rec['num_wald_adjusted']}, clustered {rec['num_robust_adjusted']}, "
                     f"covered {rec['covered']}/"
                     f"{rec['num_pairs']} ({rec['seconds']:.1f} s)",
-                    file=sys.stderr,
-                    flush=True,
                 )
     return 0
 
