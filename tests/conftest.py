@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -24,6 +26,22 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
 from stan_free_models.arviz_safe import stamp_today  # noqa: E402
 
 stamp_today()
+
+# Programs compiled by one test's subprocess (a CLI run, a served API) are loaded, not
+# recompiled, by the next: one cache directory per test run, made by the first process
+# (the xdist controller, whose environment its workers inherit) and removed at its end.
+# A directory the caller already set is used as it is and kept.
+_OWN_JAX_CACHE = None
+if not os.environ.get("EVALSET_JAX_CACHE_DIR"):
+    _OWN_JAX_CACHE = os.environ["EVALSET_JAX_CACHE_DIR"] = tempfile.mkdtemp(
+        prefix="evalset-test-jax-"
+    )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _OWN_JAX_CACHE and not hasattr(config, "workerinput"):
+        shutil.rmtree(_OWN_JAX_CACHE, ignore_errors=True)
+
 
 PG_ADMIN_URL = os.environ.get(
     "EVALSET_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"

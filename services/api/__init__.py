@@ -31,8 +31,9 @@ from fastapi import APIRouter, FastAPI
 from services.api import analysis, dashboard, docs_ui, errors
 from services.api.limits import Guard
 from services.api.routes import router as core_router
-from services.api.state import ServiceState, configure_jax
+from services.api.state import ServiceState
 from services.api.worker import WorkerProcess
+from services.jax_cache import configure_jax
 from services.settings import Settings
 
 #: optional routers: included when the module exists (it must expose ``router``)

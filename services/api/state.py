@@ -40,17 +40,6 @@ log = logging.getLogger("evalset.refit")
 REPLICA = f"{socket.gethostname()}:{os.getpid()}"
 
 
-def configure_jax() -> None:
-    """Point JAX at ``EVALSET_JAX_CACHE_DIR``, if set, before its first fit in this process."""
-    cache = os.environ.get("EVALSET_JAX_CACHE_DIR")
-    if cache:
-        import jax
-
-        # restarts reuse compiled fits instead of recompiling every shape bucket
-        jax.config.update("jax_compilation_cache_dir", cache)  # type: ignore[no-untyped-call]
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)  # type: ignore[no-untyped-call]
-
-
 class Notifier(Protocol):
     """Re-estimation running elsewhere (``services.api.worker.WorkerProcess``), as the
     service sees it: started, told about every stored batch, watched, stopped."""

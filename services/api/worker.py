@@ -30,7 +30,8 @@ import signal
 import threading
 from multiprocessing.connection import Connection
 
-from services.api.state import ServiceState, configure_jax
+from services.api.state import ServiceState
+from services.jax_cache import configure_jax
 from services.settings import Settings
 
 _PR_SET_PDEATHSIG = 1

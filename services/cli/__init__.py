@@ -75,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from adaptive.data import DataError
+    from services.jax_cache import configure_jax
+
+    configure_jax()  # EVALSET_JAX_CACHE_DIR: a later run loads this one's compiled fits
 
     try:
         result = args.func(args)
