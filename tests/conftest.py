@@ -21,14 +21,16 @@ import pytest
 # this must happen before anything imports JAX.
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
 
+from services.jax_cache import configure_jax  # noqa: E402
+
 # Every worker imports ArviZ at about the same moment; its first import of the day races
 # on one temporary file unless the day's stamp is already there (stan_free_models/arviz_safe.py).
 from stan_free_models.arviz_safe import stamp_today  # noqa: E402
 
 stamp_today()
 
-# Programs compiled by one test's subprocess (a CLI run, a served API) are loaded, not
-# recompiled, by the next: one cache directory per test run, made by the first process
+# Programs compiled by one test or its subprocess (a CLI run, a served API) are loaded,
+# not recompiled, by the next: one cache directory per test run, made by the first process
 # (the xdist controller, whose environment its workers inherit) and removed at its end.
 # A directory the caller already set is used as it is and kept.
 _OWN_JAX_CACHE = None
@@ -36,6 +38,8 @@ if not os.environ.get("EVALSET_JAX_CACHE_DIR"):
     _OWN_JAX_CACHE = os.environ["EVALSET_JAX_CACHE_DIR"] = tempfile.mkdtemp(
         prefix="evalset-test-jax-"
     )
+# and the tests' own fits share it too (JAX locks the directory: services/jax_cache.py)
+configure_jax()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

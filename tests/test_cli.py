@@ -174,6 +174,17 @@ def test_draws_must_be_positive():
     assert "--draws must be at least 1" in out.stderr
 
 
+def test_a_bad_compilation_cache_bound_is_one_line_before_any_fit(tmp_path):
+    env = {"EVALSET_JAX_CACHE_DIR": str(tmp_path / "jax"), "EVALSET_JAX_CACHE_MAX_MB": "lots"}
+    out = evalset("significance", "--data", str(NCM), "--method", "fast", env=env)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip() == (
+        "evalset significance: error: EVALSET_JAX_CACHE_MAX_MB: a positive whole number of MB, "
+        "not 'lots'"
+    )
+    assert not (tmp_path / "jax").exists()
+
+
 def test_a_lapse_rate_needs_the_default_models_cell_effect():
     for extra in (["--preset", "paper"], ["--no-cell-effect"]):
         out = evalset("significance", "--data", str(NCM), "--method", "fast", "--lapse", *extra)

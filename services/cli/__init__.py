@@ -77,9 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     from adaptive.data import DataError
     from services.jax_cache import configure_jax
 
-    configure_jax()  # EVALSET_JAX_CACHE_DIR: a later run loads this one's compiled fits
-
     try:
+        configure_jax()  # EVALSET_JAX_CACHE_DIR: a later run loads this one's compiled fits
         result = args.func(args)
     except (CliError, DataError, ValueError, KeyError, FileNotFoundError) as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
