@@ -3,30 +3,39 @@
 The first fit of a model shape compiles for seconds to tens of seconds; with
 ``EVALSET_JAX_CACHE_DIR`` set, the compiled programs are written there and a later
 process (a restarted replica, the next ``evalset significance``) loads them instead.
-The cache is keyed by the program, JAX's version and the machine, so a stale entry
-is never used; a damaged one only costs a recompile. Its size is bounded
-(``EVALSET_JAX_CACHE_MAX_MB``, least recently used programs go first), which also makes
-JAX lock the directory while it reads or writes an entry: processes and replicas that
-share it never read a program another is still writing.
+JAX keys an entry by the program, its own version, the platform and the XLA flags, not
+by the CPU model: share one directory only between machines of the same hardware.
+
+The directory's size is bounded (``EVALSET_JAX_CACHE_MAX_MB``, in MiB; least recently
+used programs go first), which also makes JAX lock it while it reads or writes an entry,
+so live processes that share it never read a program another is still writing. JAX
+writes an entry's ``-cache`` file and then its ``-atime`` file; a writer killed between
+the two (or a directory filled without a bound) leaves entries that JAX would keep
+failing to use, so :func:`configure_jax` removes them, under the same lock, when a
+process starts.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 #: programs that compile faster than this are not worth a file
 MIN_COMPILE_SECONDS = 0.5
-#: default bound on the directory's size
+#: default bound on the directory's size, MiB
 DEFAULT_MAX_MB = 2048
+#: JAX's names for an entry's program and its last use (jax/_src/lru_cache.py)
+CACHE_SUFFIX, ATIME_SUFFIX = "-cache", "-atime"
 
 
 def configure_jax(environ: Mapping[str, str] | None = None) -> str | None:
     """Point JAX at ``EVALSET_JAX_CACHE_DIR`` of ``environ`` (default: the process's), if
-    set, before its first fit in this process.
+    set. Call it before the process's first fit: JAX reads these settings at its first
+    compile and ignores later changes.
 
     Returns the directory in use, or None when the variable is unset or empty; a size
-    bound that is not a positive whole number of MB is an error.
+    bound that is not a positive whole number of MiB is an error.
 
     Example:
         >>> configure_jax({"EVALSET_JAX_CACHE_DIR": ""}) is None
@@ -37,8 +46,9 @@ def configure_jax(environ: Mapping[str, str] | None = None) -> str | None:
     if not cache:
         return None
     raw = env.get("EVALSET_JAX_CACHE_MAX_MB") or str(DEFAULT_MAX_MB)
-    if not raw.isdigit() or int(raw) <= 0:
-        raise ValueError(f"EVALSET_JAX_CACHE_MAX_MB: a positive whole number of MB, not {raw!r}")
+    if not (raw.isascii() and raw.isdigit()) or int(raw) <= 0:
+        raise ValueError(f"EVALSET_JAX_CACHE_MAX_MB: a positive whole number of MiB, not {raw!r}")
+    remove_unfinished_entries(Path(cache))
     import jax
 
     jax.config.update("jax_compilation_cache_dir", cache)  # type: ignore[no-untyped-call]
@@ -47,3 +57,29 @@ def configure_jax(environ: Mapping[str, str] | None = None) -> str | None:
     )
     jax.config.update("jax_compilation_cache_max_size", int(raw) << 20)  # type: ignore[no-untyped-call]
     return cache
+
+
+def remove_unfinished_entries(directory: Path) -> list[str]:
+    """Remove the entries of ``directory`` that have a program but no last-use file, under
+    JAX's lock on it; returns their names. (JAX's bounded cache stats every entry's
+    last-use file before each write, so one such entry would stop all later writes.)
+
+    Example:
+        >>> import tempfile
+        >>> d = Path(tempfile.mkdtemp())
+        >>> for name in ("done-cache", "done-atime", "cut-cache"):
+        ...     _ = (d / name).write_bytes(b"x")
+        >>> remove_unfinished_entries(d), sorted(p.name for p in d.iterdir() if p.name[0] != ".")
+        (['cut-cache'], ['done-atime', 'done-cache'])
+    """
+    import filelock
+
+    directory.mkdir(parents=True, exist_ok=True)
+    removed = []
+    with filelock.FileLock(directory / ".lockfile"):
+        for entry in sorted(directory.glob(f"*{CACHE_SUFFIX}")):
+            key = entry.name[: -len(CACHE_SUFFIX)]
+            if not (directory / f"{key}{ATIME_SUFFIX}").exists():
+                entry.unlink(missing_ok=True)
+                removed.append(entry.name)
+    return removed
