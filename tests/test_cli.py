@@ -179,7 +179,7 @@ def test_a_bad_compilation_cache_bound_is_one_line_before_any_fit(tmp_path):
     out = evalset("significance", "--data", str(NCM), "--method", "fast", env=env)
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.strip() == (
-        "evalset significance: error: EVALSET_JAX_CACHE_MAX_MB: a positive whole number of MB, "
+        "evalset significance: error: EVALSET_JAX_CACHE_MAX_MB: a positive whole number of MiB, "
         "not 'lots'"
     )
     assert not (tmp_path / "jax").exists()
