@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from services.jax_cache import ATIME_SUFFIX, CACHE_SUFFIX
+
 ROOT = Path(__file__).resolve().parents[1]
 
 #: compile and run one program with every warning an error, as the test suite does
@@ -38,10 +40,12 @@ def test_an_entry_cut_short_is_removed_and_the_cache_keeps_working(tmp_path):
     first = run(cache, EVALSET_JAX_CACHE_MAX_MB="64")
     assert first.returncode == 0, first.stderr
     assert not (cache / "jit_cut_short-0123456789abcdef-cache").exists()
-    entries = sorted(p.name for p in cache.glob("*-cache"))
-    assert entries and all((cache / (n[: -len("-cache")] + "-atime")).exists() for n in entries)
+    entries = sorted(p.name for p in cache.glob(f"*{CACHE_SUFFIX}"))
+    assert entries and all(
+        (cache / (n[: -len(CACHE_SUFFIX)] + ATIME_SUFFIX)).exists() for n in entries
+    )
     # a second process loads the entry and computes the same number
     second = run(cache, EVALSET_JAX_CACHE_MAX_MB="64")
     assert second.returncode == 0, second.stderr
     assert second.stdout == first.stdout
-    assert sorted(p.name for p in cache.glob("*-cache")) == entries
+    assert sorted(p.name for p in cache.glob(f"*{CACHE_SUFFIX}")) == entries
