@@ -155,7 +155,27 @@ def net_preference(
         # (+1 at 0.1 and 0.2, -1 at 0.3) leave 1e-17, which has no sign
         mean = np.where(np.abs(mean) <= SPREAD_TOL, 0.0, mean)
         se = np.sqrt(var / n)
-    q = stats.t.ppf(0.5 + level / 2.0, np.maximum(n - 1, 1))
-    low = np.clip(mean - q * se, -1.0, 1.0)
-    high = np.clip(mean + q * se, -1.0, 1.0)
+    low, high = t_interval(mean, se, n, level)
     return NetPreference(mean, se, low, high, n.astype(np.int64))
+
+
+def t_interval(
+    mean: np.ndarray, se: np.ndarray, num_prompts: np.ndarray, level: float = 0.95
+) -> tuple[np.ndarray, np.ndarray]:
+    """The prompts-as-units t interval of Δ (:func:`net_preference`'s), clipped to [-1, 1].
+
+    ``num_prompts - 1`` degrees of freedom; NaN where ``se`` is NaN (fewer than two prompts).
+    A comparison whose prompts all have the same mean has se 0 and a zero-width interval:
+    the data show no spread, and the sign test (not this interval) decides such a comparison
+    (:func:`adaptive.significance.observed_from_judgments`).
+
+    Example:
+        >>> low, high = t_interval(np.array([0.5]), np.array([0.1]), np.array([11]))
+        >>> round(float(low[0]), 3), round(float(high[0]), 3)
+        (0.277, 0.723)
+    """
+    mean = np.asarray(mean, dtype=np.float64)
+    se = np.asarray(se, dtype=np.float64)
+    n = np.asarray(num_prompts, dtype=np.float64)
+    q = stats.t.ppf(0.5 + level / 2.0, np.maximum(n - 1, 1))
+    return np.clip(mean - q * se, -1.0, 1.0), np.clip(mean + q * se, -1.0, 1.0)

@@ -41,6 +41,7 @@ Monte Carlo errors of 0, another run with other seeds can give the other verdict
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -240,6 +241,14 @@ def observed_p_values(cells: CellData) -> tuple[np.ndarray, np.ndarray]:
     )
 
 
+class ObservedNet(NamedTuple):
+    """The data's own Δ of each comparison ((C,) arrays, stored orientation)."""
+
+    mean: np.ndarray  # mean over prompts of each cell's mean signed judgment; 0 if never judged
+    se: np.ndarray  # between-prompt sd / sqrt(prompts); NaN with fewer than two prompts
+    p: np.ndarray  # two-sided p-value (t-test, or the sign test without spread); 1 if < 2 prompts
+
+
 def observed_from_judgments(
     comparison: np.ndarray,
     prompt: np.ndarray,
@@ -250,6 +259,18 @@ def observed_from_judgments(
     """:func:`observed_p_values` from per-judgment arrays: comparison and prompt indices and
     the signed judgment (+1 the comparison's second system, -1 its first, 0 a tie), with
     optional per-judgment weights (:func:`adaptive.evidence.net_preference`)."""
+    obs = observed_net(comparison, prompt, signed, num_comparisons, weight=weight)
+    return obs.mean, obs.p
+
+
+def observed_net(
+    comparison: np.ndarray,
+    prompt: np.ndarray,
+    signed: np.ndarray,
+    num_comparisons: int,
+    weight: np.ndarray | None = None,
+) -> ObservedNet:
+    """:func:`observed_from_judgments` with the standard error the p-value came from."""
     from scipy import stats as sps
 
     from adaptive.evidence import net_preference
@@ -261,7 +282,7 @@ def observed_from_judgments(
     one_sided = (np.nan_to_num(obs.se) == 0) & (np.nan_to_num(obs.mean) != 0)
     p = np.where(one_sided, np.minimum(1.0, 2.0 ** (1.0 - obs.num_prompts)), p)
     p = np.where(obs.num_prompts >= 2, p, 1.0)
-    return np.nan_to_num(obs.mean), p
+    return ObservedNet(np.nan_to_num(obs.mean), obs.se, p)
 
 
 def _note(row: dict, *, per_system: bool) -> str:

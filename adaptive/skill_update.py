@@ -170,7 +170,7 @@ def skill_snapshot(
     """
     import jax
 
-    from adaptive.significance import observed_from_judgments
+    from adaptive.significance import observed_net
     from stan_free_models.incremental import update_skills
     from stan_free_models.inference import GRMData
 
@@ -214,9 +214,7 @@ def skill_snapshot(
     # a sort, not np.unique, whose hash path takes ~1 s for 1M distinct int64 keys)
     keys = np.sort(encoded["comparison"].astype(np.int64) * num_p + encoded["item"])
     judged_cells = keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if keys.size else keys
-    observed, observed_p = observed_from_judgments(
-        encoded["comparison"], encoded["item"], encoded["y"] - 1, num_c
-    )
+    observed = observed_net(encoded["comparison"], encoded["item"], encoded["y"] - 1, num_c)
     mode = None
     if snap.mode is not None:
         g = np.array(snap.mode["global"], dtype=np.float32)
@@ -242,8 +240,9 @@ def skill_snapshot(
             "passed": True,
         },
         pair_judgments=np.bincount(encoded["comparison"], minlength=num_c).astype(np.int64),
-        pair_observed=observed,
-        pair_observed_p=observed_p,
+        pair_observed=observed.mean,
+        pair_observed_p=observed.p,
+        pair_observed_se=observed.se,
         pair_prompts=np.bincount(judged_cells // num_p, minlength=num_c).astype(np.int64),
         skill=fit.draws.astype(np.float32),
         mode=mode,

@@ -45,8 +45,10 @@ class Snapshot:
         pair_observed, pair_observed_p: (C,) each compared pair's observed net preference
             (its mean signed judgment over prompts, the stored orientation) and the
             two-sided p-value of its prompts-as-units t-test
-            (:func:`adaptive.significance.observed_from_judgments`): the data's half of
+            (:func:`adaptive.significance.observed_net`): the data's half of
             the significance verdict. None in snapshots stored before they were kept.
+        pair_observed_se: (C,) that mean's standard error (NaN with fewer than two
+            prompts), for its interval. None in snapshots stored before it was kept.
     """
 
     dimension: str
@@ -70,6 +72,7 @@ class Snapshot:
     tau: np.ndarray | None = None  # (D',) sd of the prompt-by-comparison effect, if modelled
     pair_observed: np.ndarray | None = None
     pair_observed_p: np.ndarray | None = None
+    pair_observed_se: np.ndarray | None = None
 
     @property
     def num_draws(self) -> int:
@@ -116,9 +119,14 @@ def snapshot_from_posterior(
         k: (None if isinstance(v, float) and not np.isfinite(v) else v)
         for k, v in diagnostics.items()
     }
-    from adaptive.significance import observed_p_values
+    from adaptive.significance import observed_net
 
-    observed, observed_p = observed_p_values(cells)
+    observed = observed_net(
+        cells.judgment_comparison,
+        cells.judgment_prompt,
+        cells.judgment_y - 1,
+        cells.num_comparisons,
+    )
     return Snapshot(
         dimension=cells.dimension,
         version=0,
@@ -143,14 +151,15 @@ def snapshot_from_posterior(
         tau=None
         if "tau" not in posterior.draws
         else _thin(posterior.flat("tau"), min(max_draws, max_item_draws)).astype(np.float32),
-        pair_observed=observed.astype(np.float64),
-        pair_observed_p=observed_p.astype(np.float64),
+        pair_observed=observed.mean.astype(np.float64),
+        pair_observed_p=observed.p.astype(np.float64),
+        pair_observed_se=observed.se.astype(np.float64),
     )
 
 
 _ARRAYS = ("pair_a", "pair_b", "pair_judgments", "pair_prompts", "skill", "alpha", "b")
 #: arrays a snapshot may lack (a model without the cell effect; a blob stored by an older version)
-_OPTIONAL = ("tau", "pair_observed", "pair_observed_p")
+_OPTIONAL = ("tau", "pair_observed", "pair_observed_p", "pair_observed_se")
 
 
 def encode_snapshot(snapshot: Snapshot) -> bytes:
@@ -211,6 +220,7 @@ def decode_snapshot(
         tau=arrays.get("tau"),
         pair_observed=arrays.get("pair_observed"),
         pair_observed_p=arrays.get("pair_observed_p"),
+        pair_observed_se=arrays.get("pair_observed_se"),
         **{k: arrays[k] for k in _ARRAYS},
     )
 

@@ -8,7 +8,7 @@ draws and the names they stand for; these turn it into the rows the API returns
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -34,7 +34,9 @@ def pair_rows(
     ``significant_adjusted`` needs the model's adjusted verdict on theta
     (``model_adjusted``) and the data's, a prompts-as-units t-test of the pair's own
     mean signed judgment adjusted over the same family (``data_adjusted``), in the same
-    direction. The model alone flagged a null campaign (every system equal) in 33-35%
+    direction. Each row carries the data's own Δ, ``observed_net``, with its
+    prompts-as-units t interval at ``level`` (``observed_ci_low``, ``observed_ci_high``;
+    :func:`adaptive.evidence.net_preference`), the effect users read. The model alone flagged a null campaign (every system equal) in 33-35%
     of campaigns (docs/statistics.md). A pair never compared has no data of its own:
     ``data_adjusted`` is None and it is never ``significant_adjusted`` (its
     ``model_adjusted`` is the leaderboard's indirect evidence alone). A snapshot stored
@@ -85,11 +87,13 @@ def pair_rows(
     stats = summarize_draws(theta, level)
     stats["p_two_sided"] = tail_probability(theta, stats["p_two_sided"])
     model_adjusted = adjusted_verdicts(stats["p_two_sided"], rule, alpha)
-    data = _data_verdicts(snapshot, fam, rule, alpha)
+    data = _data_verdicts(snapshot, fam, rule, alpha, level)
     if data is None:
         adjusted = model_adjusted
     else:
-        adjusted = model_adjusted & data[0] & (np.sign(stats["mean"]) == np.sign(data[1]))
+        adjusted = (
+            model_adjusted & data.adjusted & (np.sign(stats["mean"]) == np.sign(data.observed))
+        )
     out_pairs = wanted if pairs is not None else [tuple(p) for p in fam.tolist()]
     rows = []
     for a, b in out_pairs:
@@ -153,16 +157,30 @@ def tail_probability(theta: np.ndarray, counted: np.ndarray) -> np.ndarray:
     return np.where(smaller < MIN_TAIL_DRAWS, 2.0 * sps.norm.sf(z), counted)
 
 
+class _DataHalf(NamedTuple):
+    """The data's half of every family pair's row (oriented as the family; NaN: no data)."""
+
+    adjusted: np.ndarray
+    observed: np.ndarray
+    p: np.ndarray
+    se: np.ndarray
+    ci_low: np.ndarray
+    ci_high: np.ndarray
+
+
 def _data_verdicts(
-    snapshot: Snapshot, fam: np.ndarray, rule: str, alpha: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    snapshot: Snapshot, fam: np.ndarray, rule: str, alpha: float, level: float
+) -> _DataHalf | None:
     """The data's adjusted verdicts over the family ``fam`` ((F, 2) system indices), and each
-    pair's observed net preference (oriented as ``fam``; NaN: never compared) and p-value.
+    pair's observed net preference (oriented as ``fam``; NaN: never compared), p-value,
+    standard error and ``level`` t interval (NaN: fewer than two prompts, or a snapshot
+    stored before it kept the standard errors).
 
     None for a snapshot without the observed values. A pair never compared enters the
     family with p = 1, so it is never significant and the adjustment is the family's.
     ``fam`` is :func:`pair_rows`' family: the stored pairs first, as stored.
     """
+    from adaptive.evidence import t_interval
     from adaptive.significance import adjusted_verdicts
 
     if snapshot.pair_observed is None or snapshot.pair_observed_p is None:
@@ -173,22 +191,42 @@ def _data_verdicts(
     judged = snapshot.pair_judgments > 0
     observed = np.full(len(fam), np.nan)
     p = np.ones(len(fam))
+    se = np.full(len(fam), np.nan)
+    prompts = np.zeros(len(fam))
     observed[:num] = np.where(judged, snapshot.pair_observed, np.nan)
     p[:num] = np.where(judged, snapshot.pair_observed_p, 1.0)
-    return adjusted_verdicts(p, rule, alpha), observed, p
+    if snapshot.pair_observed_se is not None:
+        se[:num] = np.where(judged, snapshot.pair_observed_se, np.nan)
+    prompts[:num] = snapshot.pair_prompts
+    low, high = t_interval(observed, se, prompts, level)
+    return _DataHalf(adjusted_verdicts(p, rule, alpha), observed, p, se, low, high)
 
 
-def _data_fields(
-    data: tuple[np.ndarray, np.ndarray, np.ndarray] | None, k: int, sign: float
-) -> dict[str, Any]:
+def _data_fields(data: _DataHalf | None, k: int, sign: float) -> dict[str, Any]:
     """The data's half of row ``k`` in the orientation asked (None where there are no data)."""
-    if data is None or np.isnan(data[1][k]):
-        return {"data_adjusted": None, "observed_net": None, "observed_p": None}
-    adjusted, observed, p = data
+
+    def number(x: float) -> float | None:
+        return float(x) if np.isfinite(x) else None
+
+    if data is None or np.isnan(data.observed[k]):
+        return {
+            "data_adjusted": None,
+            "observed_net": None,
+            "observed_se": None,
+            "observed_ci_low": None,
+            "observed_ci_high": None,
+            "observed_p": None,
+        }
+    low, high = data.ci_low[k], data.ci_high[k]
+    if sign < 0:
+        low, high = -high, -low
     return {
-        "data_adjusted": bool(adjusted[k]),
-        "observed_net": float(sign * observed[k]),
-        "observed_p": float(p[k]),
+        "data_adjusted": bool(data.adjusted[k]),
+        "observed_net": float(sign * data.observed[k]),
+        "observed_se": number(data.se[k]),
+        "observed_ci_low": number(low),
+        "observed_ci_high": number(high),
+        "observed_p": float(data.p[k]),
     }
 
 

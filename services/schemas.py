@@ -353,6 +353,16 @@ class SignificanceRow(BaseModel):
         description="the pair's mean signed judgment over its prompts (+1: B, -1: A, 0: tie); "
         "null for a pair never compared"
     )
+    observed_se: float | None = Field(
+        description="its standard error, prompts as the units (between-prompt sd / "
+        "sqrt(prompts)); null with fewer than two prompts"
+    )
+    observed_ci_low: float | None = Field(
+        description="the observed net preference's t interval at the requested level "
+        "(one look: not an anytime-valid bound; GET .../decisions gives those); null with "
+        "fewer than two prompts"
+    )
+    observed_ci_high: float | None
     observed_p: float | None = Field(description="two-sided p-value of that t-test")
     adjust_rule: str
     family_size: int

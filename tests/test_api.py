@@ -323,11 +323,17 @@ def test_answers_come_from_a_named_snapshot(streaming_api: httpx.Client) -> None
     assert ab["mean"] == pytest.approx(-ba["mean"])
     assert ab["observed_net"] > 0 and ab["observed_net"] == pytest.approx(-ba["observed_net"])
     assert ab["observed_p"] == pytest.approx(ba["observed_p"])
+    # Δ's interval over HTTP: around observed_net, flipped with the orientation
+    assert ab["observed_ci_low"] < ab["observed_net"] < ab["observed_ci_high"]
+    assert (ab["observed_ci_low"], ab["observed_ci_high"]) == pytest.approx(
+        (-ba["observed_ci_high"], -ba["observed_ci_low"])
+    )
     never = api.get(f"/projects/{project_id}/significance/s1/never_judged", headers=headers).json()[
         "rows"
     ][0]
     assert never["n_judgments"] == 0 and not never["significant"]
     assert never["data_adjusted"] is None and never["observed_net"] is None
+    assert never["observed_ci_low"] is None and never["observed_ci_high"] is None
     assert not never["significant_adjusted"]
     assert (
         api.get(f"/projects/{project_id}/significance/s1/ghost", headers=headers).status_code == 404

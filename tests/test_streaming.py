@@ -117,6 +117,8 @@ def test_snapshot_round_trips_through_bytes(snapshot: st.Snapshot) -> None:
     assert snapshot.pair_observed is not None and snapshot.pair_observed_p is not None
     np.testing.assert_array_equal(back.pair_observed, snapshot.pair_observed)
     np.testing.assert_array_equal(back.pair_observed_p, snapshot.pair_observed_p)
+    assert snapshot.pair_observed_se is not None
+    np.testing.assert_array_equal(back.pair_observed_se, snapshot.pair_observed_se)
 
 
 def test_pair_orientation_flips_sign_and_probability(snapshot: st.Snapshot) -> None:
@@ -167,8 +169,17 @@ def test_pair_observed_values_are_each_pairs_own_judgments(snapshot: st.Snapshot
         )
         per_prompt = mine.group_by("item_id").agg(pl.col("signed").mean())["signed"].to_numpy()
         assert row["observed_net"] == pytest.approx(per_prompt.mean())
-        assert row["observed_p"] == pytest.approx(stats.ttest_1samp(per_prompt, 0.0).pvalue)
+        test = stats.ttest_1samp(per_prompt, 0.0)
+        assert row["observed_p"] == pytest.approx(test.pvalue)
         assert row["n_prompts"] == len(per_prompt)
+        # Δ's interval is scipy's one-sample t interval of the same per-prompt means
+        assert row["observed_se"] == pytest.approx(stats.sem(per_prompt))
+        for level in (0.95, 0.8):
+            at = pair_rows(snapshot, [(a, b)], level=level)[0]
+            low, high = test.confidence_interval(level)
+            assert (at["observed_ci_low"], at["observed_ci_high"]) == pytest.approx(
+                (max(low, -1.0), min(high, 1.0))
+            )
 
 
 def test_adjusted_verdict_needs_the_model_and_the_data_in_one_direction(
@@ -190,11 +201,21 @@ def test_adjusted_verdict_needs_the_model_and_the_data_in_one_direction(
     assert not any(r["significant_adjusted"] for r in pair_rows(flipped, rule="none"))
     assert any(r["model_adjusted"] for r in pair_rows(flipped, rule="none"))
     # a snapshot stored before the observed values were kept answers with the model alone
-    old = dataclasses.replace(snapshot, pair_observed=None, pair_observed_p=None)
+    old = dataclasses.replace(
+        snapshot, pair_observed=None, pair_observed_p=None, pair_observed_se=None
+    )
     for r in pair_rows(old):
         assert r["data_adjusted"] is None and r["significant_adjusted"] == r["model_adjusted"]
+        assert r["observed_ci_low"] is None and r["observed_se"] is None
     back = _round_trip(old)
     assert back.pair_observed is None and back.pair_observed_p is None
+    assert back.pair_observed_se is None
+    # one stored before the standard errors were kept: the verdicts as before, no interval
+    no_se = dataclasses.replace(snapshot, pair_observed_se=None)
+    for r, r0 in zip(pair_rows(no_se), pair_rows(snapshot), strict=True):
+        assert r["observed_ci_low"] is None and r["observed_ci_high"] is None
+        assert r["significant_adjusted"] == r0["significant_adjusted"]
+        assert r["observed_net"] == r0["observed_net"]
 
 
 def test_a_large_family_can_still_be_flagged_past_the_draws_resolution(
@@ -363,6 +384,7 @@ def test_skill_updates_hold_items_until_an_items_refresh_replaces_them() -> None
     # ... and so are the data's half of the verdict
     np.testing.assert_allclose(snap.pair_observed, full.pair_observed, rtol=1e-12)
     np.testing.assert_allclose(snap.pair_observed_p, full.pair_observed_p, rtol=1e-9)
+    np.testing.assert_allclose(snap.pair_observed_se, full.pair_observed_se, rtol=1e-9)
     sd = full.skill.std(axis=0)
     shift = (snap.skill.mean(axis=0) - full.skill.mean(axis=0)) / sd
     assert np.abs(shift).max() < 0.25, shift
