@@ -126,6 +126,49 @@ def fit_rows(frame: pl.DataFrame, method: str, preset: str, seed: int, args) -> 
     return compare(result.posterior, result.cells, effect=not args.kind.startswith("null")), result
 
 
+def data_half(args: argparse.Namespace) -> int:
+    """``--data-half``: the seeds on which the verdict can flag anything, whatever the model.
+
+    The verdict is the model's adjusted flag *and* the data's, in one direction
+    (``adaptive.significance.compare``); the data's half is a prompts-as-units test of each
+    comparison's own judgments, which no model enters. A campaign whose data half flags
+    nothing is unflagged by every model and sampler, so a null campaign's count of flagged
+    campaigns over N seeds is bounded by (and, fitted on these seeds alone, equal to) the
+    count over the seeds printed here.
+    """
+    from adaptive.cells import build_cells
+    from adaptive.significance import adjusted_verdicts, observed_p_values
+
+    flagged: dict[float, list[int]] = {f: [] for f in args.fractions}
+    seeds = range(args.first_seed, args.first_seed + args.campaigns)
+    for seed in seeds:
+        full = pl.DataFrame(campaign(args.kind, seed, args.comparisons, args.prompts).rows)
+        for fraction in args.fractions:
+            _, p = observed_p_values(build_cells(subsample(full, fraction, seed)))
+            if adjusted_verdicts(p, "holm", 0.05).any():
+                flagged[fraction].append(seed)
+    stored: dict[tuple[int, float], bool] = {}
+    if args.jsonl and os.path.exists(args.jsonl):
+        for line in open(args.jsonl):
+            rec = json.loads(line)
+            if rec["kind"] == args.kind and rec["fraction"] in flagged and rec["seed"] in seeds:
+                stored[(rec["seed"], rec["fraction"])] = bool(rec["any_data_adjusted"])
+    mismatch = 0
+    for fraction, these in flagged.items():
+        print(
+            f"kind={args.kind} share {fraction:.2f}: data half flags {len(these)} of "
+            f"{len(seeds)} campaigns, seeds {these}; no model can flag the other "
+            f"{len(seeds) - len(these)}"
+        )
+        for (seed, f), was in sorted(stored.items()):
+            if f == fraction and was != (seed in these):
+                mismatch += 1
+                print(f"  seed {seed}: the file's data half says {was}", file=sys.stderr)
+    if stored:
+        print(f"{len(stored)} rows of {args.jsonl} checked, {mismatch} disagree")
+    return 1 if mismatch else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kind", choices=list(KINDS), default="null")
@@ -157,7 +200,16 @@ def main() -> int:
     parser.add_argument(
         "--summarize", nargs="+", default=None, help="print the tables of earlier --jsonl files"
     )
+    parser.add_argument(
+        "--data-half",
+        action="store_true",
+        help="no fits: print, per share, the seeds whose data half (each comparison's own "
+        "judgments, Holm) flags a comparison. The verdict needs both halves, so on every "
+        "other seed no model can flag anything; with --jsonl, check the file's rows agree",
+    )
     args = parser.parse_args()
+    if args.data_half:
+        return data_half(args)
 
     results: dict[tuple[str, float], list[dict]] = {}
     if args.summarize:

@@ -465,3 +465,67 @@ def test_paired_lines_compare_two_models_verdicts_on_null_campaigns():
         "nuts/nuts+lapse null verdicts at 1.00 (3 campaigns): the same in 2; "
         "campaigns flagged 1 / 0"
     )
+
+
+def test_data_half_lists_the_seeds_whose_own_judgments_reject_and_checks_stored_rows(
+    tmp_path, capsys
+):
+    """``--data-half`` flags a seed exactly when, recomputed here from the raw rows (a t-test
+    per comparison of its prompts' mean signed judgments, scipy; Holm at 0.05 by hand), some
+    comparison rejects; and it reports (exit 1) a stored row whose data half disagrees."""
+    from calibration import campaign, main, subsample
+
+    # small campaigns, so that some seeds flag and others do not, at each share
+    seeds, fractions = range(6), (1.0, 0.3)
+    argv = ["calibration.py", "--kind", "paper", "--comparisons", "6", "--prompts", "12"]
+    argv += ["--campaigns", "6", "--fractions", *map(str, fractions), "--data-half"]
+
+    def holm_any(p):
+        p = np.sort(p)
+        return bool(p[0] <= 0.05 / len(p))  # Holm rejects something iff its first step does
+
+    def p_value(x):
+        if len(x) < 2:
+            return 1.0
+        if np.ptp(x) == 0:  # no spread: the sign test's bound (docs/statistics.md)
+            return 1.0 if x[0] == 0 else min(1.0, 2.0 ** (1 - len(x)))
+        return stats.ttest_1samp(x, 0.0).pvalue
+
+    expected = {f: [] for f in fractions}
+    for seed in seeds:
+        full = pl.DataFrame(campaign("paper", seed, 6, 12).rows)
+        for f in fractions:
+            per_prompt = (
+                subsample(full, f, seed)
+                .with_columns(
+                    signed=pl.when(pl.col("winner") == "b")
+                    .then(1.0)
+                    .when(pl.col("winner") == "a")
+                    .then(-1.0)
+                    .otherwise(0.0)
+                )
+                .group_by("system_a", "system_b", "item_id")
+                .agg(pl.col("signed").mean())
+            )
+            p = [
+                p_value(g["signed"].to_numpy())
+                for _, g in per_prompt.group_by("system_a", "system_b")
+            ]
+            if holm_any(np.array(p)):
+                expected[f].append(seed)
+    # the test needs seeds of both kinds, and shares that differ
+    assert 0 < len(expected[1.0]) < 6 and expected[0.3] != expected[1.0], expected
+    sys.argv = argv
+    assert main() == 0
+    out = capsys.readouterr().out
+    for f in fractions:
+        assert f"share {f:.2f}: data half flags {len(expected[f])} of 6 campaigns, " in out
+        assert f"seeds {expected[f]}" in out
+    # a stored row that contradicts the data is reported
+    wrong = expected[1.0][0]
+    path = tmp_path / "rows.jsonl"
+    row = {"kind": "paper", "seed": wrong, "fraction": 1.0, "any_data_adjusted": False}
+    path.write_text(json.dumps(row) + "\n")
+    sys.argv = argv + ["--jsonl", str(path)]
+    assert main() == 1
+    assert "1 rows of" in capsys.readouterr().out
