@@ -140,7 +140,7 @@ def data_half(args: argparse.Namespace) -> int:
     from adaptive.significance import adjusted_verdicts, observed_p_values
 
     flagged: dict[float, list[int]] = {f: [] for f in args.fractions}
-    seeds = range(args.first_seed, args.first_seed + args.campaigns)
+    seeds = campaign_seeds(args)
     for seed in seeds:
         full = pl.DataFrame(campaign(args.kind, seed, args.comparisons, args.prompts).rows)
         for fraction in args.fractions:
@@ -148,11 +148,16 @@ def data_half(args: argparse.Namespace) -> int:
             if adjusted_verdicts(p, "holm", 0.05).any():
                 flagged[fraction].append(seed)
     stored: dict[tuple[int, float], bool] = {}
+    # (row label, share) -> seed -> the verdict's flag, from the file's fits
+    verdicts: dict[tuple[str, float], dict[int, bool]] = {}
     if args.jsonl and os.path.exists(args.jsonl):
         for line in open(args.jsonl):
             rec = json.loads(line)
             if rec["kind"] == args.kind and rec["fraction"] in flagged and rec["seed"] in seeds:
                 stored[(rec["seed"], rec["fraction"])] = bool(rec["any_data_adjusted"])
+                if "any_adjusted" in rec and rec.get("preset", "default") == args.preset:
+                    by_seed = verdicts.setdefault((row_label(rec), rec["fraction"]), {})
+                    by_seed[rec["seed"]] = bool(rec["any_adjusted"])
     mismatch = 0
     for fraction, these in flagged.items():
         print(
@@ -166,7 +171,24 @@ def data_half(args: argparse.Namespace) -> int:
                 print(f"  seed {seed}: the file's data half says {was}", file=sys.stderr)
     if stored:
         print(f"{len(stored)} rows of {args.jsonl} checked, {mismatch} disagree")
+    for (label, fraction), by_seed in sorted(verdicts.items()):
+        missing = [seed for seed in flagged[fraction] if seed not in by_seed]
+        if missing:
+            print(f"{label} {fraction:.2f}: no fit yet of the data-flagged seeds {missing}")
+            continue
+        hits = sorted(seed for seed in flagged[fraction] if by_seed[seed])
+        print(
+            f"{label} {fraction:.2f}: the verdict flags {len(hits)} of {len(seeds)} campaigns "
+            f"(seeds {hits}; exact: the other seeds' data half flags nothing)"
+        )
     return 1 if mismatch else 0
+
+
+def campaign_seeds(args: argparse.Namespace) -> list[int]:
+    """--seeds, or --campaigns seeds from --first-seed."""
+    if args.seeds is not None:
+        return list(args.seeds)
+    return list(range(args.first_seed, args.first_seed + args.campaigns))
 
 
 def main() -> int:
@@ -174,6 +196,14 @@ def main() -> int:
     parser.add_argument("--kind", choices=list(KINDS), default="null")
     parser.add_argument("--campaigns", type=int, default=10)
     parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=None,
+        help="these seeds instead of --first-seed and --campaigns (e.g. the seeds --data-half "
+        "prints, to fit only the campaigns a verdict can flag)",
+    )
     parser.add_argument("--fractions", type=float, nargs="+", default=[1.0, 0.3, 0.15])
     parser.add_argument("--method", nargs="+", default=["fast"], choices=["fast", "nuts"])
     parser.add_argument("--preset", default="default", choices=["default", "paper"])
@@ -208,6 +238,8 @@ def main() -> int:
         "other seed no model can flag anything; with --jsonl, check the file's rows agree",
     )
     args = parser.parse_args()
+    if args.seeds is not None:
+        args.campaigns = len(args.seeds)
     if args.data_half:
         return data_half(args)
 
@@ -218,7 +250,7 @@ def main() -> int:
                 rec = json.loads(line)
                 results.setdefault((row_label(rec), rec["fraction"]), []).append(rec)
         args.campaigns = max(len(v) for v in results.values())
-    seeds = [] if args.summarize else range(args.first_seed, args.first_seed + args.campaigns)
+    seeds = [] if args.summarize else campaign_seeds(args)
     done: set[tuple] = set()
     if args.jsonl and os.path.exists(args.jsonl) and not args.summarize:
         for line in open(args.jsonl):

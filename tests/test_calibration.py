@@ -521,11 +521,37 @@ def test_data_half_lists_the_seeds_whose_own_judgments_reject_and_checks_stored_
     for f in fractions:
         assert f"share {f:.2f}: data half flags {len(expected[f])} of 6 campaigns, " in out
         assert f"seeds {expected[f]}" in out
-    # a stored row that contradicts the data is reported
-    wrong = expected[1.0][0]
+    # fits of the data-flagged seeds give the verdict's exact count over all the seeds
     path = tmp_path / "rows.jsonl"
-    row = {"kind": "paper", "seed": wrong, "fraction": 1.0, "any_data_adjusted": False}
-    path.write_text(json.dumps(row) + "\n")
+
+    def fit_row(seed, verdict, data=True):
+        return {
+            "kind": "paper",
+            "preset": "default",
+            "seed": seed,
+            "fraction": 1.0,
+            "method": "fast",
+            "any_data_adjusted": data,
+            "any_adjusted": verdict,
+        }
+
+    first, *rest = expected[1.0]
+    path.write_text("".join(json.dumps(fit_row(s, s == first)) + "\n" for s in expected[1.0]))
     sys.argv = argv + ["--jsonl", str(path)]
+    assert main() == 0
+    out = capsys.readouterr().out
+    assert f"fast 1.00: the verdict flags 1 of 6 campaigns (seeds [{first}];" in out
+    path.write_text(json.dumps(fit_row(first, True)) + "\n")
+    assert main() == 0
+    assert f"no fit yet of the data-flagged seeds {rest}" in capsys.readouterr().out
+    # a stored row that contradicts the data is reported
+    path.write_text(json.dumps(fit_row(first, False, data=False)) + "\n")
     assert main() == 1
     assert "1 rows of" in capsys.readouterr().out
+    # --seeds: just these campaigns
+    sys.argv = argv[: argv.index("--campaigns")] + ["--fractions", "1", "--data-half"]
+    sys.argv += ["--seeds", *map(str, expected[1.0])]
+    assert main() == 0
+    assert (
+        f"flags {len(expected[1.0])} of {len(expected[1.0])} campaigns" in capsys.readouterr().out
+    )
