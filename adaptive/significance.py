@@ -158,8 +158,7 @@ def compare(
     settled = ~((np.abs(end) <= MCSE_Z * end_mcse) & (end_mcse > 0))
     effects = net_effect(posterior, cells, level=level) if effect else {}
     model_adjusted = adjusted_verdicts(stats["p_two_sided"], rule, alpha)
-    obs_mean, obs_p = observed_p_values(cells)
-    data_adjusted = adjusted_verdicts(obs_p, rule, alpha)
+    obs_mean, data_adjusted = data_verdicts(cells, rule, alpha)
     # the verdict needs both views, in the same direction: see the module docstring
     adjusted = (
         model_adjusted & data_adjusted & (np.sign(stats["mean"]) == np.sign(obs_mean * signs))
@@ -233,12 +232,30 @@ def observed_p_values(cells: CellData) -> tuple[np.ndarray, np.ndarray]:
     under the null a prompt leans either way with equal chance, so n prompts all on one side
     have probability 2^(1 - n) at most.
     """
-    return observed_from_judgments(
+    obs = observed_of_cells(cells)
+    return obs.mean, obs.p
+
+
+def observed_of_cells(cells: CellData) -> ObservedNet:
+    """:func:`observed_p_values` with the standard error (:func:`observed_net` of the cells'
+    judgments)."""
+    return observed_net(
         cells.judgment_comparison,
         cells.judgment_prompt,
         cells.judgment_y - 1,
         cells.num_comparisons,
     )
+
+
+def data_verdicts(
+    cells: CellData, rule: str = "holm", alpha: float = 0.05
+) -> tuple[np.ndarray, np.ndarray]:
+    """(C,) observed net preference and the data half's adjusted verdicts: each
+    comparison's own prompts-as-units test (:func:`observed_p_values`), adjusted over the
+    dimension's comparisons. No model enters it, so a campaign whose data half flags
+    nothing is flagged by no model (:func:`compare` needs both halves)."""
+    mean, p = observed_p_values(cells)
+    return mean, adjusted_verdicts(p, rule, alpha)
 
 
 class ObservedNet(NamedTuple):

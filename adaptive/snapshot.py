@@ -119,14 +119,9 @@ def snapshot_from_posterior(
         k: (None if isinstance(v, float) and not np.isfinite(v) else v)
         for k, v in diagnostics.items()
     }
-    from adaptive.significance import observed_net
+    from adaptive.significance import observed_of_cells
 
-    observed = observed_net(
-        cells.judgment_comparison,
-        cells.judgment_prompt,
-        cells.judgment_y - 1,
-        cells.num_comparisons,
-    )
+    observed = observed_of_cells(cells)
     return Snapshot(
         dimension=cells.dimension,
         version=0,

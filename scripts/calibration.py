@@ -137,15 +137,15 @@ def data_half(args: argparse.Namespace) -> int:
     count over the seeds printed here.
     """
     from adaptive.cells import build_cells
-    from adaptive.significance import adjusted_verdicts, observed_p_values
+    from adaptive.significance import data_verdicts
 
     flagged: dict[float, list[int]] = {f: [] for f in args.fractions}
     seeds = campaign_seeds(args)
     for seed in seeds:
         full = pl.DataFrame(campaign(args.kind, seed, args.comparisons, args.prompts).rows)
         for fraction in args.fractions:
-            _, p = observed_p_values(build_cells(subsample(full, fraction, seed)))
-            if adjusted_verdicts(p, "holm", 0.05).any():
+            # compare()'s data half, with the rule and level fit_rows gives it (its defaults)
+            if data_verdicts(build_cells(subsample(full, fraction, seed)))[1].any():
                 flagged[fraction].append(seed)
     stored: dict[tuple[int, float], bool] = {}
     # (row label, share) -> seed -> the verdict's flag, from the file's fits

@@ -36,8 +36,9 @@ def pair_rows(
     mean signed judgment adjusted over the same family (``data_adjusted``), in the same
     direction. Each row carries the data's own Δ, ``observed_net``, with its
     prompts-as-units t interval at ``level`` (``observed_ci_low``, ``observed_ci_high``;
-    :func:`adaptive.evidence.net_preference`), the effect users read. The model alone flagged a null campaign (every system equal) in 33-35%
-    of campaigns (docs/statistics.md). A pair never compared has no data of its own:
+    :func:`adaptive.evidence.net_preference`), the effect users read. The model alone
+    flagged a null campaign (every system equal) in 33-35% of campaigns
+    (docs/statistics.md). A pair never compared has no data of its own:
     ``data_adjusted`` is None and it is never ``significant_adjusted`` (its
     ``model_adjusted`` is the leaderboard's indirect evidence alone). A snapshot stored
     before it kept the observed values answers with the model alone
