@@ -13,11 +13,18 @@ writes an entry's ``-cache`` file and then its ``-atime`` file; a writer killed 
 the two (or a directory filled without a bound) leaves entries that JAX would keep
 failing to use, so :func:`configure_jax` removes them, under the same lock, when a
 process starts.
+
+Without ``EVALSET_JAX_CACHE_MAX_MB``, JAX's own ``JAX_COMPILATION_CACHE_MAX_SIZE`` (bytes)
+is the bound when it is set; either must be positive, since an unbounded directory is
+not locked. A process that has not imported JAX yet gets the settings as JAX's own
+environment variables, read at its import, so a command that never fits never pays
+for importing it; one that has compiled already re-reads them at its next compile.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -31,32 +38,62 @@ CACHE_SUFFIX, ATIME_SUFFIX = "-cache", "-atime"
 
 def configure_jax(environ: Mapping[str, str] | None = None) -> str | None:
     """Point JAX at ``EVALSET_JAX_CACHE_DIR`` of ``environ`` (default: the process's), if
-    set. Call it before the process's first fit: JAX reads these settings at its first
-    compile and ignores later changes.
+    set: in this process's JAX, or, before JAX is imported, in JAX's own environment
+    variables of this process (which its child processes inherit).
 
     Returns the directory in use, or None when the variable is unset or empty; a size
-    bound that is not a positive whole number of MiB is an error.
+    bound that is not a positive whole number is an error.
 
     Example:
         >>> configure_jax({"EVALSET_JAX_CACHE_DIR": ""}) is None
         True
+        >>> max_bytes({"EVALSET_JAX_CACHE_MAX_MB": "64"}), max_bytes({}) == DEFAULT_MAX_MB << 20
+        (67108864, True)
     """
     env = os.environ if environ is None else environ
     cache = env.get("EVALSET_JAX_CACHE_DIR")
     if not cache:
         return None
-    raw = env.get("EVALSET_JAX_CACHE_MAX_MB") or str(DEFAULT_MAX_MB)
-    if not (raw.isascii() and raw.isdigit()) or int(raw) <= 0:
-        raise ValueError(f"EVALSET_JAX_CACHE_MAX_MB: a positive whole number of MiB, not {raw!r}")
+    settings: dict[str, str | float | int] = {
+        "jax_compilation_cache_dir": cache,
+        "jax_persistent_cache_min_compile_time_secs": MIN_COMPILE_SECONDS,
+        "jax_compilation_cache_max_size": max_bytes(env),
+    }
     remove_unfinished_entries(Path(cache))
+    if "jax" not in sys.modules:
+        for name, value in settings.items():
+            os.environ[name.upper()] = str(value)
+        return cache
     import jax
+    from jax.experimental.compilation_cache import compilation_cache
 
-    jax.config.update("jax_compilation_cache_dir", cache)  # type: ignore[no-untyped-call]
-    jax.config.update(  # type: ignore[no-untyped-call]
-        "jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS
-    )
-    jax.config.update("jax_compilation_cache_max_size", int(raw) << 20)  # type: ignore[no-untyped-call]
+    for name, value in settings.items():
+        jax.config.update(name, value)  # type: ignore[no-untyped-call]
+    # JAX reads the settings once, at its first compile; after one, this makes the next
+    # compile read them again
+    compilation_cache.reset_cache()
     return cache
+
+
+def max_bytes(environ: Mapping[str, str]) -> int:
+    """The cache's size bound in bytes: ``EVALSET_JAX_CACHE_MAX_MB`` (MiB), else JAX's
+    ``JAX_COMPILATION_CACHE_MAX_SIZE`` (bytes), else :data:`DEFAULT_MAX_MB`."""
+    raw = environ.get("EVALSET_JAX_CACHE_MAX_MB")
+    if raw or "JAX_COMPILATION_CACHE_MAX_SIZE" not in environ:
+        raw = raw or str(DEFAULT_MAX_MB)
+        if not (raw.isascii() and raw.isdigit()) or int(raw) <= 0:
+            raise ValueError(
+                f"EVALSET_JAX_CACHE_MAX_MB: a positive whole number of MiB, not {raw!r}"
+            )
+        return int(raw) << 20
+    raw = environ["JAX_COMPILATION_CACHE_MAX_SIZE"]
+    if not (raw.isascii() and raw.isdigit()) or int(raw) <= 0:
+        raise ValueError(
+            "JAX_COMPILATION_CACHE_MAX_SIZE: a positive number of bytes with "
+            f"EVALSET_JAX_CACHE_DIR (an unbounded cache is not locked), not {raw!r}; "
+            "or set EVALSET_JAX_CACHE_MAX_MB"
+        )
+    return int(raw)
 
 
 def remove_unfinished_entries(directory: Path) -> list[str]:

@@ -49,3 +49,85 @@ def test_an_entry_cut_short_is_removed_and_the_cache_keeps_working(tmp_path):
     assert second.returncode == 0, second.stderr
     assert second.stdout == first.stdout
     assert sorted(p.name for p in cache.glob(f"*{CACHE_SUFFIX}")) == entries
+
+
+#: JAX compiles once, into another directory, before the cache is configured (JAX fixes
+#: its cache at the first compile that has a directory)
+LATE = """
+import jax, jax.numpy as jnp
+print(float(jax.jit(lambda x: jnp.cos(x).sum())(jnp.arange(3.0))))
+from services.jax_cache import configure_jax
+configure_jax()
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+print(float(jax.jit(lambda x: jnp.sin(x).sum() * 2 + 1)(jnp.arange(5.0))))
+"""
+
+#: before JAX is imported, the settings reach it through its own environment variables
+EARLY = """
+import sys
+from services.jax_cache import configure_jax
+configure_jax()
+assert "jax" not in sys.modules
+import jax
+print(jax.config.jax_compilation_cache_dir, jax.config.jax_compilation_cache_max_size,
+      jax.config.jax_persistent_cache_min_compile_time_secs)
+"""
+
+
+def run_program(program: str, cache: Path, **extra: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "EVALSET_JAX_CACHE_DIR": str(cache), **extra}
+    for name in ("XLA_FLAGS", "EVALSET_JAX_CACHE_MAX_MB", "JAX_COMPILATION_CACHE_MAX_SIZE"):
+        if name not in extra:
+            env.pop(name, None)
+    for name in ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"):
+        if name not in extra:
+            env.pop(name, None)
+    return subprocess.run(
+        [sys.executable, "-c", program], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+
+
+def test_a_process_that_compiled_before_configuring_writes_where_it_is_told(tmp_path):
+    cache, other = tmp_path / "jax", tmp_path / "other"
+    done = run_program(LATE, cache, EVALSET_JAX_CACHE_MAX_MB="64")
+    assert done.returncode == 0, done.stderr
+    assert list(cache.glob(f"*{CACHE_SUFFIX}")), "the compile after configure_jax wrote nothing"
+    done = run_program(
+        LATE,
+        cache,
+        EVALSET_JAX_CACHE_MAX_MB="64",
+        JAX_COMPILATION_CACHE_DIR=str(other),
+        JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+    )
+    assert done.returncode == 0, done.stderr
+    # each program (and the arange before it) goes where the settings of its compile say
+    assert len(list(other.glob(f"jit__lambda-*{CACHE_SUFFIX}"))) == 1  # the first
+    assert len(list(cache.glob(f"jit__lambda-*{CACHE_SUFFIX}"))) == 1  # the second
+
+
+def test_settings_reach_jax_through_its_environment_before_it_is_imported(tmp_path):
+    cache = tmp_path / "jax"
+    done = run_program(EARLY, cache, EVALSET_JAX_CACHE_MAX_MB="64")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(cache), str(64 << 20), "0.5"]
+    # without a bound of ours, JAX's own variable is the bound
+    done = run_program(EARLY, cache, JAX_COMPILATION_CACHE_MAX_SIZE="123456789")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[1] == "123456789"
+
+
+def test_the_bound_is_ours_then_jaxs_then_the_default_and_must_be_positive():
+    import pytest
+
+    from services.jax_cache import DEFAULT_MAX_MB, max_bytes
+
+    assert max_bytes({}) == DEFAULT_MAX_MB << 20
+    assert max_bytes({"JAX_COMPILATION_CACHE_MAX_SIZE": "1000"}) == 1000
+    both = {"EVALSET_JAX_CACHE_MAX_MB": "3", "JAX_COMPILATION_CACHE_MAX_SIZE": "1000"}
+    assert max_bytes(both) == 3 << 20
+    # an unbounded (-1) or disabled (0) JAX cache would not be locked between processes
+    for raw in ("-1", "0", "1e9", ""):
+        with pytest.raises(ValueError, match="JAX_COMPILATION_CACHE_MAX_SIZE"):
+            max_bytes({"JAX_COMPILATION_CACHE_MAX_SIZE": raw})
+    with pytest.raises(ValueError, match="EVALSET_JAX_CACHE_MAX_MB"):
+        max_bytes({"EVALSET_JAX_CACHE_MAX_MB": "0", "JAX_COMPILATION_CACHE_MAX_SIZE": "1000"})
