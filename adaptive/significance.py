@@ -108,19 +108,34 @@ def summarize_draws(theta_draws: np.ndarray, level: float = 0.95) -> dict[str, n
 def interval_end_mcse(theta_draws: np.ndarray, level: float = 0.95) -> np.ndarray:
     """(C,) Monte Carlo error of the interval end nearest 0, from (chain, draw, C) draws.
 
-    ArviZ's quantile MCSE (it accounts for autocorrelation within chains), evaluated at
+    ArviZ's quantile MCSE (it accounts for autocorrelation within chains; computed for
+    all columns at once by :func:`stan_free_models.mcse.quantile_mcse`), evaluated at
     the lower end for comparisons whose posterior mean is positive and at the upper end
     otherwise: the end whose side of 0 decides :func:`summarize_draws`' ``significant``.
     """
-    from stan_free_models.arviz_safe import import_arviz
+    from stan_free_models.mcse import quantile_mcse
 
-    az = import_arviz()
     tail = (1.0 - level) / 2.0
-    data = az.convert_to_dataset({"theta": np.asarray(theta_draws, dtype=float)})
-    low = np.asarray(az.mcse(data, method="quantile", prob=tail)["theta"])
-    high = np.asarray(az.mcse(data, method="quantile", prob=1.0 - tail)["theta"])
-    positive = theta_draws.reshape((-1,) + theta_draws.shape[2:]).mean(axis=0) > 0
-    return np.where(positive, low, high)
+    draws = np.asarray(theta_draws, dtype=float)
+    positive = draws.reshape((-1,) + draws.shape[2:]).mean(axis=0) > 0
+    return quantile_mcse(draws, np.where(positive, tail, 1.0 - tail))
+
+
+def settled_verdicts(stats: dict[str, np.ndarray], end_mcse: np.ndarray) -> np.ndarray:
+    """(C,) False where the interval end nearest 0 (of :func:`summarize_draws`' ``stats``)
+    lies within :data:`MCSE_Z` of its Monte Carlo errors ``end_mcse``
+    (:func:`interval_end_mcse`) of 0: another run with other seeds can then give the other
+    ``significant``. An error ArviZ cannot estimate (too few draws: NaN) or none
+    (constant draws) does not unsettle.
+
+    Example:
+        >>> stats = {"mean": np.array([0.5, 0.5, -0.5]), "ci_low": np.array([0.01, 0.3, -0.9]),
+        ...          "ci_high": np.array([0.9, 0.9, -0.02])}
+        >>> settled_verdicts(stats, np.array([0.02, 0.02, 0.02])).tolist()
+        [False, True, False]
+    """
+    end = np.where(stats["mean"] > 0, stats["ci_low"], stats["ci_high"])
+    return ~((np.abs(end) <= MCSE_Z * end_mcse) & (end_mcse > 0))
 
 
 def compare(
@@ -153,9 +168,7 @@ def compare(
     theta = theta * signs
     stats = summarize_draws(theta, level)
     end_mcse = interval_end_mcse(posterior.draws["theta"] * signs, level)
-    end = np.where(stats["mean"] > 0, stats["ci_low"], stats["ci_high"])
-    # an error ArviZ cannot estimate (too few draws: NaN) or none (constant draws) does not unsettle
-    settled = ~((np.abs(end) <= MCSE_Z * end_mcse) & (end_mcse > 0))
+    settled = settled_verdicts(stats, end_mcse)
     effects = net_effect(posterior, cells, level=level) if effect else {}
     model_adjusted = adjusted_verdicts(stats["p_two_sided"], rule, alpha)
     obs_mean, data_adjusted = data_verdicts(cells, rule, alpha)

@@ -43,7 +43,9 @@ def pair_rows(
     ``model_adjusted`` is the leaderboard's indirect evidence alone). A snapshot stored
     before it kept the observed values answers with the model alone
     (``data_adjusted`` None); the next re-estimation replaces it. The model's
-    ``p_two_sided`` is :func:`tail_probability` of the draws.
+    ``p_two_sided`` is :func:`tail_probability` of the draws. ``ci_mcse`` and
+    ``verdict_settled`` say whether the snapshot's finite draws settle ``significant``
+    (:func:`adaptive.significance.settled_verdicts`).
 
     Args:
         snapshot: a per-system snapshot.
@@ -51,7 +53,12 @@ def pair_rows(
         all_pairs: make the family every unordered pair of systems, not only compared ones.
         rule: ``holm``, ``bonferroni`` or ``none`` (see ``adaptive.significance``).
     """
-    from adaptive.significance import adjusted_verdicts, summarize_draws
+    from adaptive.significance import (
+        adjusted_verdicts,
+        interval_end_mcse,
+        settled_verdicts,
+        summarize_draws,
+    )
 
     index = {s: i for i, s in enumerate(snapshot.systems)}
     counts = {}
@@ -96,10 +103,25 @@ def pair_rows(
             model_adjusted & data.adjusted & (np.sign(stats["mean"]) == np.sign(data.observed))
         )
     out_pairs = wanted if pairs is not None else [tuple(p) for p in fam.tolist()]
+    if not out_pairs:
+        return []
+    keys = np.array([by_key[frozenset(p)] for p in out_pairs], dtype=np.int64)
+    signs = np.array([1.0 if tuple(fam[k]) == p else -1.0 for k, p in zip(keys, out_pairs)])
+    # Monte Carlo error of the interval end nearest 0 of each row's draws in the orientation
+    # asked, as `evalset significance` computes it; the snapshot's draws as one chain (a full
+    # fit's are thinned across its chains).
+    low_k, high_k = stats["ci_low"][keys], stats["ci_high"][keys]
+    oriented = {
+        "mean": signs * stats["mean"][keys],
+        "ci_low": np.where(signs > 0, low_k, -high_k),
+        "ci_high": np.where(signs > 0, high_k, -low_k),
+    }
+    end_mcse = interval_end_mcse((theta[:, keys] * signs)[None], level)
+    settled = settled_verdicts(oriented, end_mcse)
     rows = []
-    for a, b in out_pairs:
-        k = by_key[frozenset((a, b))]
-        sign = 1.0 if tuple(fam[k]) == (a, b) else -1.0
+    for r, (a, b) in enumerate(out_pairs):
+        k = int(keys[r])
+        sign = float(signs[r])
         low, high = stats["ci_low"][k], stats["ci_high"][k]
         if sign < 0:
             low, high = -high, -low
@@ -116,6 +138,8 @@ def pair_rows(
                 "ci_high": float(high),
                 "p_b_better": float(p_b),
                 "significant": bool(stats["significant"][k]),
+                "ci_mcse": float(end_mcse[r]) if np.isfinite(end_mcse[r]) else None,
+                "verdict_settled": bool(settled[r]),
                 "p_two_sided": float(stats["p_two_sided"][k]),
                 "significant_adjusted": bool(adjusted[k]),
                 "model_adjusted": bool(model_adjusted[k]),

@@ -339,6 +339,14 @@ class SignificanceRow(BaseModel):
     ci_high: float
     p_b_better: float
     significant: bool = Field(description="the interval excludes 0")
+    ci_mcse: float | None = Field(
+        description="Monte Carlo error of the interval end nearest 0 (ArviZ's quantile "
+        "MCSE over the snapshot's draws); null when it cannot be estimated",
+    )
+    verdict_settled: bool = Field(
+        description="false when that end lies within 2 of its Monte Carlo errors of 0: "
+        "a snapshot with other draws could give the other `significant`",
+    )
     p_two_sided: float
     significant_adjusted: bool = Field(
         description="the model's and the data's adjusted verdicts agree, in the same direction "

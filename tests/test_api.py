@@ -328,6 +328,9 @@ def test_answers_come_from_a_named_snapshot(streaming_api: httpx.Client) -> None
     assert (ab["observed_ci_low"], ab["observed_ci_high"]) == pytest.approx(
         (-ba["observed_ci_high"], -ba["observed_ci_low"])
     )
+    # the draws' Monte Carlo error of the end nearest 0, in either orientation
+    assert 0 < ab["ci_mcse"] < ab["sd"] and ab["ci_mcse"] == pytest.approx(ba["ci_mcse"], rel=0.1)
+    assert ab["verdict_settled"] and ba["verdict_settled"]
     never = api.get(f"/projects/{project_id}/significance/s1/never_judged", headers=headers).json()[
         "rows"
     ][0]

@@ -182,6 +182,34 @@ def test_pair_observed_values_are_each_pairs_own_judgments(snapshot: st.Snapshot
             )
 
 
+def test_live_rows_say_whether_the_snapshots_draws_settle_the_verdict(
+    snapshot: st.Snapshot,
+) -> None:
+    """ci_mcse is ArviZ's quantile MCSE of the interval end nearest 0 over the snapshot's
+    theta draws, in either orientation; an end within two of them of 0 is not settled."""
+    from stan_free_models.arviz_safe import import_arviz
+
+    az = import_arviz()
+    index = {name: i for i, name in enumerate(snapshot.systems)}
+    for a, b in [("s0", "s4"), ("s4", "s0"), ("s1", "s2")]:
+        row = pair_rows(snapshot, [(a, b)])[0]
+        theta = snapshot.skill[:, index[b]].astype(np.float64) - snapshot.skill[:, index[a]]
+        prob = 0.025 if theta.mean() > 0 else 0.975
+        assert row["ci_mcse"] == pytest.approx(
+            float(az.mcse(theta[None], method="quantile", prob=prob))
+        )
+        assert row["ci_mcse"] > 0
+        end = row["ci_low"] if row["mean"] > 0 else row["ci_high"]
+        assert row["verdict_settled"] == (abs(end) > 2 * row["ci_mcse"])
+    clear = pair_rows(snapshot, [("s0", "s4")])[0]
+    assert clear["significant"] and clear["verdict_settled"]
+    # move s4's draws so that the pair's lower end sits at 0: either verdict is a coin flip
+    skill = snapshot.skill.copy()
+    skill[:, index["s4"]] -= np.float32(clear["ci_low"])
+    edge = pair_rows(dataclasses.replace(snapshot, skill=skill), [("s4", "s0")])[0]
+    assert abs(edge["ci_high"]) < edge["ci_mcse"] and not edge["verdict_settled"]
+
+
 def test_adjusted_verdict_needs_the_model_and_the_data_in_one_direction(
     snapshot: st.Snapshot,
 ) -> None:
