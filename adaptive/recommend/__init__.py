@@ -47,13 +47,8 @@ References:
     response model and Fisher information; DESIGN.md "Next batch".
 """
 
-from adaptive.recommend.policy import recommend, recommend_key
-from adaptive.recommend.prepare import (
-    DimensionDraws,
-    snapshot_from_draws,
-    snapshot_from_posteriors,
-    system_strength,
-)
+from typing import TYPE_CHECKING, Any
+
 from adaptive.recommend.state import (
     BURN_IN,
     CLOSEST,
@@ -115,3 +110,33 @@ __all__ = [
     "target_mask",
     "tier_comparisons",
 ]
+
+# The policy (JAX) and the preparation from posteriors load on first use, so that what only
+# needs the types and constants (the command line's flags, say) does not import JAX.
+_LAZY = {
+    "recommend": "adaptive.recommend.policy",
+    "recommend_key": "adaptive.recommend.policy",
+    "DimensionDraws": "adaptive.recommend.prepare",
+    "snapshot_from_draws": "adaptive.recommend.prepare",
+    "snapshot_from_posteriors": "adaptive.recommend.prepare",
+    "system_strength": "adaptive.recommend.prepare",
+}
+
+if TYPE_CHECKING:
+    from adaptive.recommend.policy import recommend, recommend_key
+    from adaptive.recommend.prepare import (
+        DimensionDraws,
+        snapshot_from_draws,
+        snapshot_from_posteriors,
+        system_strength,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
