@@ -133,33 +133,22 @@ def test_the_bound_is_ours_then_jaxs_then_the_default_and_must_be_positive():
         max_bytes({"EVALSET_JAX_CACHE_MAX_MB": "0", "JAX_COMPILATION_CACHE_MAX_SIZE": "1000"})
 
 
+def python_prints(code: str) -> str:
+    """What a fresh interpreter prints running ``code`` in the project."""
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_the_command_lines_flags_need_no_jax():
     """`evalset --help` and commands that fit nothing do not pay for importing JAX."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from services.cli import build_parser; build_parser(); "
-            "from adaptive.recommend import DEFAULT_BURN_IN, Request; "
-            "print('jax' in sys.modules)",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "False"
+    assert python_prints(
+        "import sys; from services.cli import build_parser; build_parser(); "
+        "from adaptive.recommend import DEFAULT_BURN_IN, Request; "
+        "print('jax' in sys.modules)"
+    ).split() == ["False"]
     # the lazily loaded names are still there, by attribute and by import
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import adaptive.recommend as r; from adaptive.recommend import recommend_key; "
-            "print(r.recommend.__module__, r.snapshot_from_draws.__module__)",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["adaptive.recommend.policy", "adaptive.recommend.prepare"]
+    assert python_prints(
+        "import adaptive.recommend as r; from adaptive.recommend import recommend_key; "
+        "print(r.recommend.__module__, r.snapshot_from_draws.__module__)"
+    ).split() == ["adaptive.recommend.policy", "adaptive.recommend.prepare"]
