@@ -122,9 +122,6 @@ def pair_rows(
     for r, (a, b) in enumerate(out_pairs):
         k = int(keys[r])
         sign = float(signs[r])
-        low, high = stats["ci_low"][k], stats["ci_high"][k]
-        if sign < 0:
-            low, high = -high, -low
         p_b = stats["p_b_better"][k] if sign > 0 else 1.0 - stats["p_b_better"][k]
         nj, npr = counts.get(frozenset((a, b)), (0, 0))
         rows.append(
@@ -132,10 +129,10 @@ def pair_rows(
                 "dimension": snapshot.dimension,
                 "system_a": snapshot.systems[a],
                 "system_b": snapshot.systems[b],
-                "mean": float(sign * stats["mean"][k]),
+                "mean": float(oriented["mean"][r]),
                 "sd": float(stats["sd"][k]),
-                "ci_low": float(low),
-                "ci_high": float(high),
+                "ci_low": float(oriented["ci_low"][r]),
+                "ci_high": float(oriented["ci_high"][r]),
                 "p_b_better": float(p_b),
                 "significant": bool(stats["significant"][k]),
                 "ci_mcse": float(end_mcse[r]) if np.isfinite(end_mcse[r]) else None,
