@@ -215,8 +215,11 @@ def preset_config(preset: str = "default", **overrides) -> FitConfig:
     * ``paper``: Sedoc & Ungar's model as published: the net rating per cell
       rescaled to [-3, 3] (7 categories), free ordered thresholds, one theta per
       comparison. It reproduces their Table 3 (docs/paper_table.md).
-    * ``default``: every judgment a 3-category response (no rescaling), and a
-      prompt-by-comparison effect that makes the judgments of one cell dependent.
+    * ``default``: every judgment a 3-category response (no rescaling), a
+      prompt-by-comparison effect that makes the judgments of one cell dependent, and a
+      lapse rate: each judgment may be a random answer, at a rate the fit learns
+      (``lapse=False`` turns it off; it is off by itself where it cannot be fitted: without
+      the cell effect, or on the fast path without the tau grid).
       Per comparison, each prompt's two thresholds are free (a prompt may lean
       towards A or B) with a prior centred at 0, so theta = 0 means no preference at
       the average prompt and the uncertainty of where that average lies is part of
@@ -233,10 +236,18 @@ def preset_config(preset: str = "default", **overrides) -> FitConfig:
         )
     elif preset == "default":
         system = overrides.get("parameterization") == "system"
+        cells = (
+            overrides.get("cell_effect", True)
+            and overrides.get("likelihood", "judgment") == "judgment"
+        )
+        grid = overrides.get("method", "nuts") != "fast" or overrides.get("integrate_tau", True)
         base = dict(
             likelihood="judgment",
             thresholds="symmetric" if system else "free",
             cell_effect=True,
+            # random answers (docs/statistics.md, "A lapse rate"): on wherever it can be fitted;
+            # an explicit lapse=True where it cannot is refused by FitConfig
+            lapse=bool(cells and grid),
         )
     else:
         raise ValueError(f"unknown preset {preset!r}; expected one of {PRESETS}")

@@ -79,8 +79,10 @@ def fit(
     *,
     dimension: str | None = None,
     method: str = "fast",
-    likelihood: str = "net",
+    preset: str = "default",
+    likelihood: str | None = None,
     parameterization: str = "comparison",
+    lapse: bool | None = None,
     num_draws: int = 1000,
     num_chains: int = 4,
     num_warmup: int = 1000,
@@ -94,25 +96,39 @@ def fit(
         data: judgments (frame or file).
         dimension: which one (needed when the data has several).
         method: ``fast`` (MAP + Laplace) or ``nuts``.
-        likelihood: ``net`` (the paper's net rating per cell) or ``judgment``.
+        preset: ``default`` (every judgment a graded response, the judgments of one cell
+            dependent, random answers at a learned rate; as ``evalset significance``) or
+            ``paper`` (Sedoc & Ungar's net rating per cell; docs/statistics.md).
+        likelihood: ``net`` or ``judgment`` instead of the preset's (``net`` has no cells,
+            so no cell effect and no lapse).
         parameterization: ``comparison`` (one theta per comparison) or ``system``
             (theta = s_B - s_A; symmetric thresholds, so theta = 0 means no preference).
+        lapse: learn the share of random answers (``None``: the preset's).
         group_redundant: group prompts whose judgments correlate > 0.6.
     """
-    from adaptive.fitting import FitConfig
+    from adaptive.fitting import preset_config
     from adaptive.pipeline import analyze
 
     judgments = read(data)
-    config = FitConfig(
+    overrides: dict[str, Any] = {}
+    if likelihood is not None:
+        overrides["likelihood"] = likelihood
+        if likelihood == "net":
+            overrides["cell_effect"] = False
+    if lapse is not None:
+        overrides["lapse"] = lapse
+    if parameterization == "system":
+        overrides["thresholds"] = "symmetric"
+    config = preset_config(
+        preset,
         method=_method(method),
-        likelihood=likelihood,
         parameterization=parameterization,
         num_draws=num_draws,
         num_chains=num_chains,
         num_warmup=num_warmup,
         num_samples=num_samples,
-        thresholds="symmetric" if parameterization == "system" else "free",
         seed=seed,
+        **overrides,
     )
     return analyze(judgments, dimension=dimension, config=config, group_redundant=group_redundant)
 

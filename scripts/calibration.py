@@ -17,7 +17,7 @@ paper's setting), ``varied`` (prompt-by-comparison effects, sd 0.5, and 20% rand
 annotators), and ``varied-cells`` / ``varied-random`` (each of the two alone). ``--preset paper`` measures the paper's model instead of the default.
 ``--gaussian-items`` skips the exact item draws (null campaigns: same verdicts, faster).
 ``--jsonl FILE`` appends one line per fit, for tables made later; a fit already in FILE
-(same kind, preset, lapse, seed, share and method) is not run again, so a long measurement can be
+(same kind, preset, seed, share and row label: method, lapse, sampler) is not run again, so a long measurement can be
 stopped and resumed, and grown by later runs. The measured rows are kept in
 ``docs/calibration/`` (one file per simulator and method; see its README).
 """
@@ -97,7 +97,10 @@ def coverage_fields(rows: list[dict], truth: np.ndarray) -> dict:
     )
 
 
-def fit_rows(frame: pl.DataFrame, method: str, preset: str, seed: int, args) -> tuple[list, object]:
+def fit_rows(
+    frame: pl.DataFrame, method: str, preset: str, seed: int, args
+) -> tuple[list, object, object]:
+    """The comparisons' rows of one fit, its analysis and the FitConfig it ran with."""
     from adaptive.fitting import FitConfig, preset_config
     from adaptive.pipeline import analyze
     from adaptive.significance import compare
@@ -109,8 +112,7 @@ def fit_rows(frame: pl.DataFrame, method: str, preset: str, seed: int, args) -> 
         overrides["cell_effect"] = False
     if args.gaussian_items:
         overrides["exact_items"] = False
-    if args.lapse:
-        overrides.update(lapse=True, sampler="diagonal")
+    overrides.update(model_overrides(args))
     config = preset_config(
         preset,
         **overrides,
@@ -123,7 +125,30 @@ def fit_rows(frame: pl.DataFrame, method: str, preset: str, seed: int, args) -> 
     )
     assert isinstance(config, FitConfig)
     result = analyze(frame, config=config, group_redundant=False)
-    return compare(result.posterior, result.cells, effect=not args.kind.startswith("null")), result
+    rows = compare(result.posterior, result.cells, effect=not args.kind.startswith("null"))
+    return rows, result, config
+
+
+def model_overrides(args: argparse.Namespace) -> dict:
+    """The lapse and sampler a run asks for: ``--lapse`` keeps the diagonal sampler its stored
+    NUTS rows were measured with (``--sampler whitened`` for the default's), ``--no-lapse``
+    measures the model without random answers; neither, the preset's own."""
+    overrides: dict = {}
+    if args.lapse:
+        overrides.update(lapse=True, sampler="diagonal")
+    elif args.no_lapse:
+        overrides["lapse"] = False
+    if args.sampler:
+        overrides["sampler"] = args.sampler
+    return overrides
+
+
+def run_label(args: argparse.Namespace, method: str) -> str:
+    """The row label (:func:`row_label`) of the rows this run writes for ``method``."""
+    from adaptive.fitting import preset_config
+
+    config = preset_config(args.preset, method=method, **model_overrides(args))
+    return row_label({"method": method, "lapse": config.lapse, "sampler": config.sampler})
 
 
 def data_half(args: argparse.Namespace) -> int:
@@ -215,11 +240,25 @@ def main() -> int:
     parser.add_argument("--jsonl", default=None)
     parser.add_argument("--thresholds", default=None, choices=["free", "symmetric"])
     parser.add_argument("--no-cell-effect", action="store_true")
-    parser.add_argument(
+    lapse = parser.add_mutually_exclusive_group()
+    lapse.add_argument(
         "--lapse",
         action="store_true",
-        help="the default model with random judgments at a learned rate (any method; NUTS "
-        "then uses the diagonal sampler, as docs/calibration/varied_lapse_nuts.jsonl did)",
+        help="the default model's random judgments at a learned rate, with NUTS on the diagonal "
+        "sampler, as docs/calibration/*_lapse_nuts.jsonl were measured (without either flag the "
+        "default preset has the lapse too, on its own sampler)",
+    )
+    lapse.add_argument(
+        "--no-lapse",
+        action="store_true",
+        help="the default model without random answers (the default before the lapse; the "
+        "rows of docs/calibration/ without 'lapse' in the name)",
+    )
+    parser.add_argument(
+        "--sampler",
+        choices=["whitened", "diagonal"],
+        default=None,
+        help="NUTS sampler (default: the preset's, whitened; --lapse: diagonal)",
     )
     parser.add_argument(
         "--gaussian-items",
@@ -253,20 +292,19 @@ def main() -> int:
     seeds = [] if args.summarize else campaign_seeds(args)
     done: set[tuple] = set()
     if args.jsonl and os.path.exists(args.jsonl) and not args.summarize:
+        labels = {run_label(args, method) for method in args.method}
         for line in open(args.jsonl):
             rec = json.loads(line)
-            lapsed = bool(rec.get("lapse", False))
-            done.add(
-                (rec["kind"], rec["preset"], lapsed, rec["seed"], rec["fraction"], rec["method"])
-            )
-            if rec["kind"] == args.kind and rec["preset"] == args.preset and lapsed == args.lapse:
-                results.setdefault((rec["method"], rec["fraction"]), []).append(rec)
+            label = row_label(rec)
+            done.add((rec["kind"], rec["preset"], rec["seed"], rec["fraction"], label))
+            if rec["kind"] == args.kind and rec["preset"] == args.preset and label in labels:
+                results.setdefault((label, rec["fraction"]), []).append(rec)
     for seed in seeds:
         todo = [
             (fraction, method)
             for fraction in args.fractions
             for method in args.method
-            if (args.kind, args.preset, args.lapse, seed, fraction, method) not in done
+            if (args.kind, args.preset, seed, fraction, run_label(args, method)) not in done
         ]
         if not todo:
             continue
@@ -278,7 +316,7 @@ def main() -> int:
                 if (fraction, method) not in todo:
                     continue
                 start = time.perf_counter()
-                rows, result = fit_rows(frame, method, args.preset, seed, args)
+                rows, result, config = fit_rows(frame, method, args.preset, seed, args)
                 seconds = time.perf_counter() - start
                 true_delta = fitted_truth(camp, result.cells)
                 rec = {
@@ -292,9 +330,10 @@ def main() -> int:
                     "comparisons": args.comparisons,
                     "prompts": args.prompts,
                     "gaussian_items": bool(args.gaussian_items),
-                    "lapse": bool(args.lapse),
+                    "lapse": bool(config.lapse),
                     **(
                         {
+                            "sampler": config.sampler,
                             "chains": args.chains,
                             "warmup": args.warmup,
                             "draws": args.draws,
@@ -312,7 +351,7 @@ def main() -> int:
                 }
                 if "net_preference" in rows[0]:
                     rec.update(coverage_fields(rows, true_delta))
-                results.setdefault((method, fraction), []).append(rec)
+                results.setdefault((row_label(rec), fraction), []).append(rec)
                 record(
                     args.jsonl,
                     rec,
@@ -369,6 +408,15 @@ def row_label(rec: dict) -> str:
     label = rec["method"]
     if rec.get("lapse"):
         label += "+lapse"
+    # NUTS rows say their sampler since the lapse became the default; before that, the lapse
+    # rows were measured with the diagonal sampler and the rest with the whitened one
+    sampler = rec.get("sampler")
+    if (
+        rec["method"] == "nuts"
+        and sampler
+        and sampler != ("diagonal" if rec.get("lapse") else "whitened")
+    ):
+        label += f"[{sampler}]"
     if rec.get("variant"):
         label += f"[{rec['variant']}]"
     return label

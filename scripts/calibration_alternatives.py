@@ -97,13 +97,16 @@ def main() -> int:
             "default",
             method="nuts",
             sampler="diagonal",
+            lapse=False,  # the alternatives were measured against the model without random answers
             num_chains=2,
             num_warmup=300,
             num_samples=500,
         )
     else:
         scorings["prior"] = cells_at_prior()
-        config_of = functools.partial(preset_config, "default", method="fast", num_draws=1000)
+        config_of = functools.partial(
+            preset_config, "default", method="fast", num_draws=1000, lapse=False
+        )
     for seed in range(args.first_seed, args.first_seed + args.campaigns):
         camp = cal.campaign(args.kind, seed, 20, 200)
         frame = cal.subsample(pl.DataFrame(camp.rows), args.fraction, seed)

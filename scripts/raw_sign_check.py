@@ -35,14 +35,21 @@ def main() -> int:
     parser.add_argument("--fractions", type=float, nargs="+", default=[1.0, 0.3, 0.15])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--refine-sweeps", type=int, default=None)
-    parser.add_argument(
-        "--lapse", action="store_true", help="the default model with a lapse rate (--lapse)"
+    lapse = parser.add_mutually_exclusive_group()
+    lapse.add_argument(
+        "--lapse", action="store_true", help="the default model's lapse rate (its default)"
+    )
+    lapse.add_argument(
+        "--no-lapse",
+        action="store_true",
+        help="the default model without random answers (the figures measured before the lapse "
+        "became the default)",
     )
     args = parser.parse_args()
     full = read_judgments(args.data)
     print(
         "fraction  seed  comparisons  sign_agrees  sign_agrees_where_observed_clear  adjusted  ppc_flags  refined  seconds"
-        + ("  lapse" if args.lapse else "")
+        + ("" if args.no_lapse else "  lapse")
     )
     for fraction in args.fractions:
         for seed in range(args.seeds if fraction < 1 else 1):
@@ -56,8 +63,8 @@ def main() -> int:
             overrides: dict[str, Any] = (
                 {} if args.refine_sweeps is None else {"refine_sweeps": args.refine_sweeps}
             )
-            if args.lapse:
-                overrides["lapse"] = True
+            if args.no_lapse:
+                overrides["lapse"] = False
             config = preset_config("default", method="fast", seed=seed, **overrides)
             start = time.perf_counter()
             result = analyze(frame, config=config)
@@ -79,7 +86,7 @@ def main() -> int:
 
 
 def _lapse_rate(result: Any) -> float | None:
-    """The fitted share of judgments answered at random (with --lapse), else None."""
+    """The fitted share of judgments answered at random (None with --no-lapse)."""
     draws = result.posterior.draws.get("lapse")
     return None if draws is None else float(draws.mean())
 

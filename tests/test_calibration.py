@@ -294,6 +294,21 @@ def test_the_lapse_rate_recovers_the_share_of_random_judgments():
         assert low - 1e-9 <= target <= high, (seed, realized, low, high)
 
 
+def test_the_default_preset_learns_random_answers_wherever_the_lapse_can_be_fitted():
+    assert preset_config("default").lapse and preset_config("default", method="fast").lapse
+    assert preset_config("default", parameterization="system").lapse
+    # off by itself where it cannot be fitted, instead of refusing the other override
+    assert not preset_config("default", cell_effect=False).lapse
+    assert not preset_config("default", likelihood="net", cell_effect=False).lapse
+    assert not preset_config("default", method="fast", integrate_tau=False).lapse
+    assert not preset_config("default", lapse=False).lapse
+    assert not preset_config("paper").lapse
+    # the live snapshots' configuration is its own (adaptive.streaming.stream_config)
+    from adaptive.streaming import stream_config
+
+    assert not stream_config("fast").lapse
+
+
 def test_a_lapse_rate_is_refused_where_it_would_be_dropped_or_collapse():
     from stan_free_models.inference import _static_key, pad_data
 
@@ -385,6 +400,30 @@ def test_summarize_keeps_rows_of_different_models_apart(tmp_path, capsys):
     assert row_label({"method": "fast"}) == "fast"
     assert row_label({"method": "fast", "lapse": True}) == "fast+lapse"
     assert row_label({"method": "nuts", "variant": "x"}) == "nuts[x]"
+    # a NUTS row's sampler is in its label where it is not the one such rows had before
+    # rows carried it (lapse: diagonal, else whitened)
+    assert row_label({"method": "nuts", "lapse": True, "sampler": "diagonal"}) == "nuts+lapse"
+    assert row_label({"method": "nuts", "lapse": True}) == "nuts+lapse"
+    assert row_label({"method": "nuts", "lapse": True, "sampler": "whitened"}) == (
+        "nuts+lapse[whitened]"
+    )
+    assert row_label({"method": "nuts", "sampler": "diagonal"}) == "nuts[diagonal]"
+    assert row_label({"method": "nuts", "sampler": "whitened"}) == "nuts"
+    assert row_label({"method": "fast", "lapse": True, "sampler": "whitened"}) == "fast+lapse"
+    # what a run writes, so that it resumes only its own rows: the default preset has the
+    # lapse on its own sampler, --lapse the diagonal one of the stored rows
+    from argparse import Namespace
+
+    from calibration import run_label
+
+    def label(method, **flags):
+        args = dict(preset="default", lapse=False, no_lapse=False, sampler=None) | flags
+        return run_label(Namespace(**args), method)
+
+    assert label("nuts") == "nuts+lapse[whitened]" and label("fast") == "fast+lapse"
+    assert label("nuts", lapse=True) == "nuts+lapse"
+    assert label("nuts", no_lapse=True) == "nuts" and label("fast", no_lapse=True) == "fast"
+    assert label("nuts", preset="paper") == "nuts"
 
     def rec(method, covered, **extra):
         return {

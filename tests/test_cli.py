@@ -182,12 +182,27 @@ def test_a_lapse_rate_needs_the_default_models_cell_effect():
         assert "--lapse needs the default model's cell effect" in out.stderr
 
 
+def test_the_default_model_learns_random_answers_unless_told_not_to():
+    from services.cli import build_parser
+    from services.cli.analysis import fit_config
+
+    def config(*extra: str):
+        return fit_config(build_parser().parse_args(["significance", "--data", "x", *extra]))
+
+    assert config().lapse and config("--method", "fast").lapse and config("--lapse").lapse
+    assert not config("--no-lapse").lapse and config("--no-lapse").cell_effect
+    assert not config("--no-cell-effect").lapse and not config("--preset", "paper").lapse
+    assert not config("--likelihood", "net").lapse
+    out = evalset("significance", "--data", str(NCM), "--lapse", "--no-lapse")
+    assert out.returncode == 2 and out.stdout == ""
+    assert "not allowed with argument --lapse" in out.stderr
+
+
 @pytest.mark.slow
-def test_a_lapse_fit_reports_its_rate_and_every_comparison():
-    out = evalset(
-        "significance", "--data", str(NCM), "--method", "fast", "--lapse", "--format", "json"
-    )
+def test_the_default_fit_reports_the_rate_of_random_answers_and_every_comparison():
+    out = evalset("significance", "--data", str(NCM), "--method", "fast", "--format", "json")
     assert out.returncode == 0, out.stderr
+    assert "random answers at a learned rate" in out.stderr
     rows = json.loads(out.stdout)
     assert len(rows) == 17 and all(-1 <= r["net_preference"] <= 1 for r in rows)
     line = next(x for x in out.stderr.splitlines() if "lapse rate" in x)

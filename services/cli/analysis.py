@@ -95,25 +95,28 @@ def _add_fit_args(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="treat the judgments of one cell as independent (the default models their dependence)",
     )
-    parser.add_argument(
+    lapse = parser.add_mutually_exclusive_group()
+    lapse.add_argument(
+        "--no-lapse",
+        action="store_true",
+        help="no random answers in the model: every judgment a graded response (the default "
+        "preset learns the share of judgments answered at random, e.g. by inattentive annotators)",
+    )
+    lapse.add_argument(
         "--lapse",
         action="store_true",
-        help="each judgment may be a random answer, at a rate the fit learns (for campaigns "
-        "with inattentive or random annotators; needs the cell effect, i.e. the default preset)",
+        help="learn the share of random answers (the default preset's default; refused with "
+        "--preset paper, --likelihood net or --no-cell-effect)",
     )
     parser.add_argument("--alpha-scale", type=float, default=1.0, help="prior sd of log alpha")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
-def _analyses(args: argparse.Namespace) -> Any:
-    import numpy as np
-
-    from adaptive.data import read_judgments
+def fit_config(args: argparse.Namespace) -> Any:
+    """The FitConfig of ``significance`` / ``items`` arguments (exits with the reason when
+    they do not make one)."""
     from adaptive.fitting import preset_config
-    from adaptive.pipeline import analyze
 
-    judgments = read_judgments(args.data)
-    dims = dimensions_of(judgments, args.dimension)
     overrides = {}
     if args.likelihood is not None:
         overrides["likelihood"] = args.likelihood
@@ -135,6 +138,8 @@ def _analyses(args: argparse.Namespace) -> Any:
                 "(not --preset paper, --likelihood net or --no-cell-effect)"
             )
         overrides["lapse"] = True
+    elif args.no_lapse:
+        overrides["lapse"] = False
     if args.min_ess is not None:
         if args.method != "nuts":
             raise SystemExit("evalset: --min-ess applies to --method nuts")
@@ -155,12 +160,25 @@ def _analyses(args: argparse.Namespace) -> Any:
         )
     except ValueError as exc:
         raise SystemExit(f"evalset: {exc}") from None
+    return config
+
+
+def _analyses(args: argparse.Namespace) -> Any:
+    import numpy as np
+
+    from adaptive.data import read_judgments
+    from adaptive.pipeline import analyze
+
+    config = fit_config(args)
+    judgments = read_judgments(args.data)
+    dims = dimensions_of(judgments, args.dimension)
     for dim in dims:
         if not args.quiet:
             log(
                 f"fitting dimension {dim!r} ({args.method}, {args.preset} preset: "
                 f"{config.likelihood} likelihood, {config.thresholds} thresholds"
-                f"{', prompt-by-comparison effect' if config.cell_effect else ''}) ..."
+                f"{', prompt-by-comparison effect' if config.cell_effect else ''}"
+                f"{', random answers at a learned rate' if config.lapse else ''}) ..."
             )
         result = analyze(
             judgments,
