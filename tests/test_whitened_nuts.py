@@ -25,9 +25,18 @@ from stan_free_models.whitened_nuts import (
 )
 
 
-def campaign_data(seed: int, comparisons: int, prompts: int, parameterization: str = "comparison"):
+def campaign_data(
+    seed: int,
+    comparisons: int,
+    prompts: int,
+    parameterization: str = "comparison",
+    random_annotators: float = 0.0,
+):
     camp = simulate_campaign(
-        np.random.default_rng(seed), num_comparisons=comparisons, num_prompts=prompts
+        np.random.default_rng(seed),
+        num_comparisons=comparisons,
+        num_prompts=prompts,
+        random_annotators=random_annotators,
     )
     cells = build_cells(pl.DataFrame(camp.rows))
     return model_data(
@@ -98,15 +107,20 @@ def test_arrowhead_whitening_floors_a_prompt_block_that_is_not_positive_definite
 
 
 @pytest.mark.slow
-def test_whitened_and_diagonal_nuts_give_the_same_posterior():
-    data = campaign_data(5, 5, 40)
+@pytest.mark.parametrize("lapse", [False, True])
+def test_whitened_and_diagonal_nuts_give_the_same_posterior(lapse):
+    """The default model's NUTS (whitened) against numpyro's diagonal sampler from its default
+    start; with the lapse (the default model), on a campaign with 25% random annotators."""
+    data = campaign_data(5, 5, 40, random_annotators=0.25 if lapse else 0.0)
     key = jax.random.PRNGKey(2)
-    plain = fit_nuts(data, rng_key=key, num_chains=2, num_warmup=300, num_samples=300)
-    white = fit_nuts_whitened(data, rng_key=key, num_chains=2, num_warmup=300, num_samples=300)
+    opts = dict(rng_key=key, num_chains=2, num_warmup=300, num_samples=300, lapse=lapse)
+    plain = fit_nuts(data, **opts)
+    white = fit_nuts_whitened(data, **opts)
     assert white.diagnostics.max_rhat() < 1.05
     assert white.diagnostics.min_ess_bulk() > 50
     assert white.draws["theta"].shape == plain.draws["theta"].shape
-    for site in ("theta", "tau"):
+    assert ("lapse" in white.draws) == lapse == ("lapse" in plain.draws)
+    for site in ("theta", "tau") + (("lapse",) if lapse else ()):
         sd = plain.sd(site)
         assert np.all(np.abs(white.mean(site) - plain.mean(site)) < 0.35 * sd), site
         ratio = white.sd(site) / sd
