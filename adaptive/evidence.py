@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 # ----------------------------------------------------------------- e-processes
 
@@ -177,5 +177,6 @@ def t_interval(
     mean = np.asarray(mean, dtype=np.float64)
     se = np.asarray(se, dtype=np.float64)
     n = np.asarray(num_prompts, dtype=np.float64)
-    q = stats.t.ppf(0.5 + level / 2.0, np.maximum(n - 1, 1))
+    # Student's t quantile (scipy.stats.t.ppf without importing scipy.stats: CLI start-up)
+    q = special.stdtrit(np.maximum(n - 1, 1), 0.5 + level / 2.0)
     return np.clip(mean - q * se, -1.0, 1.0), np.clip(mean + q * se, -1.0, 1.0)

@@ -236,17 +236,18 @@ def preset_config(preset: str = "default", **overrides) -> FitConfig:
         )
     elif preset == "default":
         system = overrides.get("parameterization") == "system"
-        cells = (
-            overrides.get("cell_effect", True)
-            and overrides.get("likelihood", "judgment") == "judgment"
-        )
-        grid = overrides.get("method", "nuts") != "fast" or overrides.get("integrate_tau", True)
+        # the cell effect and the lapse need the per-judgment likelihood: with the net one
+        # (or without the cells) they are off, not refused; explicit True is still refused
+        judgment = overrides.get("likelihood", "judgment") == "judgment"
+        cells = overrides.get("cell_effect", judgment) and judgment
+        fields = FitConfig.__dataclass_fields__
+        method = overrides.get("method", fields["method"].default)
+        grid = method != "fast" or overrides.get("integrate_tau", fields["integrate_tau"].default)
         base = dict(
             likelihood="judgment",
             thresholds="symmetric" if system else "free",
-            cell_effect=True,
-            # random answers (docs/statistics.md, "A lapse rate"): on wherever it can be fitted;
-            # an explicit lapse=True where it cannot is refused by FitConfig
+            cell_effect=judgment,
+            # random answers (docs/statistics.md, "A lapse rate"): on wherever it can be fitted
             lapse=bool(cells and grid),
         )
     else:

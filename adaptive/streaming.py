@@ -59,9 +59,10 @@ def stream_config(method: str = "fast", **kwargs: Any) -> FitConfig:
     free thresholds rank GPT-3 above Blender, against the raw win shares and Tack &
     Piech; symmetric thresholds give Teacher > Blender > GPT-3).
 
-    The judgments of one cell share a prompt-by-comparison effect by default (the
+    The judgments of one cell share a prompt-by-comparison effect by default (as in the
     default model, ``adaptive.fitting.preset_config``), so a cell judged three times
-    does not count as three independent prompts. Skill-only updates
+    does not count as three independent prompts. The default model's lapse rate is not
+    fitted here: a live verdict also needs each pair's own judgments (docs/statistics.md). Skill-only updates
     (:mod:`stan_free_models.incremental`) treat judgments as independent, so with the
     cell effect every batch gets a full fast fit instead (``cell_effect=False``
     brings them back). A live snapshot draws the prompts' parameters from the Gaussian

@@ -32,7 +32,7 @@ function                  what
 ``plot_*``                the pictures of :mod:`services.plots` (PNG or SVG)
 ========================= =============================================================
 
-``method="fast"`` (MAP + Laplace, seconds) is the default here, ``"nuts"`` the full
+``method="fast"`` (MAP + Laplace, seconds to a minute) is the default here, ``"nuts"`` the full
 posterior (minutes); ``"laplace"`` is accepted as another name for ``"fast"``.
 """
 
@@ -147,7 +147,7 @@ def significance(
     """Every comparison: theta mean, sd, interval, P(B better), raw and adjusted verdicts.
 
     Rows are sorted by dimension, then by ``mean`` (the largest preference for B first).
-    ``fit_options`` go to :func:`fit` (e.g. ``likelihood="judgment"``).
+    ``fit_options`` go to :func:`fit` (e.g. ``preset="paper"`` or ``lapse=False``).
 
     Example:
         >>> sig = significance(example(num_systems=3, num_prompts=10), num_draws=200)

@@ -101,29 +101,10 @@ def fit_rows(
     frame: pl.DataFrame, method: str, preset: str, seed: int, args
 ) -> tuple[list, object, object]:
     """The comparisons' rows of one fit, its analysis and the FitConfig it ran with."""
-    from adaptive.fitting import FitConfig, preset_config
     from adaptive.pipeline import analyze
     from adaptive.significance import compare
 
-    overrides = {}
-    if args.thresholds:
-        overrides["thresholds"] = args.thresholds
-    if args.no_cell_effect:
-        overrides["cell_effect"] = False
-    if args.gaussian_items:
-        overrides["exact_items"] = False
-    overrides.update(model_overrides(args))
-    config = preset_config(
-        preset,
-        **overrides,
-        method=method,
-        seed=seed,
-        num_chains=args.chains,
-        num_warmup=args.warmup,
-        num_samples=args.draws,
-        num_draws=1000,
-    )
-    assert isinstance(config, FitConfig)
+    config = run_config(args, method, preset=preset, seed=seed)
     result = analyze(frame, config=config, group_redundant=False)
     rows = compare(result.posterior, result.cells, effect=not args.kind.startswith("null"))
     return rows, result, config
@@ -143,12 +124,43 @@ def model_overrides(args: argparse.Namespace) -> dict:
     return overrides
 
 
-def run_label(args: argparse.Namespace, method: str) -> str:
-    """The row label (:func:`row_label`) of the rows this run writes for ``method``."""
+def run_config(args: argparse.Namespace, method: str, *, preset: str | None = None, seed: int = 0):
+    """The FitConfig of this run's fits with ``method`` (one place, so that a run's rows and
+    the label it resumes by cannot disagree)."""
     from adaptive.fitting import preset_config
 
-    config = preset_config(args.preset, method=method, **model_overrides(args))
-    return row_label({"method": method, "lapse": config.lapse, "sampler": config.sampler})
+    overrides: dict = {}
+    if args.thresholds:
+        overrides["thresholds"] = args.thresholds
+    if args.no_cell_effect:
+        overrides["cell_effect"] = False
+    if args.gaussian_items:
+        overrides["exact_items"] = False
+    overrides.update(model_overrides(args))
+    return preset_config(
+        preset or args.preset,
+        **overrides,
+        method=method,
+        seed=seed,
+        num_chains=args.chains,
+        num_warmup=args.warmup,
+        num_samples=args.draws,
+        num_draws=1000,
+    )
+
+
+def run_label(args: argparse.Namespace, method: str) -> str:
+    """The row label (:func:`row_label`) of the rows this run writes for ``method``."""
+    config = run_config(args, method)
+    return row_label(
+        {
+            "method": method,
+            "lapse": config.lapse,
+            "sampler": config.sampler,
+            "cell_effect": config.cell_effect,
+            "preset": args.preset,
+        }
+    )
 
 
 def data_half(args: argparse.Namespace) -> int:
@@ -331,6 +343,7 @@ def main() -> int:
                     "prompts": args.prompts,
                     "gaussian_items": bool(args.gaussian_items),
                     "lapse": bool(config.lapse),
+                    "cell_effect": bool(config.cell_effect),
                     **(
                         {
                             "sampler": config.sampler,
@@ -419,6 +432,8 @@ def row_label(rec: dict) -> str:
         label += f"[{sampler}]"
     if rec.get("variant"):
         label += f"[{rec['variant']}]"
+    if rec.get("cell_effect") is False and rec.get("preset", "default") == "default":
+        label += "[no-cells]"  # --no-cell-effect (rows before it was recorded had the effect)
     return label
 
 

@@ -300,6 +300,8 @@ def test_the_default_preset_learns_random_answers_wherever_the_lapse_can_be_fitt
     # off by itself where it cannot be fitted, instead of refusing the other override
     assert not preset_config("default", cell_effect=False).lapse
     assert not preset_config("default", likelihood="net", cell_effect=False).lapse
+    net = preset_config("default", likelihood="net")  # no cells: neither effect nor lapse
+    assert not net.cell_effect and not net.lapse
     assert not preset_config("default", method="fast", integrate_tau=False).lapse
     assert not preset_config("default", lapse=False).lapse
     assert not preset_config("paper").lapse
@@ -417,13 +419,18 @@ def test_summarize_keeps_rows_of_different_models_apart(tmp_path, capsys):
     from calibration import run_label
 
     def label(method, **flags):
-        args = dict(preset="default", lapse=False, no_lapse=False, sampler=None) | flags
+        args = dict(preset="default", lapse=False, no_lapse=False, sampler=None)
+        args |= dict(thresholds=None, no_cell_effect=False, gaussian_items=False)
+        args |= dict(chains=2, warmup=10, draws=10) | flags
         return run_label(Namespace(**args), method)
 
     assert label("nuts") == "nuts+lapse[whitened]" and label("fast") == "fast+lapse"
     assert label("nuts", lapse=True) == "nuts+lapse"
     assert label("nuts", no_lapse=True) == "nuts" and label("fast", no_lapse=True) == "fast"
     assert label("nuts", preset="paper") == "nuts"
+    # without the cell effect there is no lapse either, and the rows say so
+    assert label("fast", no_cell_effect=True) == "fast[no-cells]"
+    assert row_label({"method": "fast", "cell_effect": False, "preset": "paper"}) == "fast"
 
     def rec(method, covered, **extra):
         return {

@@ -378,3 +378,42 @@ def test_the_decisions_sequence_is_the_reference_checked_one():
     low, high = eb_confidence_sequence((signed[used] + 1) / 2, d.alpha_each)
     assert d.cs_low[0] == pytest.approx(2 * low[-1] - 1, abs=1e-12)
     assert d.cs_high[0] == pytest.approx(2 * high[-1] - 1, abs=1e-12)
+
+
+def test_t_interval_is_scipys_student_t_interval():
+    """adaptive.evidence.t_interval (scipy.special's t quantile) against scipy.stats.t.interval,
+    clipped to Δ's range [-1, 1]; one prompt counts as two (the quantile of 1 dof)."""
+    from scipy import stats
+
+    from adaptive.evidence import t_interval
+
+    mean = np.array([0.1, -0.3, 0.5, 0.0, 0.9])
+    se = np.array([0.05, 0.2, 0.1, 0.01, 0.3])
+    n = np.array([2, 3, 11, 200, 1])
+    for level in (0.9, 0.95, 0.99):
+        low, high = t_interval(mean, se, n, level=level)
+        want_low, want_high = stats.t.interval(level, np.maximum(n - 1, 1), loc=mean, scale=se)
+        np.testing.assert_allclose(low, np.clip(want_low, -1, 1), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(high, np.clip(want_high, -1, 1), rtol=1e-12, atol=1e-12)
+
+
+def test_needed_sign_takes_the_beta_quantile_of_the_leading_share(monkeypatch):
+    """The optimistic count uses the quantile of Beta(1 + lead, 1 + trail): the same numbers
+    with scipy.stats.beta.ppf as the quantile function (the reference), different ones with
+    the shape parameters swapped."""
+    from types import SimpleNamespace
+
+    from scipy import stats
+
+    import adaptive.needed as needed
+
+    k, m, t = np.array([3, 10, 40, 7]), np.array([5, 16, 70, 9]), np.array([6, 20, 90, 9])
+    got = needed.needed_sign(k, m, t, 1.0, 0.025, quantile=0.8)
+    monkeypatch.setattr(
+        needed, "special", SimpleNamespace(betaincinv=lambda a, b, p: stats.beta.ppf(p, a, b))
+    )
+    np.testing.assert_array_equal(got, needed.needed_sign(k, m, t, 1.0, 0.025, quantile=0.8))
+    monkeypatch.setattr(
+        needed, "special", SimpleNamespace(betaincinv=lambda a, b, p: stats.beta.ppf(p, b, a))
+    )
+    assert not np.array_equal(got, needed.needed_sign(k, m, t, 1.0, 0.025, quantile=0.8))

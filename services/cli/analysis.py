@@ -34,7 +34,7 @@ def _add_fit_args(parser: argparse.ArgumentParser) -> None:
         choices=["default", "paper"],
         default="default",
         help="default: per-judgment likelihood, theta = 0 means no preference, a "
-        "prompt-by-comparison effect (docs/statistics.md); paper: Sedoc & Ungar's model "
+        "prompt-by-comparison effect, random answers at a learned rate (docs/statistics.md); paper: Sedoc & Ungar's model "
         "(net rating in [-3, 3], free thresholds), which reproduces their Table 3",
     )
     parser.add_argument(
