@@ -282,6 +282,12 @@ def main() -> int:
         "--summarize", nargs="+", default=None, help="print the tables of earlier --jsonl files"
     )
     parser.add_argument(
+        "--plot",
+        default=None,
+        help="with --summarize: also draw each row's coverage by share, one panel per simulator "
+        "(a .png or .svg path)",
+    )
+    parser.add_argument(
         "--data-half",
         action="store_true",
         help="no fits: print, per share, the seeds whose data half (each comparison's own "
@@ -404,6 +410,8 @@ def main() -> int:
         print(line)
     for line in paired_lines(results):
         print(line)
+    if args.plot:
+        print(f"wrote {plot_coverage(results, args.plot)}")
     return 0
 
 
@@ -437,6 +445,86 @@ def row_label(rec: dict) -> str:
     return label
 
 
+def campaign_interval(data: tuple, statistic, level: float = 0.9) -> tuple[float, float]:
+    """scipy's percentile bootstrap over campaigns (paired arrays, one entry per campaign);
+    nan with fewer than 3 campaigns."""
+    from scipy.stats import bootstrap
+
+    if len(data[0]) < 3:
+        return float("nan"), float("nan")
+    ci = bootstrap(
+        data,
+        statistic,
+        paired=True,
+        vectorized=True,
+        confidence_level=level,
+        method="percentile",
+        n_resamples=4000,
+        random_state=np.random.default_rng(0),
+    ).confidence_interval
+    return float(ci.low), float(ci.high)
+
+
+def coverage(recs: list[dict], level: float = 0.9) -> tuple[float, float, float]:
+    """Pooled coverage of Δ's 95% intervals over campaigns, with its campaign-bootstrap
+    interval."""
+    covered = np.array([r["covered"] for r in recs], dtype=float)
+    num = np.array([r["num"] for r in recs], dtype=float)
+    low, high = campaign_interval(
+        (covered, num), lambda c, n, axis: c.sum(axis=axis) / n.sum(axis=axis), level
+    )
+    return covered.sum() / num.sum(), low, high
+
+
+def plot_coverage(results: dict, path: str) -> str:
+    """One panel per simulator: each row label's coverage against the share of the data kept,
+    with 90% campaign-bootstrap bars and the 93-97% goal shaded; the count of campaigns is
+    written at each point."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by_kind: dict[str, dict[str, list[tuple[float, list[dict]]]]] = {}
+    for (label, fraction), recs in results.items():
+        for kind in sorted({r["kind"] for r in recs if "covered" in r}):
+            these = [r for r in recs if r["kind"] == kind and "covered" in r]
+            by_kind.setdefault(kind, {}).setdefault(label, []).append((fraction, these))
+    if not by_kind:
+        raise SystemExit("--plot: no rows with coverage (non-null campaigns) to draw")
+    fig, axes = plt.subplots(
+        1, len(by_kind), figsize=(5.2 * len(by_kind), 3.8), sharey=True, squeeze=False
+    )
+    shares = sorted({f for _, f in results})
+    for ax, (kind, labels) in zip(axes[0], sorted(by_kind.items())):
+        ax.axhspan(0.93, 0.97, color="#d9f0d3", label="goal 93-97%")
+        ax.axhline(0.95, color="#7fbf7b", lw=0.8)
+        for i, (label, points) in enumerate(sorted(labels.items())):
+            points.sort()
+            offset = (i - (len(labels) - 1) / 2) * 0.12
+            xs = [shares.index(f) + offset for f, _ in points]
+            stats = [coverage(recs) for _, recs in points]
+            mid = np.array([c for c, _, _ in stats])
+            err = np.array([[c - lo, hi - c] for c, lo, hi in stats]).T
+            err = np.where(np.isfinite(err), err, 0.0)
+            ax.errorbar(xs, mid, yerr=err, fmt="o-", capsize=3, lw=1.2, label=label)
+            for x, y, (_, recs) in zip(xs, mid, points):
+                ax.annotate(str(len(recs)), (x, y), xytext=(3, 3), textcoords="offset points",
+                            fontsize=7)  # fmt: skip
+        ax.set_xticks(range(len(shares)), [f"{f:.0%}" for f in shares])
+        ax.set_xlabel("share of the campaign's judgments")
+        ax.set_title(f"{kind} simulator")
+        ax.set_ylim(0.85, 1.0)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0][0].set_ylabel("coverage of Δ's 95% intervals")
+    axes[0][-1].legend(fontsize=7, loc="lower right")
+    fig.suptitle("Calibration on simulated campaigns (numbers: campaigns; bars: 90% bootstrap)",
+                 fontsize=9)  # fmt: skip
+    fig.savefig(path, bbox_inches="tight", dpi=110)
+    plt.close(fig)
+    return path
+
+
 def interval_lines(results: dict, level: float = 0.9) -> list[str]:
     """Campaign-bootstrap intervals of each row's coverage, and of the sparse exaggeration.
 
@@ -445,33 +533,18 @@ def interval_lines(results: dict, level: float = 0.9) -> list[str]:
     exaggeration is mean abs z at the smallest fraction over mean abs z at 100%, on the
     campaigns measured at both (paired by seed).
     """
-    from scipy.stats import bootstrap
 
     def interval(data: tuple, statistic) -> tuple[float, float]:
-        if len(data[0]) < 3:
-            return float("nan"), float("nan")
-        ci = bootstrap(
-            data,
-            statistic,
-            paired=True,
-            vectorized=True,
-            confidence_level=level,
-            method="percentile",
-            n_resamples=4000,
-            random_state=np.random.default_rng(0),
-        ).confidence_interval
-        return float(ci.low), float(ci.high)
+        return campaign_interval(data, statistic, level)
 
     lines = []
     for (method, fraction), recs in sorted(results.items(), key=lambda kv: (kv[0][0], -kv[0][1])):
         recs = [r for r in recs if "covered" in r]
         if not recs:
             continue
-        covered = np.array([r["covered"] for r in recs], dtype=float)
-        num = np.array([r["num"] for r in recs], dtype=float)
-        low, high = interval((covered, num), lambda c, n, axis: c.sum(axis=axis) / n.sum(axis=axis))
+        cov, low, high = coverage(recs, level)
         lines.append(
-            f"{method} {fraction:.2f}: coverage {covered.sum() / num.sum():.3f}, "
+            f"{method} {fraction:.2f}: coverage {cov:.3f}, "
             f"{level:.0%} campaign-bootstrap interval {low:.3f}-{high:.3f} ({len(recs)} campaigns)"
         )
     for method in sorted({m for m, _ in results}):

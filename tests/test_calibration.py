@@ -601,3 +601,28 @@ def test_data_half_lists_the_seeds_whose_own_judgments_reject_and_checks_stored_
     assert (
         f"flags {len(expected[1.0])} of {len(expected[1.0])} campaigns" in capsys.readouterr().out
     )
+
+
+def test_summarize_draws_coverage_by_share_one_panel_per_simulator(tmp_path, capsys):
+    from calibration import main
+
+    def rec(kind, seed, fraction, covered, **extra):
+        return {"kind": kind, "preset": "default", "seed": seed, "fraction": fraction,
+                "method": "fast", "seconds": 1.0, "any_adjusted": False, "covered": covered,
+                "num": 20, "abs_z": 0.8, "mean_sd": 0.1, "sd": [0.1] * 20, **extra}  # fmt: skip
+
+    rows = [rec(k, s, f, 19) for k in ("paper", "varied") for s in range(3) for f in (1.0, 0.05)]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    picture = tmp_path / "coverage.png"
+    sys.argv = ["calibration.py", "--summarize", str(path), "--plot", str(picture)]
+    assert main() == 0
+    assert f"wrote {picture}" in capsys.readouterr().out
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # null campaigns have no coverage to draw: said, not an empty picture
+    null = tmp_path / "null.jsonl"
+    null.write_text(json.dumps({k: v for k, v in rows[0].items() if k != "covered"}) + "\n")
+    sys.argv = ["calibration.py", "--summarize", str(null), "--plot", str(tmp_path / "n.png")]
+    with pytest.raises(SystemExit, match="no rows with coverage"):
+        main()
+    assert not (tmp_path / "n.png").exists()
