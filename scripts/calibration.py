@@ -282,6 +282,12 @@ def main() -> int:
         "--summarize", nargs="+", default=None, help="print the tables of earlier --jsonl files"
     )
     parser.add_argument(
+        "--pool-samplers",
+        action="store_true",
+        help="with --summarize: pool NUTS rows of one model measured with different samplers "
+        "(a campaign measured with both counts once, with the whitened sampler's row)",
+    )
+    parser.add_argument(
         "--plot",
         default=None,
         help="with --summarize: also draw each row's coverage by share, one panel per simulator "
@@ -295,6 +301,8 @@ def main() -> int:
         "other seed no model can flag anything; with --jsonl, check the file's rows agree",
     )
     args = parser.parse_args()
+    if args.pool_samplers and not args.summarize:
+        parser.error("--pool-samplers reads stored rows: give it with --summarize FILES")
     if args.seeds is not None:
         args.campaigns = len(args.seeds)
     if args.data_half:
@@ -302,11 +310,7 @@ def main() -> int:
 
     results: dict[tuple[str, float], list[dict]] = {}
     if args.summarize:
-        for path in args.summarize:
-            for line in open(path):
-                rec = json.loads(line)
-                results.setdefault((row_label(rec), rec["fraction"]), []).append(rec)
-        args.campaigns = max(len(v) for v in results.values())
+        results = read_rows(args.summarize, pool_samplers=args.pool_samplers)
     seeds = [] if args.summarize else campaign_seeds(args)
     done: set[tuple] = set()
     if args.jsonl and os.path.exists(args.jsonl) and not args.summarize:
@@ -383,7 +387,43 @@ def main() -> int:
                     + f" ({seconds:.1f} s)",
                 )
     kinds = sorted({r["kind"] for recs in results.values() for r in recs})
-    print(f"kind={','.join(kinds)} preset={args.preset} campaigns={args.campaigns}")
+    for kind in kinds:
+        # one table per simulator: its campaigns are never pooled with another's
+        these = {key: [r for r in recs if r["kind"] == kind] for key, recs in results.items()}
+        print_tables({key: recs for key, recs in these.items() if recs}, kind, args.preset)
+    if args.plot:
+        print(f"wrote {plot_coverage(results, args.plot)}")
+    return 0
+
+
+def read_rows(
+    paths: list[str], *, pool_samplers: bool = False
+) -> dict[tuple[str, float], list[dict]]:
+    """The rows of --jsonl files, by (row label, share).
+
+    ``pool_samplers``: NUTS rows of one model measured with different samplers are pooled
+    under one label ending in ``[samplers pooled]`` (both sample the same posterior: the slow
+    test ``test_whitened_and_diagonal_nuts_give_the_same_posterior``). A campaign measured with
+    both counts once, with the default (whitened) sampler's row.
+    """
+    by_key: dict[tuple[str, float], dict[tuple[str, int], dict]] = {}
+    for path in paths:
+        for line in open(path):
+            rec = json.loads(line)
+            label = row_label(rec)
+            if pool_samplers and rec["method"] == "nuts":
+                label = row_label({**rec, "sampler": None}) + "[samplers pooled]"
+            rows = by_key.setdefault((label, rec["fraction"]), {})
+            key = (rec["kind"], rec["seed"])
+            if key not in rows or rec.get("sampler") == "whitened":
+                rows[key] = rec
+    return {key: list(rows.values()) for key, rows in by_key.items()}
+
+
+def print_tables(results: dict[tuple[str, float], list[dict]], kind: str, preset: str) -> None:
+    """The table of one simulator's rows, then their intervals and paired comparisons."""
+    campaigns = max(len(recs) for recs in results.values())
+    print(f"kind={kind} preset={preset} campaigns={campaigns}")
     width = max([6] + [len(m) for m, _ in results])
     print(
         f"{'method':{width}s}  fraction    n  campaigns_with_flag  (model alone)  (data alone)  coverage_95  "
@@ -410,9 +450,6 @@ def main() -> int:
         print(line)
     for line in paired_lines(results):
         print(line)
-    if args.plot:
-        print(f"wrote {plot_coverage(results, args.plot)}")
-    return 0
 
 
 def record(path: str | None, rec: dict, progress: str) -> None:

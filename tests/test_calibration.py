@@ -626,3 +626,45 @@ def test_summarize_draws_coverage_by_share_one_panel_per_simulator(tmp_path, cap
     with pytest.raises(SystemExit, match="no rows with coverage"):
         main()
     assert not (tmp_path / "n.png").exists()
+
+
+def test_summarize_prints_one_table_per_simulator_and_pools_samplers_on_request(tmp_path, capsys):
+    """Files of two simulators give two tables (a campaign of one is never pooled or paired
+    with the other's seed of the same number); --pool-samplers pools one model's NUTS rows of
+    both samplers, counting a campaign measured with both once (the whitened row)."""
+    from calibration import main
+
+    def rec(kind, seed, covered, sampler, abs_z=0.8, fraction=0.05):
+        return {"kind": kind, "preset": "default", "seed": seed, "fraction": fraction,
+                "method": "nuts", "lapse": True, "sampler": sampler, "seconds": 1.0,
+                "any_adjusted": False, "covered": covered, "num": 20, "abs_z": abs_z,
+                "mean_sd": 0.1, "sd": [0.1] * 20}  # fmt: skip
+
+    paper, varied = tmp_path / "paper.jsonl", tmp_path / "varied.jsonl"
+    paper.write_text(
+        "".join(json.dumps(rec("paper", s, 20, "diagonal", abs_z=2.0)) + "\n" for s in range(3))
+        + "".join(json.dumps(rec("paper", s, 20, "diagonal", 1.0, 1.0)) + "\n" for s in range(3))
+    )
+    rows = [rec("varied", s, 10, "diagonal") for s in range(3)]  # seeds 0-2
+    rows += [rec("varied", s, 18, "whitened") for s in range(2, 5)]  # seeds 2-4
+    varied.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    sys.argv = ["calibration.py", "--summarize", str(paper), str(varied)]
+    assert main() == 0
+    out = capsys.readouterr().out
+    assert "kind=paper preset=default campaigns=3" in out
+    assert "kind=varied preset=default campaigns=3" in out
+    assert "nuts+lapse 0.05: coverage 1.000, " in out  # paper alone
+    assert "nuts+lapse 0.05: coverage 0.500, " in out  # varied alone
+    assert "nuts+lapse[whitened] 0.05: coverage 0.900, " in out
+    # the sparse exaggeration pairs paper's seeds with paper's only
+    sparse = "nuts+lapse sparse exaggeration (mean abs z at 0.05 / at 1.00, 3 campaigns at both)"
+    assert f"{sparse}: 2.00 / 1.00" in out
+    sys.argv += ["--pool-samplers"]
+    assert main() == 0
+    out = capsys.readouterr().out
+    # varied: seeds 0-1 diagonal (10 of 20), 2-4 whitened (18 of 20): 5 campaigns
+    assert "nuts+lapse[samplers pooled] 0.05: coverage 0.740, " in out and "(5 campaigns)" in out
+    sys.argv = ["calibration.py", "--pool-samplers"]
+    with pytest.raises(SystemExit):
+        main()
+    assert "give it with --summarize" in capsys.readouterr().err
