@@ -14,7 +14,10 @@ Prints, per simulator, method and share of the data kept:
 ``--kind``: ``null`` (all systems equal, A/B-exchangeable prompts: every true Δ is 0),
 ``null-asym`` (all systems equal, thresholds drawn as in the paper), ``paper`` (the
 paper's setting), ``varied`` (prompt-by-comparison effects, sd 0.5, and 20% random
-annotators), and ``varied-cells`` / ``varied-random`` (each of the two alone). ``--preset paper`` measures the paper's model instead of the default.
+annotators), ``varied-cells`` / ``varied-random`` (each of the two alone), and ``rough``
+(per-system heavy-tailed skills, heavy-tailed cell effects, annotators who differ in
+sensitivity and tie readiness, 10% random annotators, missing cells and 1 + Poisson(2)
+judgments per cell: ``simulate_rough_campaign``, a simulator the model was not tuned on). ``--preset paper`` measures the paper's model instead of the default.
 ``--gaussian-items`` skips the exact item draws (null campaigns: same verdicts, faster).
 ``--jsonl FILE`` appends one line per fit, for tables made later; a fit already in FILE
 (same kind, preset, seed, share and row label: method, lapse, sampler) is not run again, so a long measurement can be
@@ -46,16 +49,20 @@ KINDS = {
     # the varied simulator's two departures from the model, one at a time
     "varied-cells": dict(cell_sd=0.5),
     "varied-random": dict(random_annotators=0.2),
+    # everything at once, on stan_free_models.simulate.simulate_rough_campaign's defaults
+    "rough": dict(simulator="rough"),
 }
 
 
 def campaign(kind: str, seed: int, num_comparisons: int, num_prompts: int):
-    from stan_free_models.simulate import simulate_campaign
+    from stan_free_models.simulate import simulate_campaign, simulate_rough_campaign
 
     rng = np.random.default_rng(seed)
-    return simulate_campaign(
-        rng, num_comparisons=num_comparisons, num_prompts=num_prompts, **KINDS[kind]
+    options = dict(KINDS[kind])
+    simulate = {"rough": simulate_rough_campaign}.get(
+        options.pop("simulator", ""), simulate_campaign
     )
+    return simulate(rng, num_comparisons=num_comparisons, num_prompts=num_prompts, **options)
 
 
 def subsample(frame: pl.DataFrame, fraction: float, seed: int) -> pl.DataFrame:

@@ -258,3 +258,100 @@ def simulate_campaign(
         pairs=pairs,
         random_annotators=tuple(f"w{a:02d}" for a in np.flatnonzero(is_random)),
     )
+
+
+def simulate_rough_campaign(
+    rng: np.random.Generator,
+    *,
+    num_comparisons: int = 20,
+    num_prompts: int = 200,
+    mean_judgments: float = 3.0,
+    missing: float = 0.15,
+    pool: int = 40,
+    random_annotators: float = 0.1,
+    sensitivity_sd: float = 0.5,
+    tie_sd: float = 0.5,
+    skill_df: float = 4.0,
+    skill_scale: float = 0.8,
+    cell_df: float = 3.0,
+    cell_scale: float = 0.35,
+    num_systems: int | None = None,
+) -> Campaign:
+    """A campaign that departs from the model everywhere at once, with its true Δ.
+
+    Not the paper's setting and not the model's assumptions, for checks the model was not
+    tuned on:
+
+    * systems, not comparisons, have skills, heavy-tailed (Student t, ``skill_df``, scale
+      ``skill_scale``): a comparison's theta is skill(B) - skill(A);
+    * prompts lean (thresholds sorted N(0.3, 1.5)) and discriminate less evenly than the
+      paper's (log alpha ~ N(0, 0.7));
+    * heavy-tailed prompt-by-comparison effects (t, ``cell_df``, scale ``cell_scale``);
+    * annotators differ: each has a sensitivity (alpha times exp N(0, ``sensitivity_sd``))
+      and a readiness to call a tie (the tie band's half-width times exp N(0, ``tie_sd``)),
+      and a share ``random_annotators`` of the ``pool`` answer uniformly at random;
+    * the design is unbalanced: a share ``missing`` of the cells is never judged, the others
+      get 1 + Poisson(``mean_judgments`` - 1) judgments (at most ``pool``), each by a
+      different annotator drawn at random from the pool.
+
+    ``cell_delta`` is each cell's expected signed judgment for an annotator drawn at random
+    from the pool (a random annotator's is 0), so Δ is what the pool would say on average.
+    """
+    num_c, num_p = num_comparisons, num_prompts
+    if num_systems is None:
+        num_systems = 2
+        while num_systems * (num_systems - 1) // 2 < num_c:
+            num_systems += 1
+    all_pairs = [(a, b) for a in range(num_systems) for b in range(a + 1, num_systems)]
+    chosen = rng.choice(len(all_pairs), size=num_c, replace=False)
+    pairs = tuple(all_pairs[i] for i in sorted(chosen))
+    skill = skill_scale * rng.standard_t(skill_df, num_systems)
+    theta = np.array([skill[b] - skill[a] for a, b in pairs])
+    alpha = np.exp(rng.normal(0.0, 0.7, num_p))
+    b = np.sort(rng.normal(0.3, 1.5, (num_p, 2)), axis=1)
+    mid, half = b.mean(axis=1), (b[:, 1] - b[:, 0]) / 2
+    eta = theta[:, None] + cell_scale * rng.standard_t(cell_df, (num_c, num_p))
+    sensitivity = np.exp(rng.normal(0.0, sensitivity_sd, pool))
+    tie_width = np.exp(rng.normal(0.0, tie_sd, pool))
+    is_random = rng.uniform(size=pool) < random_annotators
+    # (C, P, pool): P(y >= 1) and P(y = 2) for each annotator
+    slope = alpha[None, :, None] * sensitivity[None, None, :]
+    band = half[None, :, None] * tie_width[None, None, :]
+    centred = eta[:, :, None] - mid[None, :, None]
+    p_not_a = 1.0 / (1.0 + np.exp(-slope * (centred + band)))
+    p_b = 1.0 / (1.0 + np.exp(-slope * (centred - band)))
+    signed = np.where(is_random[None, None, :], 0.0, p_b - (1.0 - p_not_a))
+    cell_delta = signed.mean(axis=2)
+    systems = tuple(f"sys{s:02d}" for s in range(num_systems))
+    prompts = tuple(f"p{j:04d}" for j in range(num_p))
+    rows: list[dict] = []
+    for i, (a, bb) in enumerate(pairs):
+        for j in range(num_p):
+            if rng.uniform() < missing:
+                continue
+            n = min(pool, 1 + int(rng.poisson(mean_judgments - 1.0)))
+            for k in rng.choice(pool, size=n, replace=False):
+                if is_random[k]:
+                    y = int(rng.integers(0, 3))
+                else:
+                    u = rng.uniform()
+                    y = int(u < p_not_a[i, j, k]) + int(u < p_b[i, j, k])
+                rows.append(
+                    {
+                        "item_id": prompts[j],
+                        "system_a": systems[a],
+                        "system_b": systems[bb],
+                        "annotator_id": f"w{k:02d}",
+                        "winner": ("a", "tie", "b")[y],
+                        "dimension": "overall",
+                    }
+                )
+    return Campaign(
+        rows=rows,
+        theta=theta,
+        cell_delta=cell_delta,
+        systems=systems,
+        prompts=prompts,
+        pairs=pairs,
+        random_annotators=tuple(f"w{a:02d}" for a in np.flatnonzero(is_random)),
+    )

@@ -87,6 +87,44 @@ def test_an_exchangeable_null_has_true_net_preference_zero_and_the_data_converge
     assert np.all(np.abs(observed - camp.delta) < 0.06)
 
 
+def test_the_rough_simulator_truth_is_what_its_pool_says_on_average():
+    """The rough simulator's cell truth is the pool's average expected judgment: with every
+    annotator of the pool judging every cell, each comparison's mean signed judgment is
+    within a few standard errors of its Δ; and its design is as documented (missing cells,
+    unequal judgments per cell, distinct annotators within a cell, heavy-tailed skills)."""
+    from stan_free_models.simulate import simulate_rough_campaign
+
+    rng = np.random.default_rng(3)
+    camp = simulate_rough_campaign(
+        rng, num_comparisons=3, num_prompts=300, mean_judgments=1e6, random_annotators=0.5
+    )
+    frame = pl.DataFrame(camp.rows)
+    signed = frame["winner"].replace_strict({"a": -1, "tie": 0, "b": 1}).to_numpy()
+    index = {(camp.systems[a], camp.systems[b]): i for i, (a, b) in enumerate(camp.pairs)}
+    comp = np.array([index[k] for k in zip(frame["system_a"], frame["system_b"])])
+    prompt = np.array([int(p[1:]) for p in frame["item_id"]])
+    # every annotator of the pool judged each judged cell once
+    per_cell = frame.group_by("system_a", "system_b", "item_id").agg(
+        pl.len(), pl.col("annotator_id").n_unique().alias("distinct")
+    )
+    assert (per_cell["len"] == 40).all() and (per_cell["distinct"] == 40).all()
+    truth = camp.true_delta(comp, prompt)
+    observed = np.bincount(comp, weights=signed) / np.bincount(comp)
+    # about 10,000 judgments per comparison, sd <= 1 each: 4 standard errors is < 0.04
+    assert np.all(np.abs(observed - truth) < 4 / np.sqrt(np.bincount(comp))), (observed, truth)
+    # and the random half of the pool counts: the sensible annotators alone say more
+    assert np.abs(truth).max() > 0.15
+    sensible = ~np.isin(frame["annotator_id"].to_numpy(), camp.random_annotators)
+    alone = np.bincount(comp[sensible], weights=signed[sensible]) / np.bincount(comp[sensible])
+    assert np.abs(alone - truth).max() > 8 / np.sqrt(np.bincount(comp[sensible]).min())
+    # the default design: about 15% of cells unjudged, 1 + Poisson(2) judgments in the others
+    camp = simulate_rough_campaign(np.random.default_rng(4), num_comparisons=10, num_prompts=200)
+    cells = pl.DataFrame(camp.rows).group_by("system_a", "system_b", "item_id").len()
+    assert 0.80 < cells.height / 2000 < 0.90
+    assert cells["len"].min() == 1 and cells["len"].max() >= 6
+    assert 2.8 < cells["len"].mean() < 3.2
+
+
 def test_true_delta_averages_over_the_judged_prompts_only():
     rng = np.random.default_rng(1)
     camp = simulate_campaign(rng, num_comparisons=2, num_prompts=5)
