@@ -393,11 +393,16 @@ def main() -> int:
                     )
                     + f" ({seconds:.1f} s)",
                 )
-    kinds = sorted({r["kind"] for recs in results.values() for r in recs})
-    for kind in kinds:
-        # one table per simulator: its campaigns are never pooled with another's
-        these = {key: [r for r in recs if r["kind"] == kind] for key, recs in results.items()}
-        print_tables({key: recs for key, recs in these.items() if recs}, kind, args.preset)
+    groups = sorted(
+        {(r["kind"], r.get("preset", "default")) for recs in results.values() for r in recs}
+    )
+    for kind, preset in groups:
+        # one table per simulator and preset: their campaigns are never pooled together
+        these = {
+            key: [r for r in recs if (r["kind"], r.get("preset", "default")) == (kind, preset)]
+            for key, recs in results.items()
+        }
+        print_tables({key: recs for key, recs in these.items() if recs}, kind, preset)
     if args.plot:
         print(f"wrote {plot_coverage(results, args.plot)}")
     return 0
@@ -421,8 +426,10 @@ def read_rows(
             if pool_samplers and rec["method"] == "nuts":
                 label = row_label({**rec, "sampler": None}) + "[samplers pooled]"
             rows = by_key.setdefault((label, rec["fraction"]), {})
-            key = (rec["kind"], rec["seed"])
-            if key not in rows or rec.get("sampler") == "whitened":
+            key = (rec["kind"], rec.get("preset", "default"), rec["seed"])
+            # rows from before NUTS rows said their sampler: lapse rows diagonal, others whitened
+            sampler = rec.get("sampler") or ("diagonal" if rec.get("lapse") else "whitened")
+            if key not in rows or sampler == "whitened":
                 rows[key] = rec
     return {key: list(rows.values()) for key, rows in by_key.items()}
 
@@ -530,9 +537,14 @@ def plot_coverage(results: dict, path: str) -> str:
     import matplotlib.pyplot as plt
 
     by_kind: dict[str, dict[str, list[tuple[float, list[dict]]]]] = {}
+
+    def panel(rec: dict) -> str:
+        preset = rec.get("preset", "default")
+        return rec["kind"] if preset == "default" else f"{rec['kind']}, {preset} preset"
+
     for (label, fraction), recs in results.items():
-        for kind in sorted({r["kind"] for r in recs if "covered" in r}):
-            these = [r for r in recs if r["kind"] == kind and "covered" in r]
+        for kind in sorted({panel(r) for r in recs if "covered" in r}):
+            these = [r for r in recs if panel(r) == kind and "covered" in r]
             by_kind.setdefault(kind, {}).setdefault(label, []).append((fraction, these))
     if not by_kind:
         raise SystemExit("--plot: no rows with coverage (non-null campaigns) to draw")

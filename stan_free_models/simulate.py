@@ -284,8 +284,8 @@ def simulate_rough_campaign(
 
     * systems, not comparisons, have skills, heavy-tailed (Student t, ``skill_df``, scale
       ``skill_scale``): a comparison's theta is skill(B) - skill(A);
-    * prompts lean (thresholds sorted N(0.3, 1.5)) and discriminate less evenly than the
-      paper's (log alpha ~ N(0, 0.7));
+    * prompts lean (thresholds sorted N(0.3, 1.5), around 0.3 rather than 0), and their
+      discrimination is drawn otherwise (log alpha ~ N(0, 0.7), the paper's N(0, 1));
     * heavy-tailed prompt-by-comparison effects (t, ``cell_df``, scale ``cell_scale``);
     * annotators differ: each has a sensitivity (alpha times exp N(0, ``sensitivity_sd``))
       and a readiness to call a tie (the tie band's half-width times exp N(0, ``tie_sd``)),

@@ -89,14 +89,22 @@ def test_an_exchangeable_null_has_true_net_preference_zero_and_the_data_converge
 
 def test_the_rough_simulator_truth_is_what_its_pool_says_on_average():
     """The rough simulator's cell truth is the pool's average expected judgment: with every
-    annotator of the pool judging every cell, each comparison's mean signed judgment is
-    within a few standard errors of its Δ; and its design is as documented (missing cells,
-    unequal judgments per cell, distinct annotators within a cell, heavy-tailed skills)."""
+    annotator of the pool judging every cell, each cell's and each comparison's mean signed
+    judgment is within its sampling error of the truth; and its design is as documented
+    (missing cells, unequal judgments per cell, distinct annotators within a cell)."""
     from stan_free_models.simulate import simulate_rough_campaign
 
     rng = np.random.default_rng(3)
+    # annotators far apart (sensitivity and tie readiness), many of them random, so that a
+    # truth that ignored either would be seen
     camp = simulate_rough_campaign(
-        rng, num_comparisons=3, num_prompts=300, mean_judgments=1e6, random_annotators=0.5
+        rng,
+        num_comparisons=3,
+        num_prompts=300,
+        mean_judgments=1e6,
+        random_annotators=0.5,
+        sensitivity_sd=1.5,
+        tie_sd=1.5,
     )
     frame = pl.DataFrame(camp.rows)
     signed = frame["winner"].replace_strict({"a": -1, "tie": 0, "b": 1}).to_numpy()
@@ -108,11 +116,23 @@ def test_the_rough_simulator_truth_is_what_its_pool_says_on_average():
         pl.len(), pl.col("annotator_id").n_unique().alias("distinct")
     )
     assert (per_cell["len"] == 40).all() and (per_cell["distinct"] == 40).all()
+    # cell by cell: the squared error over the sample variance of the mean is at most 1 on
+    # average (the pool's spread between annotators only inflates the variance); a truth
+    # that ignored the annotators' sensitivity and tie readiness gives 1.57 here
+    cells = (
+        frame.with_columns(s=pl.Series(signed, dtype=pl.Float64))
+        .group_by("system_a", "system_b", "item_id")
+        .agg(m=pl.col("s").mean(), v=pl.col("s").var(), n=pl.len())
+    )
+    c = np.array([index[k] for k in zip(cells["system_a"], cells["system_b"])])
+    p = np.array([int(x[1:]) for x in cells["item_id"]])
+    err = (cells["m"].to_numpy() - camp.cell_delta[c, p]) ** 2
+    assert np.mean(err / (cells["v"].to_numpy() / cells["n"].to_numpy())) < 1.1
     truth = camp.true_delta(comp, prompt)
     observed = np.bincount(comp, weights=signed) / np.bincount(comp)
     # about 10,000 judgments per comparison, sd <= 1 each: 4 standard errors is < 0.04
     assert np.all(np.abs(observed - truth) < 4 / np.sqrt(np.bincount(comp))), (observed, truth)
-    # and the random half of the pool counts: the sensible annotators alone say more
+    # and the random annotators count: the others alone say more
     assert np.abs(truth).max() > 0.15
     sensible = ~np.isin(frame["annotator_id"].to_numpy(), camp.random_annotators)
     alone = np.bincount(comp[sensible], weights=signed[sensible]) / np.bincount(comp[sensible])
@@ -702,6 +722,15 @@ def test_summarize_prints_one_table_per_simulator_and_pools_samplers_on_request(
     out = capsys.readouterr().out
     # varied: seeds 0-1 diagonal (10 of 20), 2-4 whitened (18 of 20): 5 campaigns
     assert "nuts+lapse[samplers pooled] 0.05: coverage 0.740, " in out and "(5 campaigns)" in out
+    # another preset's rows of the same simulator make a table of their own
+    other = tmp_path / "paper_preset.jsonl"
+    other.write_text(json.dumps({**rec("varied", 0, 0, "diagonal"), "preset": "paper"}) + "\n")
+    sys.argv = ["calibration.py", "--summarize", str(varied), str(other), "--pool-samplers"]
+    assert main() == 0
+    out = capsys.readouterr().out
+    assert "kind=varied preset=paper campaigns=1" in out
+    assert "nuts+lapse[samplers pooled] 0.05: coverage 0.740, " in out
+    assert "nuts+lapse[samplers pooled] 0.05: coverage 0.000, " in out
     sys.argv = ["calibration.py", "--pool-samplers"]
     with pytest.raises(SystemExit):
         main()
