@@ -460,7 +460,7 @@ def print_tables(results: dict[tuple[str, float], list[dict]], kind: str, preset
             f"{method:{width}s}  {fraction:8.2f}  {len(recs):3d}  {flag:19.3f}  {flag_model:13.3f}  {flag_data:12.3f}  "
             f"{cov:11.3f}  {absz:10.2f}  {msd:7.4f}  {secs:7.1f}"
         )
-    for line in interval_lines(results) + shrinkage_lines(results):
+    for line in interval_lines(results) + shrinkage_lines(results) + size_lines(results):
         print(line)
     for line in paired_lines(results):
         print(line)
@@ -719,6 +719,40 @@ def shrinkage_lines(results: dict) -> list[str]:
             f"{method} {fraction:.2f}: slope of true Δ on estimate {slope:.3f}, "
             f"sd of z {float(np.std((est - truth) / sd)):.3f} ({est.size} comparisons)"
         )
+    return lines
+
+
+#: edges of the bins of |true Δ| in :func:`size_lines`
+SIZE_EDGES = (0.0, 0.2, 0.4, 0.6, 1.0)
+
+
+def size_lines(results: dict) -> list[str]:
+    """Per row: coverage and the mean signed z by the size of the true Δ.
+
+    The signed z is (estimate - truth) / sd times the truth's sign: positive where the
+    estimate is further from 0 than the truth (exaggerated), negative where it is closer
+    (shrunk). A prior shrinks the largest effects most, so pooled coverage can hide a miss
+    concentrated on strong comparisons, the ones a user acts on first.
+    """
+    lines = []
+    for (method, fraction), recs in sorted(results.items(), key=lambda kv: (kv[0][0], -kv[0][1])):
+        recs = [r for r in recs if "est" in r]
+        if not recs:
+            continue
+        est, truth, sd = (np.concatenate([r[k] for r in recs]) for k in ("est", "truth", "sd"))
+        ok = np.isfinite(est) & np.isfinite(truth) & (sd > 0)
+        z = (est[ok] - truth[ok]) / sd[ok] * np.sign(truth[ok])
+        size = np.abs(truth[ok])
+        parts = []
+        for low, high in zip(SIZE_EDGES[:-1], SIZE_EDGES[1:]):
+            inside = (size >= low) & (size < high)
+            if inside.any():
+                parts.append(
+                    f"{low:.1f}-{high:.1f}: {int(inside.sum())}, coverage "
+                    f"{float(np.mean(np.abs(z[inside]) <= 1.96)):.2f}, signed z "
+                    f"{float(z[inside].mean()):+.2f}"
+                )
+        lines.append(f"{method} {fraction:.2f} by |true Δ|: " + "; ".join(parts))
     return lines
 
 

@@ -735,3 +735,20 @@ def test_summarize_prints_one_table_per_simulator_and_pools_samplers_on_request(
     with pytest.raises(SystemExit):
         main()
     assert "give it with --summarize" in capsys.readouterr().err
+
+
+def test_size_lines_split_coverage_by_the_size_of_the_true_effect():
+    """Coverage and signed z by |true Δ|: shrunk strong effects show a negative signed z and
+    a low coverage in the top bin, hidden in a pooled coverage that looks fine."""
+    from calibration import size_lines
+
+    truth = np.array([0.05, -0.1, 0.15, 0.3, -0.35, 0.7, -0.8])
+    sd = np.full(7, 0.02)
+    est = truth.copy()
+    est[5:] -= np.sign(truth[5:]) * 0.1  # the two strong ones shrunk by 5 sds
+    rows = [{"est": est.tolist(), "truth": truth.tolist(), "sd": sd.tolist()}]
+    (line,) = size_lines({("fast", 1.0): rows})
+    assert line.startswith("fast 1.00 by |true Δ|: 0.0-0.2: 3, coverage 1.00, signed z +0.00")
+    assert "0.2-0.4: 2, coverage 1.00, signed z +0.00" in line
+    assert line.endswith("0.6-1.0: 2, coverage 0.00, signed z -5.00")
+    assert "0.4-0.6" not in line  # empty bins are left out
