@@ -275,6 +275,7 @@ def simulate_rough_campaign(
     skill_scale: float = 0.8,
     cell_df: float = 3.0,
     cell_scale: float = 0.35,
+    lean: bool = True,
     num_systems: int | None = None,
 ) -> Campaign:
     """A campaign that departs from the model everywhere at once, with its true Δ.
@@ -284,8 +285,10 @@ def simulate_rough_campaign(
 
     * systems, not comparisons, have skills, heavy-tailed (Student t, ``skill_df``, scale
       ``skill_scale``): a comparison's theta is skill(B) - skill(A);
-    * prompts lean (thresholds sorted N(0.3, 1.5), around 0.3 rather than 0), and their
-      discrimination is drawn otherwise (log alpha ~ N(0, 0.7), the paper's N(0, 1));
+    * prompts lean (thresholds sorted N(0.3, 1.5): each prompt's tie band is off centre,
+      around 0.3 on average; ``lean=False`` centres every band on 0, as the default model's
+      symmetric thresholds do), and their discrimination is drawn otherwise (log alpha ~
+      N(0, 0.7), the paper's N(0, 1));
     * heavy-tailed prompt-by-comparison effects (t, ``cell_df``, scale ``cell_scale``);
     * annotators differ: each has a sensitivity (alpha times exp N(0, ``sensitivity_sd``))
       and a readiness to call a tie (the tie band's half-width times exp N(0, ``tie_sd``)),
@@ -310,6 +313,8 @@ def simulate_rough_campaign(
     alpha = np.exp(rng.normal(0.0, 0.7, num_p))
     b = np.sort(rng.normal(0.3, 1.5, (num_p, 2)), axis=1)
     mid, half = b.mean(axis=1), (b[:, 1] - b[:, 0]) / 2
+    if not lean:  # the same tie bands, centred on 0 (the default model's thresholds)
+        mid = np.zeros(num_p)
     eta = theta[:, None] + cell_scale * rng.standard_t(cell_df, (num_c, num_p))
     sensitivity = np.exp(rng.normal(0.0, sensitivity_sd, pool))
     tie_width = np.exp(rng.normal(0.0, tie_sd, pool))
