@@ -11,6 +11,7 @@ Args shared by the functions here:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,7 @@ from stan_free_models.graded_response import (
     DEFAULT_ALPHA_SCALE,
     DEFAULT_B_SCALE,
     DEFAULT_TAU_SCALE,
+    DEFAULT_THETA_SCALE,
 )
 from stan_free_models.inference import GRMData
 from stan_free_models.laplace import fit_laplace
@@ -55,6 +57,8 @@ class FitConfig:
     thresholds: str = "free"  # "free" (the paper's) or "symmetric" (theta = 0 means no preference)
     cell_effect: bool = False  # prompt-by-comparison effect: a cell's judgments are dependent
     tau_scale: float = DEFAULT_TAU_SCALE  # prior scale of that effect's sd
+    # prior sd of theta (per system: of each skill); the paper's is 1
+    theta_scale: float = DEFAULT_THETA_SCALE
     # with the cell effect: each judgment is random (uniform) at a learned rate, the rest
     # graded responses
     lapse: bool = False
@@ -94,6 +98,8 @@ class FitConfig:
                 "lapse on the fast path needs integrate_tau=True: at the joint mode the "
                 "lapse rate collapses towards 0 (docs/statistics.md)"
             )
+        if not (self.theta_scale > 0 and math.isfinite(self.theta_scale)):
+            raise ValueError(f"theta_scale must be a positive number, got {self.theta_scale!r}")
         if self.min_ess is not None and (self.min_ess <= 0 or self.sampler != "whitened"):
             raise ValueError(
                 f"min_ess={self.min_ess!r} needs a positive number and the whitened sampler"
@@ -185,9 +191,10 @@ def fit_cells(
             exact_items=config.exact_items,
             refine_sweeps=config.refine_sweeps,
             lapse=config.lapse,
+            theta_scale=config.theta_scale,
         )
     # the whitened sampler can also sample until an ESS target (FitConfig.min_ess)
-    extra: dict[str, Any] = {"lapse": config.lapse}
+    extra: dict[str, Any] = {"lapse": config.lapse, "theta_scale": config.theta_scale}
     nuts: Any = fit_nuts
     if config.sampler == "whitened":
         nuts, extra = fit_nuts_whitened, extra | {"min_ess": config.min_ess}

@@ -44,6 +44,7 @@ class SkillBase:
     pair_table: pl.DataFrame  # system_a, system_b -> comparison, sign (both orientations)
     item_table: pl.DataFrame  # item_id -> item
     symmetric: bool
+    theta_scale: float = 1.0  # the skills' prior sd
 
     @property
     def num_judgments(self) -> int:
@@ -83,6 +84,7 @@ def skill_base(
         rng_key=jax.random.PRNGKey(config.seed),
         max_steps=0,
         num_draws=1,
+        theta_scale=config.theta_scale,
     )
     names = np.asarray(cells.systems, dtype=object)
     a, b = names[cells.pair_a], names[cells.pair_b]
@@ -112,6 +114,7 @@ def skill_base(
         pair_table=pair_table,
         item_table=item_table,
         symmetric=symmetric,
+        theta_scale=config.theta_scale,
     )
 
 
@@ -207,6 +210,7 @@ def skill_snapshot(
         item_term=base.item_term,
         rng_key=jax.random.PRNGKey(seed),
         num_draws=num_draws,
+        theta_scale=base.theta_scale,
     )
     if not fit.converged:
         return None

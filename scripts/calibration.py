@@ -143,6 +143,8 @@ def run_config(args: argparse.Namespace, method: str, *, preset: str | None = No
         overrides["cell_effect"] = False
     if args.gaussian_items:
         overrides["exact_items"] = False
+    if args.theta_scale is not None:
+        overrides["theta_scale"] = args.theta_scale
     overrides.update(model_overrides(args))
     return preset_config(
         preset or args.preset,
@@ -166,6 +168,7 @@ def run_label(args: argparse.Namespace, method: str) -> str:
             "sampler": config.sampler,
             "cell_effect": config.cell_effect,
             "preset": args.preset,
+            "theta_scale": config.theta_scale,
         }
     )
 
@@ -259,6 +262,9 @@ def main() -> int:
     parser.add_argument("--jsonl", default=None)
     parser.add_argument("--thresholds", default=None, choices=["free", "symmetric"])
     parser.add_argument("--no-cell-effect", action="store_true")
+    parser.add_argument(
+        "--theta-scale", type=float, default=None, help="prior sd of theta (default: the preset's)"
+    )
     lapse = parser.add_mutually_exclusive_group()
     lapse.add_argument(
         "--lapse",
@@ -361,6 +367,7 @@ def main() -> int:
                     "gaussian_items": bool(args.gaussian_items),
                     "lapse": bool(config.lapse),
                     "cell_effect": bool(config.cell_effect),
+                    "theta_scale": float(config.theta_scale),
                     **(
                         {
                             "sampler": config.sampler,
@@ -493,6 +500,8 @@ def row_label(rec: dict) -> str:
         label += f"[{rec['variant']}]"
     if rec.get("cell_effect") is False and rec.get("preset", "default") == "default":
         label += "[no-cells]"  # --no-cell-effect (rows before it was recorded had the effect)
+    if rec.get("theta_scale", 1.0) != 1.0:  # rows before it was recorded had the prior N(0, 1)
+        label += f"[theta~N(0,{rec['theta_scale']:g})]"
     return label
 
 

@@ -241,6 +241,7 @@ def _compiled_refine(
     sweeps: int,
     theta_steps: int,
     num_nodes: int,
+    theta_scale: float = 1.0,
 ):
     prior = (alpha_scale, b_scale, symmetric, num_categories)
 
@@ -259,7 +260,7 @@ def _compiled_refine(
             lik = jax.ops.segment_sum(
                 per_cell(th, alpha, b), cell_comp, num_segments=num_comparisons
             )
-            return lik - 0.5 * th**2
+            return lik - 0.5 * (th / theta_scale) ** 2
 
         def sweep(carry, key):
             # items first: a draw's items start from the Gaussian, whose thresholds sit off
@@ -286,8 +287,8 @@ def _compiled_refine(
                 # free thresholds: moving every theta and every threshold by the same c
                 # leaves the likelihood unchanged, so the data leave c to the priors and the
                 # two steps above cross it slowly; c given the rest is Gaussian, drawn exactly
-                precision = theta.shape[0] + b.size / b_scale**2
-                centre = -(jnp.sum(theta) + jnp.sum(b) / b_scale**2) / precision
+                precision = theta.shape[0] / theta_scale**2 + b.size / b_scale**2
+                centre = -(jnp.sum(theta) / theta_scale**2 + jnp.sum(b) / b_scale**2) / precision
                 c = centre + jax.random.normal(key_c, (), theta.dtype) / jnp.sqrt(precision)
                 theta, b = theta + c, b + c
                 items = items.at[:, 1].add(c)  # the first threshold; the others are increments
@@ -346,6 +347,7 @@ def refine_draws(
     num_candidates: int = NUM_CANDIDATES,
     scale: float = PROPOSAL_SCALE,
     lapse: np.ndarray | None = None,
+    theta_scale: float = 1.0,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """Gibbs sweeps from every draw towards the exact posterior of abilities and items given tau.
 
@@ -363,6 +365,7 @@ def refine_draws(
             (K, P, m), (K, P, m, m); and theta's random-walk step per comparison (K, C).
         lapse: (D,) each draw's lapse rate, held fixed by the sweeps (the exact
             posterior given tau and it), or None (judgments do not lapse).
+        theta_scale: the prior sd of theta (the model's ``theta_scale``).
 
     Returns:
         (D, C) abilities, (D, P, m) items, and per sweep the Metropolis acceptance rate
@@ -380,6 +383,7 @@ def refine_draws(
         int(sweeps),
         int(theta_steps),
         _num_nodes(tau),
+        float(theta_scale),
     )
     keys = jax.random.split(rng_key, theta.shape[0])
     f32 = functools.partial(jnp.asarray, dtype=jnp.float32)

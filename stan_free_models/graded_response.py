@@ -34,6 +34,8 @@ DEFAULT_ALPHA_SCALE = 1.0
 DEFAULT_B_SCALE = 2.0
 #: prior scale of tau, the sd of the prompt-by-comparison effect (theta's unit)
 DEFAULT_TAU_SCALE = 1.0
+#: prior sd of theta (per system: of each skill); the paper's model uses 1
+DEFAULT_THETA_SCALE = 1.0
 #: Gauss-Hermite nodes that integrate the prompt-by-comparison effect out of a cell
 NUM_CELL_NODES = 11
 #: prior of the lapse rate (the share of judgments given at random): Beta(1, 9), mean 0.1
@@ -316,6 +318,7 @@ def graded_response(
     cell_item: jax.Array | None = None,
     cell_y_counts: jax.Array | None = None,
     lapse: bool = False,
+    theta_scale: float = DEFAULT_THETA_SCALE,
 ) -> None:
     """The graded response model as a NumPyro function.
 
@@ -347,6 +350,9 @@ def graded_response(
             categories) with a learned probability ``lapse ~ Beta(LAPSE_PRIOR)``, and by
             the graded response otherwise: an inattentive or random annotator's
             judgments then neither pull theta nor look like a flat prompt.
+        theta_scale: prior sd of theta, theta ~ N(0, theta_scale) (per system: of each
+            skill). The paper's is 1; the prior pulls a strong comparison, whose judgments
+            are nearly unanimous and tell little about how strong it is, towards 0.
 
     References:
         Samejima (1969); Sedoc & Ungar (2020), section 4.1.
@@ -356,10 +362,14 @@ def graded_response(
             "lapse needs cells (cell, num_cells): the lapse lives in the cell likelihood"
         )
     if pair_a is not None:
-        skill = numpyro.sample("skill", dist.Normal(0.0, 1.0).expand([num_systems]).to_event(1))
+        skill = numpyro.sample(
+            "skill", dist.Normal(0.0, theta_scale).expand([num_systems]).to_event(1)
+        )
         theta = numpyro.deterministic("theta", skill[pair_b] - skill[pair_a])
     else:
-        theta = numpyro.sample("theta", dist.Normal(0.0, 1.0).expand([num_comparisons]).to_event(1))
+        theta = numpyro.sample(
+            "theta", dist.Normal(0.0, theta_scale).expand([num_comparisons]).to_event(1)
+        )
     log_alpha = numpyro.sample(
         "log_alpha", dist.Normal(0.0, alpha_scale).expand([num_items]).to_event(1)
     )

@@ -4,8 +4,8 @@ Between two full fits (MAP + Laplace of every parameter, :func:`fit_laplace`) a
 streaming service re-estimates only the per-system skills ``s``, with the item
 parameters (alpha, b) held at the last full fit's mode:
 
-* **Mode.** Newton's method on ``U(s) = |s|^2 / 2 - sum_n w_n log p(y_n | s_B - s_A)``
-  (prior ``s ~ N(0, 1)``). The graded-response likelihood is log-concave in
+* **Mode.** Newton's method on ``U(s) = |s|^2 / (2 v) - sum_n w_n log p(y_n | s_B - s_A)``
+  (prior ``s ~ N(0, v)``, ``v = theta_scale^2``). The graded-response likelihood is log-concave in
   theta (logistic cumulative links), so ``U`` is strictly convex and Newton
   steps from the previous mode converge in a few iterations.
 * **Derivatives, exactly and cheaply.** Each observation depends on one
@@ -76,7 +76,7 @@ class SkillFit:
 
 
 @functools.lru_cache(maxsize=16)
-def _compiled_newton(num_systems: int):
+def _compiled_newton(num_systems: int, theta_scale: float = 1.0):
     """Newton's method for the skills of one padded shape (jit re-traces per bucket only)."""
 
     def derivatives(s, alpha, b, comparison, item, y, weight, pair_a, pair_b):
@@ -87,8 +87,11 @@ def _compiled_newton(num_systems: int):
         theta = s[pair_b] - s[pair_a]
         g, h = jax.jvp(jax.grad(loglik), (theta,), (jnp.ones_like(theta),))
         incidence = jax.nn.one_hot(pair_b, num_systems) - jax.nn.one_hot(pair_a, num_systems)
-        grad = s - incidence.T @ g
-        hess = jnp.eye(num_systems, dtype=s.dtype) - incidence.T @ (h[:, None] * incidence)
+        precision = 1.0 / theta_scale**2
+        grad = precision * s - incidence.T @ g
+        hess = precision * jnp.eye(num_systems, dtype=s.dtype) - incidence.T @ (
+            h[:, None] * incidence
+        )
         return grad, 0.5 * (hess + hess.T)
 
     def run(s0, alpha, b, comparison, item, y, weight, pair_a, pair_b, tol, max_steps):
@@ -140,6 +143,7 @@ def update_skills(
     num_draws: int = 1000,
     max_steps: int = 25,
     tol: float = 1e-9,
+    theta_scale: float = 1.0,
 ) -> SkillFit:
     """Mode, covariance and draws of the skills given fixed item parameters.
 
@@ -153,6 +157,7 @@ def update_skills(
         num_draws: draws of the Gaussian approximation.
         max_steps, tol: Newton limits (stops when the Newton decrement
             ``grad^T H^-1 grad`` falls below ``tol``).
+        theta_scale: the skills' prior sd (the full fit's ``theta_scale``).
     """
     padded, alpha, b = _padded(data, items)
     s_real = data.num_systems
@@ -163,7 +168,7 @@ def update_skills(
         s0[:n] = np.asarray(init, np.float32)[:n]
     # the step limit is a runtime value: evaluating at a given point (max_steps=0) reuses
     # the compiled update instead of compiling a second one
-    run = _compiled_newton(int(padded.num_systems))
+    run = _compiled_newton(int(padded.num_systems), float(theta_scale))
     s, hess, grad_norm, steps = jax.device_get(
         run(
             jnp.asarray(s0),

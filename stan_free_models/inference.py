@@ -143,9 +143,11 @@ def _static_key(
     symmetric: bool,
     tau_scale: float = 1.0,
     lapse: bool = False,
+    theta_scale: float = 1.0,
 ) -> tuple:
     """Everything a compiled fit depends on; index 8 is the number of cells (None: no cell
-    effect), index 10 whether judgments may lapse (a random answer; cells only)."""
+    effect), index 10 whether judgments may lapse (a random answer; cells only), index 11
+    the prior sd of theta (per system: of each skill)."""
     return (
         data.num_obs,
         data.num_comparisons,
@@ -158,6 +160,7 @@ def _static_key(
         data.num_cells if data.has_cells else None,
         float(tau_scale),
         _lapse_flag(lapse, data),
+        float(theta_scale),
     )
 
 
@@ -210,6 +213,7 @@ _STATIC_NAMES = (
     "num_cells",
     "tau_scale",
     "lapse",
+    "theta_scale",
 )
 
 

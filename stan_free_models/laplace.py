@@ -25,6 +25,7 @@ from stan_free_models.graded_response import (
     DEFAULT_ALPHA_SCALE,
     DEFAULT_B_SCALE,
     DEFAULT_TAU_SCALE,
+    DEFAULT_THETA_SCALE,
 )
 from stan_free_models.inference import (
     MODEL_LOCK,
@@ -186,6 +187,7 @@ def fit_laplace(
     refine_sweeps: int = REFINE_SWEEPS,
     refine_below: float = REFINE_BELOW,
     lapse: bool = False,
+    theta_scale: float = DEFAULT_THETA_SCALE,
 ) -> Posterior:
     """MAP + Laplace approximation, warm-started from ``init`` (a previous ``Posterior.mode``).
 
@@ -225,6 +227,7 @@ def fit_laplace(
             fits; each fit's Laplace marginal is corrected by importance sampling of the
             prompts' integrals (:func:`stan_free_models.laplace_grid._item_correction`);
             every draw's items and refinement use that draw's rate (needs the tau grid).
+        theta_scale: prior sd of theta (per system: of each skill).
 
     Returns:
         A :class:`Posterior` with ``method="laplace"``; ``mode`` is the warm start
@@ -238,7 +241,9 @@ def fit_laplace(
     """
     start = time.perf_counter()
     padded = pad_data(data)
-    static = _static_key(padded, alpha_scale, b_scale, symmetric_thresholds, tau_scale, lapse)
+    static = _static_key(
+        padded, alpha_scale, b_scale, symmetric_thresholds, tau_scale, lapse, theta_scale
+    )
     lapse = bool(static[10])
     x0 = default_init(padded, symmetric_thresholds, lapse)
     if init is not None:
@@ -339,7 +344,11 @@ def fit_laplace(
                 warm = (g0, items0) if near is None else (fits[near]["g"], fits[near]["items"])
                 out = fit_at(log_tau, *warm, next(keys))
                 # a point whose Gaussian is not used does not steer the sweep either
-                return float(out["log_marginal"]) if _gaussian_sound(out, g_real) else -np.inf
+                return (
+                    float(out["log_marginal"])
+                    if _gaussian_sound(out, g_real, theta_scale)
+                    else -np.inf
+                )
 
             log_grid = np.log(np.asarray(TAU_GRID))
             sweep_grid(log_grid, log_tau0, evaluate, TAU_REFINE_ROUNDS)
@@ -349,7 +358,7 @@ def fit_laplace(
             """Grid points, their weights, and log of the column's mass (its integral over log tau)."""
             lt = np.array(sorted(fits))
             lm = np.array([float(fits[t]["log_marginal"]) for t in lt])
-            sound = np.array([_gaussian_sound(fits[t], g_real) for t in lt])
+            sound = np.array([_gaussian_sound(fits[t], g_real, theta_scale) for t in lt])
             if sound.any():  # (none sound: every point keeps its weight, as before)
                 lm = np.where(sound, lm, -np.inf)
             return lt, _tau_weights(lt, lm), log_mass(lt, lm)
@@ -435,6 +444,7 @@ def fit_laplace(
             symmetric=symmetric_thresholds,
             sweeps=int(refine_sweeps),
             lapse=lapse_draws,
+            theta_scale=theta_scale,
         )
     elif exact_items:
         item_draws, ess = _exact_item_draws(

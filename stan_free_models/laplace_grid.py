@@ -35,7 +35,7 @@ NEGLIGIBLE_LOG_WEIGHT = 7.0
 LAPSE_GRID = tuple(float(v) for v in np.linspace(np.log(0.005 / 0.995), np.log(0.6 / 0.4), 9))
 LAPSE_REFINE_ROUNDS = 2
 #: a grid point's Gaussian is not used when its abilities' covariance has a variance
-#: above this (their prior's is 1): its Hessian is near singular, the mode sits on a
+#: above this times their prior's (theta_scale squared): its Hessian is near singular, the mode sits on a
 #: ridge and the Gaussian's draws fly off (sd 13 seen, at a grid point of weight 0.003)
 MAX_GLOBAL_VARIANCE = 4.0
 
@@ -173,11 +173,12 @@ def _item_correction(
     return float(correction.sum())
 
 
-def _gaussian_sound(out: dict, g_real: int) -> bool:
+def _gaussian_sound(out: dict, g_real: int, theta_scale: float = 1.0) -> bool:
     """The grid point's Gaussian has no direction of the abilities with a variance above
-    ``MAX_GLOBAL_VARIANCE`` (the covariance's largest eigenvalue)."""
+    ``MAX_GLOBAL_VARIANCE`` times their prior's (the covariance's largest eigenvalue)."""
     cov = np.asarray(out["cov_g"], np.float64)[:g_real, :g_real]
-    return bool(np.all(np.isfinite(cov)) and np.linalg.eigvalsh(cov).max() <= MAX_GLOBAL_VARIANCE)
+    limit = MAX_GLOBAL_VARIANCE * theta_scale**2
+    return bool(np.all(np.isfinite(cov)) and np.linalg.eigvalsh(cov).max() <= limit)
 
 
 def _expit(x: Any) -> np.ndarray:
@@ -220,6 +221,7 @@ def _refined_draws(
     symmetric: bool,
     sweeps: int,
     lapse: np.ndarray | None = None,
+    theta_scale: float = 1.0,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """Every draw's abilities and items after Gibbs sweeps towards the exact posterior."""
     from stan_free_models.conditional import refine_draws
@@ -248,6 +250,7 @@ def _refined_draws(
         num_categories=padded.num_categories,
         sweeps=sweeps,
         lapse=lapse,
+        theta_scale=theta_scale,
     )
     g_draws = np.array(g_draws, np.float64)
     g_draws[:, :c] = theta

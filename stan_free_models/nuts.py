@@ -25,6 +25,7 @@ from stan_free_models.graded_response import (
     DEFAULT_ALPHA_SCALE,
     DEFAULT_B_SCALE,
     DEFAULT_TAU_SCALE,
+    DEFAULT_THETA_SCALE,
 )
 from stan_free_models.inference import (
     GRM_SPEC,
@@ -64,18 +65,22 @@ def fit_nuts(
     chain_method: str | None = None,
     tau_scale: float = DEFAULT_TAU_SCALE,
     lapse: bool = False,
+    theta_scale: float = DEFAULT_THETA_SCALE,
 ) -> Posterior:
     """Full posterior by NUTS, with split R-hat, bulk ESS and divergences.
 
     ``lapse`` (with cells): judgments may be given at random, at a learned rate
-    (:func:`stan_free_models.graded_response.graded_response`).
+    (:func:`stan_free_models.graded_response.graded_response`). ``theta_scale``: prior sd
+    of theta (per system: of each skill).
 
     Chains run in parallel when JAX sees at least ``num_chains`` devices
     (``numpyro.set_host_device_count``), otherwise vectorised.
     """
     start = time.perf_counter()
     padded = pad_data(data)
-    static = _static_key(padded, alpha_scale, b_scale, symmetric_thresholds, tau_scale, lapse)
+    static = _static_key(
+        padded, alpha_scale, b_scale, symmetric_thresholds, tau_scale, lapse, theta_scale
+    )
     settings = NutsSettings.of(
         num_chains, num_warmup, num_samples, progress, target_accept, chain_method
     )

@@ -64,6 +64,7 @@ from stan_free_models.graded_response import (
     DEFAULT_ALPHA_SCALE,
     DEFAULT_B_SCALE,
     DEFAULT_TAU_SCALE,
+    DEFAULT_THETA_SCALE,
 )
 from stan_free_models.inference import (
     MODEL_LOCK,
@@ -319,6 +320,7 @@ def fit_nuts_whitened(
     max_rhat: float = 1.01,
     max_samples: int | None = None,
     gaps: str = "softplus",
+    theta_scale: float = DEFAULT_THETA_SCALE,
 ) -> Posterior:
     """Full posterior by NUTS on Laplace-whitened coordinates (see the module docstring).
 
@@ -334,12 +336,15 @@ def fit_nuts_whitened(
 
     ``gaps``: the coordinates of the gaps between free thresholds the sampler moves in
     (:data:`GAPS`, :func:`_flat_potential`); the posterior is the same either way.
+    ``theta_scale``: prior sd of theta (per system: of each skill).
     """
     if gaps not in GAPS:
         raise ValueError(f"unknown gaps {gaps!r}; expected one of {GAPS}")
     start = time.perf_counter()
     padded = pad_data(data)
-    static = _static_key(padded, alpha_scale, b_scale, symmetric_thresholds, tau_scale, lapse)
+    static = _static_key(
+        padded, alpha_scale, b_scale, symmetric_thresholds, tau_scale, lapse, theta_scale
+    )
     if len(gap_index(static)) == 0:
         gaps = "log"  # no free gaps (symmetric thresholds): the model's own coordinates
     priors = dict(
@@ -348,6 +353,7 @@ def fit_nuts_whitened(
         symmetric_thresholds=symmetric_thresholds,
         tau_scale=tau_scale,
         lapse=lapse,
+        theta_scale=theta_scale,
     )
     x0 = to_sampler(_mode_vector(data, static, **priors), static, gaps)
     args = _dynamic_args(padded)

@@ -198,6 +198,20 @@ def test_the_default_model_learns_random_answers_unless_told_not_to():
     assert "not allowed with argument --lapse" in out.stderr
 
 
+def test_the_prior_sd_of_theta_is_the_presets_unless_given_and_must_be_positive():
+    from services.cli import build_parser
+    from services.cli.analysis import fit_config
+
+    def config(*extra: str):
+        return fit_config(build_parser().parse_args(["significance", "--data", "x", *extra]))
+
+    assert config("--preset", "paper").theta_scale == 1.0
+    assert config("--theta-scale", "2.5").theta_scale == 2.5
+    for bad in ("0", "-1", "nan"):
+        with pytest.raises(SystemExit, match="theta_scale must be a positive number"):
+            config("--theta-scale", bad)
+
+
 @pytest.mark.slow
 def test_the_default_fit_reports_the_rate_of_random_answers_and_every_comparison():
     out = evalset("significance", "--data", str(NCM), "--method", "fast", "--format", "json")

@@ -39,30 +39,51 @@ def _data(frame: pl.DataFrame):
     return cells, model_data(cells, likelihood="judgment", parameterization="system")
 
 
-def _base(frame: pl.DataFrame, symmetric: bool):
+def _base(frame: pl.DataFrame, symmetric: bool, theta_scale: float = 1.0):
     cells, data = _data(frame)
-    full = fit_laplace(data, rng_key=KEY, num_draws=200, symmetric_thresholds=symmetric)
+    full = fit_laplace(
+        data,
+        rng_key=KEY,
+        num_draws=200,
+        symmetric_thresholds=symmetric,
+        theta_scale=theta_scale,
+    )
     items = ItemPoint.from_mode(
         full.mode["items"][: data.num_items], symmetric=symmetric, num_categories=3
     )
     s = len(SYSTEMS)
-    at_mode = update_skills(data, items, init=full.mode["global"][:s], rng_key=KEY, max_steps=0)
+    at_mode = update_skills(
+        data,
+        items,
+        init=full.mode["global"][:s],
+        rng_key=KEY,
+        max_steps=0,
+        theta_scale=theta_scale,
+    )
     term = item_uncertainty(full.info["cov_global"], at_mode.conditional_cov)
     return cells, data, full, items, term
 
 
-@pytest.mark.parametrize("symmetric", [True, False])
-def test_on_the_full_fits_data_an_update_reproduces_its_mode_and_covariance(log, symmetric):
-    _, data, full, items, term = _base(log, symmetric)
+@pytest.mark.parametrize(("symmetric", "theta_scale"), [(True, 1.0), (False, 1.0), (True, 3.0)])
+def test_on_the_full_fits_data_an_update_reproduces_its_mode_and_covariance(
+    log, symmetric, theta_scale
+):
+    _, data, full, items, term = _base(log, symmetric, theta_scale)
     s = len(SYSTEMS)
     # from a cold start: Newton has to find the mode itself
-    fit = update_skills(data, items, init=np.zeros(s), item_term=term, rng_key=KEY)
+    fit = update_skills(
+        data, items, init=np.zeros(s), item_term=term, rng_key=KEY, theta_scale=theta_scale
+    )
     assert fit.converged and fit.num_steps >= 2
     np.testing.assert_allclose(fit.mode, full.mode["global"][:s], atol=1e-4)
     np.testing.assert_allclose(fit.cov, full.info["cov_global"], rtol=1e-3, atol=1e-6)
     # the item term is a real share of the variance, and positive semi-definite
     assert np.linalg.eigvalsh(term).min() >= -1e-12
-    assert np.trace(term) > 0.01 * np.trace(full.info["cov_global"])
+    # of the skills' differences (their common level is the prior's alone)
+    contrast = np.eye(s) - 1.0 / s
+    assert np.trace(contrast @ term @ contrast) > 0.01 * np.trace(
+        contrast @ full.info["cov_global"] @ contrast
+    )
     # draws follow the covariance
     np.testing.assert_allclose(
         fit.draws.mean(axis=0), fit.mode, atol=4 * np.sqrt(fit.cov.max()) / 30

@@ -304,6 +304,41 @@ def test_item_prior_matches_the_models_potential(symmetric):
     assert lp[0] - lp[1] == pytest.approx(u[1] - u[0], abs=1e-3)
 
 
+@pytest.mark.parametrize("per_system", [False, True])
+def test_theta_prior_scale_is_the_models_potential(per_system):
+    """theta_scale changes the potential by exactly the normal prior's log density."""
+    import jax.numpy as jnp
+    from scipy.stats import norm
+
+    data = GRMData(
+        comparison=np.zeros(1, np.int64),
+        item=np.zeros(1, np.int64),
+        y=np.ones(1, np.int64),
+        weight=np.zeros(1),
+        num_comparisons=1,
+        num_items=3,
+        num_categories=3,
+        **(
+            dict(pair_a=np.zeros(1, np.int64), pair_b=np.ones(1, np.int64), num_systems=2)
+            if per_system
+            else {}
+        ),
+    )
+    padded = pad_data(data)
+    args = inference._dynamic_args(padded)
+    size = padded.num_systems if per_system else padded.num_comparisons
+    g = jnp.asarray(np.random.default_rng(1).normal(0, 2, size), jnp.float32)
+    items = jnp.zeros((padded.num_items, 3))
+
+    def potential(scale):
+        static = inference._static_key(padded, 1.0, 2.0, False, theta_scale=scale)
+        u = inference._potential_fn(static)(inference._split_params(static, g, items), *args)
+        return float(u)
+
+    expected = norm.logpdf(np.asarray(g), 0, 3).sum() - norm.logpdf(np.asarray(g), 0, 1).sum()
+    assert potential(1.0) - potential(3.0) == pytest.approx(expected, rel=1e-4)
+
+
 def test_exact_item_draws_undo_a_misplaced_proposal():
     """SIR from a proposal centred off the target lands on the target's mean."""
     import jax
@@ -339,14 +374,17 @@ def test_exact_item_draws_undo_a_misplaced_proposal():
     assert np.all((ess >= 1) & (ess <= 64))
 
 
-def _exact_posterior_draws(rng, counts, cell_comp, cell_item, num_comp, num_items, size):
+def _exact_posterior_draws(
+    rng, counts, cell_comp, cell_item, num_comp, num_items, size, theta_scale=1.0
+):
     """Draws from the exact posterior of a tiny model by importance resampling from the prior,
-    in the constrained parameters (no transform of ours): theta ~ N(0, 1), log alpha ~ N(0, 1),
-    a prompt's two thresholds an ordered pair of N(0, 2) draws (3 categories)."""
+    in the constrained parameters (no transform of ours): theta ~ N(0, theta_scale),
+    log alpha ~ N(0, 1), a prompt's two thresholds an ordered pair of N(0, 2) draws (3
+    categories)."""
     from scipy.special import expit
 
-    n = 1_000_000
-    theta = rng.normal(0, 1, (n, num_comp))
+    n = 1_000_000 * max(1, round(theta_scale))  # a wider prior wastes more of its draws
+    theta = rng.normal(0, theta_scale, (n, num_comp))
     log_alpha = rng.normal(0, 1, (n, num_items))
     b = np.sort(rng.normal(0, 2, (n, num_items, 2)), axis=-1)
     eta = np.exp(log_alpha[:, cell_item])[..., None] * (
@@ -366,13 +404,15 @@ def _exact_posterior_draws(rng, counts, cell_comp, cell_item, num_comp, num_item
     return theta[pick], log_alpha[pick], b[pick], moments, 1 / np.sum(w**2)
 
 
-def test_refinement_sweeps_keep_the_exact_posterior_and_ignore_a_misplaced_proposal():
+@pytest.mark.parametrize("theta_scale", [1.0, 3.0])
+def test_refinement_sweeps_keep_the_exact_posterior_and_ignore_a_misplaced_proposal(theta_scale):
     """Gibbs sweeps started at exact posterior draws leave their distribution unchanged.
 
     Two comparisons, three prompts, a few judgments per cell and no cell effect: the exact
     posterior comes from importance resampling of prior draws (constrained parameters, not
     this package's transforms). The sweeps' proposals for the items are centred off on
-    purpose; a kernel that is not exact for its conditional drifts towards them.
+    purpose; a kernel that is not exact for its conditional drifts towards them. With
+    theta's prior N(0, 3), sweeps that kept N(0, 1) would pull theta in.
     """
     import jax
 
@@ -384,7 +424,7 @@ def test_refinement_sweeps_keep_the_exact_posterior_and_ignore_a_misplaced_propo
     counts = np.array([[0, 1, 1], [1, 0, 0], [0, 0, 2], [2, 0, 0], [0, 0, 1], [0, 1, 0]], float)
     draws = 3000
     theta, log_alpha, b, moments, ess = _exact_posterior_draws(
-        rng, counts, cell_comp, cell_item, 2, 3, draws
+        rng, counts, cell_comp, cell_item, 2, 3, draws, theta_scale
     )
     assert ess > 3 * draws  # the reference itself is precise
     items = np.stack([log_alpha, b[..., 0], np.log(b[..., 1] - b[..., 0])], axis=-1)
@@ -407,6 +447,7 @@ def test_refinement_sweeps_keep_the_exact_posterior_and_ignore_a_misplaced_propo
         symmetric=False,
         num_categories=3,
         sweeps=6,
+        theta_scale=theta_scale,
     )
     assert np.all(info["accept"] > 0.1) and np.all(info["moved"] > 0.05)  # the sweeps moved
     after = {"theta": out_theta, "log_alpha": out_items[..., 0], "b1": out_items[..., 1]}

@@ -109,6 +109,13 @@ def _add_fit_args(parser: argparse.ArgumentParser) -> None:
         "--preset paper, --likelihood net or --no-cell-effect)",
     )
     parser.add_argument("--alpha-scale", type=float, default=1.0, help="prior sd of log alpha")
+    parser.add_argument(
+        "--theta-scale",
+        type=float,
+        default=None,
+        help="prior sd of theta (per system: of each skill); default: the preset's "
+        "(docs/statistics.md, 'The prior of theta')",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
@@ -140,6 +147,8 @@ def fit_config(args: argparse.Namespace) -> Any:
         overrides["lapse"] = True
     elif args.no_lapse:
         overrides["lapse"] = False
+    if args.theta_scale is not None:
+        overrides["theta_scale"] = args.theta_scale
     if args.min_ess is not None:
         if args.method != "nuts":
             raise SystemExit("evalset: --min-ess applies to --method nuts")
