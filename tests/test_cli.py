@@ -198,6 +198,17 @@ def test_the_default_model_learns_random_answers_unless_told_not_to():
     assert "not allowed with argument --lapse" in out.stderr
 
 
+def test_strong_comparisons_under_the_default_prior_get_a_note():
+    from services.cli.analysis import strong_note
+
+    rows = [{"observed_net": 0.1}, {"observed_net": -0.65}, {"observed_net": 0.59}]
+    note = strong_note(rows, 1.0)
+    assert note is not None and note.startswith("note: 1 comparison(s)")
+    assert "--theta-scale 3" in note
+    assert strong_note(rows, 3.0) is None  # a wider prior: nothing to warn about
+    assert strong_note(rows[:1] + rows[2:], 1.0) is None  # no strong comparison
+
+
 def test_the_prior_sd_of_theta_is_the_presets_unless_given_and_must_be_positive():
     from services.cli import build_parser
     from services.cli.analysis import fit_config
