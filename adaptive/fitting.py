@@ -19,7 +19,7 @@ import jax
 import numpy as np
 
 from adaptive.cells import RATING_HALF_RANGE, CellData
-from stan_free_models.conditional import REFINE_SWEEPS
+from stan_free_models.conditional import REFINE_BELOW, REFINE_SWEEPS
 from stan_free_models.graded_response import (
     DEFAULT_ALPHA_SCALE,
     DEFAULT_B_SCALE,
@@ -69,6 +69,9 @@ class FitConfig:
     # fast path, per comparison: Gibbs sweeps that move every draw of the abilities and
     # items towards the exact posterior (stan_free_models.conditional.refine_draws); 0: off
     refine_sweeps: int = REFINE_SWEEPS
+    # ... while the prompts have fewer judgments than this on average (above it the joint
+    # mode's Gaussian is used as it is; math.inf: always refine, docs/statistics.md)
+    refine_below: float = REFINE_BELOW
     sampler: str = "whitened"  # NUTS: see SAMPLERS
     # NUTS (whitened): after warm-up, sample in blocks of num_samples draws per chain until
     # every parameter has bulk and tail ESS >= min_ess and R-hat <= 1.01 (None: one block)
@@ -98,6 +101,8 @@ class FitConfig:
                 "lapse on the fast path needs integrate_tau=True: at the joint mode the "
                 "lapse rate collapses towards 0 (docs/statistics.md)"
             )
+        if not self.refine_below >= 0:
+            raise ValueError(f"refine_below must be >= 0, got {self.refine_below!r}")
         if not (self.theta_scale > 0 and math.isfinite(self.theta_scale)):
             raise ValueError(f"theta_scale must be a positive number, got {self.theta_scale!r}")
         if self.min_ess is not None and (self.min_ess <= 0 or self.sampler != "whitened"):
@@ -190,6 +195,7 @@ def fit_cells(
             integrate_tau=config.integrate_tau,
             exact_items=config.exact_items,
             refine_sweeps=config.refine_sweeps,
+            refine_below=config.refine_below,
             lapse=config.lapse,
             theta_scale=config.theta_scale,
         )

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -145,6 +146,8 @@ def run_config(args: argparse.Namespace, method: str, *, preset: str | None = No
         overrides["exact_items"] = False
     if args.theta_scale is not None:
         overrides["theta_scale"] = args.theta_scale
+    if args.refine_always:
+        overrides["refine_below"] = math.inf
     overrides.update(model_overrides(args))
     return preset_config(
         preset or args.preset,
@@ -169,6 +172,7 @@ def run_label(args: argparse.Namespace, method: str) -> str:
             "cell_effect": config.cell_effect,
             "preset": args.preset,
             "theta_scale": config.theta_scale,
+            "refine_always": math.isinf(config.refine_below),
         }
     )
 
@@ -264,6 +268,11 @@ def main() -> int:
     parser.add_argument("--no-cell-effect", action="store_true")
     parser.add_argument(
         "--theta-scale", type=float, default=None, help="prior sd of theta (default: the preset's)"
+    )
+    parser.add_argument(
+        "--refine-always",
+        action="store_true",
+        help="fast path: refinement sweeps at every share (default: below 30 judgments a prompt)",
     )
     lapse = parser.add_mutually_exclusive_group()
     lapse.add_argument(
@@ -368,6 +377,7 @@ def main() -> int:
                     "lapse": bool(config.lapse),
                     "cell_effect": bool(config.cell_effect),
                     "theta_scale": float(config.theta_scale),
+                    "refine_always": math.isinf(config.refine_below),
                     **(
                         {
                             "sampler": config.sampler,
@@ -502,6 +512,8 @@ def row_label(rec: dict) -> str:
         label += "[no-cells]"  # --no-cell-effect (rows before it was recorded had the effect)
     if rec.get("theta_scale", 1.0) != 1.0:  # rows before it was recorded had the prior N(0, 1)
         label += f"[theta~N(0,{rec['theta_scale']:g})]"
+    if rec.get("refine_always"):
+        label += "[refined]"
     return label
 
 

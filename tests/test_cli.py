@@ -218,6 +218,10 @@ def test_the_prior_sd_of_theta_is_the_presets_unless_given_and_must_be_positive(
 
     assert config("--preset", "paper").theta_scale == 1.0
     assert config("--theta-scale", "2.5").theta_scale == 2.5
+    assert config("--method", "fast").refine_below == 30.0
+    assert config("--method", "fast", "--refine-always").refine_below == float("inf")
+    with pytest.raises(SystemExit, match="--refine-always applies to --method fast"):
+        config("--method", "nuts", "--refine-always")
     for bad in ("0", "-1", "nan"):
         with pytest.raises(SystemExit, match="theta_scale must be a positive number"):
             config("--theta-scale", bad)
