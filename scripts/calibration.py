@@ -52,6 +52,17 @@ KINDS = {
     "varied-random": dict(random_annotators=0.2),
     # everything at once, on stan_free_models.simulate.simulate_rough_campaign's defaults
     "rough": dict(simulator="rough"),
+    # the rough simulator's strong effects alone (theta sd 2.5, leaning prompts, its design):
+    # no cell effects, no random or differing annotators
+    "rough-strong": dict(
+        simulator="rough",
+        sensitivity_sd=0.0,
+        tie_sd=0.0,
+        random_annotators=0.0,
+        cell_scale=0.0,
+        skill_df=1e9,
+        skill_scale=1.8,
+    ),
 }
 
 
