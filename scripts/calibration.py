@@ -155,9 +155,10 @@ def run_config(args: argparse.Namespace, method: str, *, preset: str | None = No
         overrides["cell_effect"] = False
     if args.gaussian_items:
         overrides["exact_items"] = False
-    if args.theta_scale is not None:
+    # (getattr: Namespaces built by hand before these options existed still make a config)
+    if getattr(args, "theta_scale", None) is not None:
         overrides["theta_scale"] = args.theta_scale
-    if args.refine_always:
+    if getattr(args, "refine_always", False):
         overrides["refine_below"] = math.inf
     overrides.update(model_overrides(args))
     return preset_config(

@@ -488,6 +488,12 @@ def test_summarize_keeps_rows_of_different_models_apart(tmp_path, capsys):
     assert label("nuts", preset="paper") == "nuts"
     # without the cell effect there is no lapse either, and the rows say so
     assert label("fast", no_cell_effect=True) == "fast[no-cells]"
+    # another prior of theta or the refinement at every size is another model
+    assert label("fast", theta_scale=3.0) == "fast+lapse[theta~N(0,3)]"
+    assert label("fast", theta_scale=3.0, refine_always=True) == (
+        "fast+lapse[theta~N(0,3)][refined]"
+    )
+    assert label("fast", theta_scale=1.0) == "fast+lapse"  # the default's prior, no suffix
     assert row_label({"method": "fast", "cell_effect": False, "preset": "paper"}) == "fast"
 
     def rec(method, covered, **extra):

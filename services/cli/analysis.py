@@ -236,8 +236,8 @@ def strong_note(rows: list[dict[str, Any]], theta_scale: float) -> str | None:
     Nearly unanimous judgments say little about how far out theta is, so the prior holds a
     strong comparison's theta (and its Δ) towards 0 with an interval too narrow to reach the
     truth: on a simulator with strong effects, 95% intervals of comparisons with |Δ| >= 0.6
-    covered 0.56 under N(0, 1) and 0.81 under N(0, 3) (docs/statistics.md, "The prior of
-    theta"). None when no comparison's observed net preference reaches ``STRONG_NET``, or when
+    covered 0.56 under N(0, 1), 0.81 under N(0, 3) and 0.93 under N(0, 3) with the fast path's
+    refinement at every size (docs/statistics.md, "The prior of theta"). None when no comparison's observed net preference reaches ``STRONG_NET``, or when
     the prior is already wider.
     """
     if theta_scale > 1.0:
@@ -250,8 +250,9 @@ def strong_note(rows: list[dict[str, Any]], theta_scale: float) -> str | None:
     return (
         f"note: {len(strong)} comparison(s) have an observed net preference of at least "
         f"{STRONG_NET} in size; under theta's prior N(0, {theta_scale:g}) their net preference "
-        "is pulled towards 0 and its interval is too narrow (the sign holds): refit with "
-        "--theta-scale 3 for their size (docs/statistics.md, 'The prior of theta')"
+        "is pulled towards 0 and its interval is too narrow (the sign holds): for their size, "
+        "refit with --theta-scale 3 (and, on the fast path, --refine-always) "
+        "(docs/statistics.md, 'The prior of theta')"
     )
 
 
