@@ -275,6 +275,21 @@ def test_laplace_integrates_tau_when_cells_have_one_judgment():
     assert np.corrcoef(post.mean("theta"), truth.theta)[0, 1] > 0.8
 
 
+def _unobserved(num_categories: int, **systems) -> GRMData:
+    """One comparison, three prompts and no observation that counts (weight 0): the
+    potential is the priors'."""
+    return GRMData(
+        comparison=np.zeros(1, np.int64),
+        item=np.zeros(1, np.int64),
+        y=np.ones(1, np.int64),
+        weight=np.zeros(1),
+        num_comparisons=1,
+        num_items=3,
+        num_categories=num_categories,
+        **systems,
+    )
+
+
 @pytest.mark.parametrize("symmetric", [False, True])
 def test_item_prior_matches_the_models_potential(symmetric):
     """The prior SIR weights with is the model's: differences of NumPyro's potential."""
@@ -282,16 +297,7 @@ def test_item_prior_matches_the_models_potential(symmetric):
 
     from stan_free_models.conditional import item_log_prior
 
-    data = GRMData(
-        comparison=np.zeros(1, np.int64),
-        item=np.zeros(1, np.int64),
-        y=np.ones(1, np.int64),
-        weight=np.zeros(1),
-        num_comparisons=1,
-        num_items=3,
-        num_categories=5,
-    )
-    padded = pad_data(data)
+    padded = pad_data(_unobserved(num_categories=5))
     static = inference._static_key(padded, 1.0, 2.0, symmetric)
     potential = inference._potential_fn(static)
     args = inference._dynamic_args(padded)
@@ -310,21 +316,8 @@ def test_theta_prior_scale_is_the_models_potential(per_system):
     import jax.numpy as jnp
     from scipy.stats import norm
 
-    data = GRMData(
-        comparison=np.zeros(1, np.int64),
-        item=np.zeros(1, np.int64),
-        y=np.ones(1, np.int64),
-        weight=np.zeros(1),
-        num_comparisons=1,
-        num_items=3,
-        num_categories=3,
-        **(
-            dict(pair_a=np.zeros(1, np.int64), pair_b=np.ones(1, np.int64), num_systems=2)
-            if per_system
-            else {}
-        ),
-    )
-    padded = pad_data(data)
+    systems = dict(pair_a=np.zeros(1, np.int64), pair_b=np.ones(1, np.int64), num_systems=2)
+    padded = pad_data(_unobserved(num_categories=3, **(systems if per_system else {})))
     args = inference._dynamic_args(padded)
     size = padded.num_systems if per_system else padded.num_comparisons
     g = jnp.asarray(np.random.default_rng(1).normal(0, 2, size), jnp.float32)
