@@ -44,7 +44,7 @@ class SkillBase:
     pair_table: pl.DataFrame  # system_a, system_b -> comparison, sign (both orientations)
     item_table: pl.DataFrame  # item_id -> item
     symmetric: bool
-    theta_scale: float = 1.0  # the skills' prior sd
+    theta_scale: float  # the skills' prior sd (the full fit's FitConfig.theta_scale)
 
     @property
     def num_judgments(self) -> int:

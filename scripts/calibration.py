@@ -155,10 +155,9 @@ def run_config(args: argparse.Namespace, method: str, *, preset: str | None = No
         overrides["cell_effect"] = False
     if args.gaussian_items:
         overrides["exact_items"] = False
-    # (getattr: Namespaces built by hand before these options existed still make a config)
-    if getattr(args, "theta_scale", None) is not None:
+    if args.theta_scale is not None:
         overrides["theta_scale"] = args.theta_scale
-    if getattr(args, "refine_always", False):
+    if args.refine_always:
         overrides["refine_below"] = math.inf
     overrides.update(model_overrides(args))
     return preset_config(

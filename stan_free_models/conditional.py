@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from stan_free_models.graded_response import (
+    DEFAULT_THETA_SCALE,
     NUM_CELL_NODES,
     cell_counts_log_lik,
     symmetric_from_half,
@@ -241,7 +242,7 @@ def _compiled_refine(
     sweeps: int,
     theta_steps: int,
     num_nodes: int,
-    theta_scale: float = 1.0,
+    theta_scale: float = DEFAULT_THETA_SCALE,
 ):
     prior = (alpha_scale, b_scale, symmetric, num_categories)
 
@@ -347,7 +348,7 @@ def refine_draws(
     num_candidates: int = NUM_CANDIDATES,
     scale: float = PROPOSAL_SCALE,
     lapse: np.ndarray | None = None,
-    theta_scale: float = 1.0,
+    theta_scale: float = DEFAULT_THETA_SCALE,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """Gibbs sweeps from every draw towards the exact posterior of abilities and items given tau.
 

@@ -5,8 +5,8 @@ streaming service re-estimates only the per-system skills ``s``, with the item
 parameters (alpha, b) held at the last full fit's mode:
 
 * **Mode.** Newton's method on ``U(s) = |s|^2 / (2 v) - sum_n w_n log p(y_n | s_B - s_A)``
-  (prior ``s ~ N(0, v)``, ``v = theta_scale^2``). The graded-response likelihood is log-concave in
-  theta (logistic cumulative links), so ``U`` is strictly convex and Newton
+  (prior ``s ~ N(0, v)``, ``v = theta_scale^2``). The graded-response likelihood is
+  log-concave in theta (logistic cumulative links), so ``U`` is strictly convex and Newton
   steps from the previous mode converge in a few iterations.
 * **Derivatives, exactly and cheaply.** Each observation depends on one
   comparison's ``theta``, so the theta-Hessian of the log likelihood is
@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from stan_free_models.graded_response import graded_log_prob
+from stan_free_models.graded_response import DEFAULT_THETA_SCALE, graded_log_prob
 from stan_free_models.inference import GRMData, _constrain_items, pad_data
 
 #: counts how often the compiled update is traced (a test checks reuse across batches)
@@ -76,7 +76,7 @@ class SkillFit:
 
 
 @functools.lru_cache(maxsize=16)
-def _compiled_newton(num_systems: int, theta_scale: float = 1.0):
+def _compiled_newton(num_systems: int, theta_scale: float = DEFAULT_THETA_SCALE):
     """Newton's method for the skills of one padded shape (jit re-traces per bucket only)."""
 
     def derivatives(s, alpha, b, comparison, item, y, weight, pair_a, pair_b):
@@ -143,7 +143,7 @@ def update_skills(
     num_draws: int = 1000,
     max_steps: int = 25,
     tol: float = 1e-9,
-    theta_scale: float = 1.0,
+    theta_scale: float = DEFAULT_THETA_SCALE,
 ) -> SkillFit:
     """Mode, covariance and draws of the skills given fixed item parameters.
 

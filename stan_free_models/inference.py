@@ -29,6 +29,7 @@ from stan_free_models.engine import TRACE_COUNTS as TRACE_COUNTS  # one counter,
 from stan_free_models.engine import ModelSpec
 from stan_free_models.engine import lbfgs_minimise as lbfgs_minimise  # the fast path's optimiser
 from stan_free_models.graded_response import (
+    DEFAULT_THETA_SCALE,
     cell_counts,
     graded_response,
     symmetric_from_half,
@@ -143,7 +144,7 @@ def _static_key(
     symmetric: bool,
     tau_scale: float = 1.0,
     lapse: bool = False,
-    theta_scale: float = 1.0,
+    theta_scale: float = DEFAULT_THETA_SCALE,
 ) -> tuple:
     """Everything a compiled fit depends on; index 8 is the number of cells (None: no cell
     effect), index 10 whether judgments may lapse (a random answer; cells only), index 11

@@ -17,7 +17,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from stan_free_models.graded_response import cell_counts
+from stan_free_models.graded_response import DEFAULT_THETA_SCALE, cell_counts
 from stan_free_models.inference import GRMData, _cell_stats
 
 #: the coarse grid of tau (sd of the prompt-by-comparison effect) that the fast path
@@ -35,8 +35,9 @@ NEGLIGIBLE_LOG_WEIGHT = 7.0
 LAPSE_GRID = tuple(float(v) for v in np.linspace(np.log(0.005 / 0.995), np.log(0.6 / 0.4), 9))
 LAPSE_REFINE_ROUNDS = 2
 #: a grid point's Gaussian is not used when its abilities' covariance has a variance
-#: above this times their prior's (theta_scale squared): its Hessian is near singular, the mode sits on a
-#: ridge and the Gaussian's draws fly off (sd 13 seen, at a grid point of weight 0.003)
+#: above this times their prior's (theta_scale squared): its Hessian is near singular, the
+#: mode sits on a ridge and the Gaussian's draws fly off (sd 13 seen, at a grid point of
+#: weight 0.003)
 MAX_GLOBAL_VARIANCE = 4.0
 
 
@@ -173,7 +174,7 @@ def _item_correction(
     return float(correction.sum())
 
 
-def _gaussian_sound(out: dict, g_real: int, theta_scale: float = 1.0) -> bool:
+def _gaussian_sound(out: dict, g_real: int, theta_scale: float = DEFAULT_THETA_SCALE) -> bool:
     """The grid point's Gaussian has no direction of the abilities with a variance above
     ``MAX_GLOBAL_VARIANCE`` times their prior's (the covariance's largest eigenvalue)."""
     cov = np.asarray(out["cov_g"], np.float64)[:g_real, :g_real]
@@ -221,7 +222,7 @@ def _refined_draws(
     symmetric: bool,
     sweeps: int,
     lapse: np.ndarray | None = None,
-    theta_scale: float = 1.0,
+    theta_scale: float = DEFAULT_THETA_SCALE,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """Every draw's abilities and items after Gibbs sweeps towards the exact posterior."""
     from stan_free_models.conditional import refine_draws

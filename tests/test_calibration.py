@@ -479,6 +479,7 @@ def test_summarize_keeps_rows_of_different_models_apart(tmp_path, capsys):
     def label(method, **flags):
         args = dict(preset="default", lapse=False, no_lapse=False, sampler=None)
         args |= dict(thresholds=None, no_cell_effect=False, gaussian_items=False)
+        args |= dict(theta_scale=None, refine_always=False)
         args |= dict(chains=2, warmup=10, draws=10) | flags
         return run_label(Namespace(**args), method)
 

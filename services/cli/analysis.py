@@ -184,13 +184,12 @@ def fit_config(args: argparse.Namespace) -> Any:
     return config
 
 
-def _analyses(args: argparse.Namespace) -> Any:
+def _analyses(args: argparse.Namespace, config: Any) -> Any:
     import numpy as np
 
     from adaptive.data import read_judgments
     from adaptive.pipeline import analyze
 
-    config = fit_config(args)
     judgments = read_judgments(args.data)
     dims = dimensions_of(judgments, args.dimension)
     for dim in dims:
@@ -237,8 +236,9 @@ def strong_note(rows: list[dict[str, Any]], theta_scale: float) -> str | None:
     strong comparison's theta (and its Δ) towards 0 with an interval too narrow to reach the
     truth: on a simulator with strong effects, 95% intervals of comparisons with |Δ| >= 0.6
     covered 0.56 under N(0, 1), 0.81 under N(0, 3) and 0.93 under N(0, 3) with the fast path's
-    refinement at every size (docs/statistics.md, "The prior of theta"). None when no comparison's observed net preference reaches ``STRONG_NET``, or when
-    the prior is already wider.
+    refinement at every size (docs/statistics.md, "The prior of theta"). None when no
+    comparison's observed net preference reaches ``STRONG_NET``, or when the prior is already
+    wider.
     """
     if theta_scale > 1.0:
         return None
@@ -259,12 +259,13 @@ def strong_note(rows: list[dict[str, Any]], theta_scale: float) -> str | None:
 def run_significance(args: argparse.Namespace) -> int:
     from adaptive.significance import compare
 
+    config = fit_config(args)
     rows = []
-    for result in _analyses(args):
+    for result in _analyses(args, config):
         rows.extend(compare(result.posterior, result.cells, rule=args.adjust))
     columns = SIGNIFICANCE_COLUMNS if args.format == "table" else None
     emit(rows, args.format, columns=columns)
-    note = strong_note(rows, fit_config(args).theta_scale)
+    note = strong_note(rows, config.theta_scale)
     if note and not args.quiet:
         log(note)
     if args.format == "table":
@@ -280,7 +281,7 @@ def run_items(args: argparse.Namespace) -> int:
     from adaptive.pipeline import analysis_item_rows
 
     rows = []
-    for result in _analyses(args):
+    for result in _analyses(args, fit_config(args)):
         rows.extend(analysis_item_rows(result))
     emit(rows, args.format)
     return 0
