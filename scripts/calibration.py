@@ -100,13 +100,16 @@ def fitted_truth(camp, cells) -> np.ndarray:
 
 
 def coverage_fields(rows: list[dict], truth: np.ndarray) -> dict:
-    """A row's coverage count, mean abs z and each comparison's estimate, sd and truth."""
+    """A row's coverage count, mean abs z and each comparison's estimate, sd and truth, and
+    (where the fit ran it) each comparison's posterior predictive check and whether its
+    interval covered the truth."""
     est = np.array([r["net_preference"] for r in rows])
     sd = np.array([r["net_sd"] for r in rows])
     low = np.array([r["net_ci_low"] for r in rows])
     high = np.array([r["net_ci_high"] for r in rows])
-    return dict(
-        covered=int(np.sum((low <= truth) & (truth <= high))),
+    inside = (low <= truth) & (truth <= high)
+    fields = dict(
+        covered=int(np.sum(inside)),
         num=len(rows),
         abs_z=float(np.mean(np.abs(est - truth) / sd)),
         mean_sd=float(np.mean(sd)),
@@ -114,6 +117,13 @@ def coverage_fields(rows: list[dict], truth: np.ndarray) -> dict:
         est=est.tolist(),
         truth=truth.tolist(),
     )
+    if all("ppc_z" in r for r in rows):
+        fields |= dict(
+            inside=inside.tolist(),
+            ppc_z=[float(r["ppc_z"]) for r in rows],
+            ppc_flag=[bool(r["ppc_flag"]) for r in rows],
+        )
+    return fields
 
 
 def fit_rows(
@@ -488,7 +498,12 @@ def print_tables(results: dict[tuple[str, float], list[dict]], kind: str, preset
             f"{method:{width}s}  {fraction:8.2f}  {len(recs):3d}  {flag:19.3f}  {flag_model:13.3f}  {flag_data:12.3f}  "
             f"{cov:11.3f}  {absz:10.2f}  {msd:7.4f}  {secs:7.1f}"
         )
-    for line in interval_lines(results) + shrinkage_lines(results) + size_lines(results):
+    for line in (
+        interval_lines(results)
+        + shrinkage_lines(results)
+        + size_lines(results)
+        + ppc_lines(results)
+    ):
         print(line)
     for line in paired_lines(results):
         print(line)
@@ -777,7 +792,7 @@ def size_lines(results: dict) -> list[str]:
         size = np.abs(truth[ok])
         parts = []
         for low, high in zip(SIZE_EDGES[:-1], SIZE_EDGES[1:]):
-            inside = (size >= low) & (size < high)
+            inside = (size >= low) & ((size < high) | (high == SIZE_EDGES[-1]))
             if inside.any():
                 parts.append(
                     f"{low:.1f}-{high:.1f}: {int(inside.sum())}, coverage "
@@ -785,6 +800,29 @@ def size_lines(results: dict) -> list[str]:
                     f"{float(z[inside].mean()):+.2f}"
                 )
         lines.append(f"{method} {fraction:.2f} by |true Δ|: " + "; ".join(parts))
+    return lines
+
+
+def ppc_lines(results: dict) -> list[str]:
+    """Per row whose fits stored it: how often the posterior predictive check (the model's
+    implied Δ against each comparison's own judgments, ``ppc_flag``) flags a comparison, and
+    how many of the intervals that miss the true Δ it flags.
+
+    On a simulator the model fits, the flags are false alarms; on one it does not, the share
+    of misses flagged is the check's power to warn of them.
+    """
+    lines = []
+    for (method, fraction), recs in sorted(results.items(), key=lambda kv: (kv[0][0], -kv[0][1])):
+        recs = [r for r in recs if "ppc_flag" in r]
+        if not recs:
+            continue
+        flag = np.concatenate([r["ppc_flag"] for r in recs]).astype(bool)
+        missed = ~np.concatenate([r["inside"] for r in recs]).astype(bool)
+        lines.append(
+            f"{method} {fraction:.2f} posterior predictive check: flags {int(flag.sum())} of "
+            f"{flag.size} comparisons ({float(flag.mean()):.3f}); of the {int(missed.sum())} "
+            f"intervals that miss the true Δ it flags {int((flag & missed).sum())}"
+        )
     return lines
 
 

@@ -759,3 +759,44 @@ def test_size_lines_split_coverage_by_the_size_of_the_true_effect():
     assert "0.2-0.4: 2, coverage 1.00, signed z +0.00" in line
     assert line.endswith("0.6-1.0: 2, coverage 0.00, signed z -5.00")
     assert "0.4-0.6" not in line  # empty bins are left out
+
+
+def test_size_lines_top_bin_holds_a_unanimous_comparison():
+    """|true Δ| = 1 (every judgment one way) belongs to the top bin, not to none."""
+    from calibration import size_lines
+
+    rows = [{"est": [0.1, 0.9], "truth": [0.1, -1.0], "sd": [0.05, 0.05]}]
+    (line,) = size_lines({("fast", 1.0): rows})
+    assert line.endswith("0.6-1.0: 1, coverage 0.00, signed z -38.00")
+
+
+def test_coverage_fields_keep_each_comparisons_check_and_ppc_lines_count_its_hits():
+    """The check's flags and the intervals' misses are stored per comparison; the summary
+    counts the flags, and the flags that fall on a miss."""
+    from calibration import coverage_fields, ppc_lines
+
+    def row(est, low, high, ppc_z):
+        return dict(
+            net_preference=est,
+            net_sd=0.05,
+            net_ci_low=low,
+            net_ci_high=high,
+            ppc_z=ppc_z,
+            ppc_flag=abs(ppc_z) > 3.0,
+        )
+
+    rows = [row(0.1, 0.0, 0.2, 0.5), row(0.5, 0.4, 0.6, 4.0), row(0.3, 0.2, 0.4, -3.5)]
+    fields = coverage_fields(rows, np.array([0.15, 0.9, 0.25]))
+    assert fields["covered"] == 2
+    assert fields["inside"] == [True, False, True]
+    assert fields["ppc_flag"] == [False, True, True]
+    assert fields["ppc_z"] == [0.5, 4.0, -3.5]
+    (line,) = ppc_lines({("fast", 1.0): [fields, fields]})
+    assert line == (
+        "fast 1.00 posterior predictive check: flags 4 of 6 comparisons (0.667); "
+        "of the 2 intervals that miss the true Δ it flags 2"
+    )
+    without = coverage_fields(
+        [{k: v for k, v in r.items() if "ppc" not in k} for r in rows], np.array([0.15, 0.9, 0.25])
+    )
+    assert "ppc_flag" not in without and ppc_lines({("fast", 1.0): [without]}) == []
