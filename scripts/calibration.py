@@ -819,9 +819,9 @@ def ppc_lines(results: dict) -> list[str]:
         flag = np.concatenate([r["ppc_flag"] for r in recs]).astype(bool)
         missed = ~np.concatenate([r["inside"] for r in recs]).astype(bool)
         lines.append(
-            f"{method} {fraction:.2f} posterior predictive check: flags {int(flag.sum())} of "
-            f"{flag.size} comparisons ({float(flag.mean()):.3f}); of the {int(missed.sum())} "
-            f"intervals that miss the true Δ it flags {int((flag & missed).sum())}"
+            f"{method} {fraction:.2f} posterior predictive check ({len(recs)} campaigns): flags "
+            f"{int(flag.sum())} of {flag.size} comparisons ({float(flag.mean()):.3f}); of the "
+            f"{int(missed.sum())} intervals that miss the true Δ it flags {int((flag & missed).sum())}"
         )
     return lines
 

@@ -793,7 +793,7 @@ def test_coverage_fields_keep_each_comparisons_check_and_ppc_lines_count_its_hit
     assert fields["ppc_z"] == [0.5, 4.0, -3.5]
     (line,) = ppc_lines({("fast", 1.0): [fields, fields]})
     assert line == (
-        "fast 1.00 posterior predictive check: flags 4 of 6 comparisons (0.667); "
+        "fast 1.00 posterior predictive check (2 campaigns): flags 4 of 6 comparisons (0.667); "
         "of the 2 intervals that miss the true Δ it flags 2"
     )
     without = coverage_fields(
