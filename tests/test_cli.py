@@ -209,6 +209,25 @@ def test_strong_comparisons_under_the_default_prior_get_a_note():
     assert strong_note(rows[:1] + rows[2:], 1.0) is None  # no strong comparison
 
 
+def test_a_strong_comparison_held_below_its_judgments_by_the_lapse_gets_a_note():
+    """Under the lapse, Δ is at most 1 - the rate: a flagged strong comparison is told to
+    compare with --no-lapse, whatever theta's prior; an unflagged or weak one is not."""
+    from services.cli.analysis import strong_note
+
+    rows = [
+        {"observed_net": 0.74, "ppc_flag": True},
+        {"observed_net": -0.61, "ppc_flag": False},
+        {"observed_net": 0.2, "ppc_flag": True},
+    ]
+    note = strong_note(rows, 3.0, lapse=True)
+    assert note is not None and note.startswith("note: 1 strong comparison(s) disagree")
+    assert "--no-lapse" in note and "--theta-scale" not in note
+    both = strong_note(rows, 1.0, lapse=True)
+    assert both is not None and both.count("note:") == 2
+    assert strong_note(rows, 3.0, lapse=False) is None  # no lapse: no cap
+    assert strong_note([rows[1], rows[2]], 3.0, lapse=True) is None  # no flagged strong one
+
+
 def test_the_prior_sd_of_theta_is_the_presets_unless_given_and_must_be_positive():
     from services.cli import build_parser
     from services.cli.analysis import fit_config
