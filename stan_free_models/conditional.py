@@ -242,7 +242,7 @@ def _compiled_refine(
     sweeps: int,
     theta_steps: int,
     num_nodes: int,
-    theta_scale: float = DEFAULT_THETA_SCALE,
+    theta_scale: float,
 ):
     prior = (alpha_scale, b_scale, symmetric, num_categories)
 

@@ -76,7 +76,7 @@ class SkillFit:
 
 
 @functools.lru_cache(maxsize=16)
-def _compiled_newton(num_systems: int, theta_scale: float = DEFAULT_THETA_SCALE):
+def _compiled_newton(num_systems: int, theta_scale: float):
     """Newton's method for the skills of one padded shape (jit re-traces per bucket only)."""
 
     def derivatives(s, alpha, b, comparison, item, y, weight, pair_a, pair_b):

@@ -17,7 +17,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from stan_free_models.graded_response import DEFAULT_THETA_SCALE, cell_counts
+from stan_free_models.graded_response import cell_counts
 from stan_free_models.inference import GRMData, _cell_stats
 
 #: the coarse grid of tau (sd of the prompt-by-comparison effect) that the fast path
@@ -174,7 +174,7 @@ def _item_correction(
     return float(correction.sum())
 
 
-def _gaussian_sound(out: dict, g_real: int, theta_scale: float = DEFAULT_THETA_SCALE) -> bool:
+def _gaussian_sound(out: dict, g_real: int, theta_scale: float) -> bool:
     """The grid point's Gaussian has no direction of the abilities with a variance above
     ``MAX_GLOBAL_VARIANCE`` times their prior's (the covariance's largest eigenvalue)."""
     cov = np.asarray(out["cov_g"], np.float64)[:g_real, :g_real]
@@ -222,7 +222,7 @@ def _refined_draws(
     symmetric: bool,
     sweeps: int,
     lapse: np.ndarray | None = None,
-    theta_scale: float = DEFAULT_THETA_SCALE,
+    theta_scale: float,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """Every draw's abilities and items after Gibbs sweeps towards the exact posterior."""
     from stan_free_models.conditional import refine_draws

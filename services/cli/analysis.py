@@ -279,7 +279,7 @@ def run_significance(args: argparse.Namespace) -> int:
         rows.extend(compare(result.posterior, result.cells, rule=args.adjust))
     columns = SIGNIFICANCE_COLUMNS if args.format == "table" else None
     emit(rows, args.format, columns=columns)
-    note = strong_note(rows, config.theta_scale, lapse=bool(config.lapse))
+    note = strong_note(rows, config.theta_scale, lapse=config.lapse)
     if note and not args.quiet:
         log(note)
     if args.format == "table":
