@@ -360,3 +360,75 @@ def simulate_rough_campaign(
         pairs=pairs,
         random_annotators=tuple(f"w{a:02d}" for a in np.flatnonzero(is_random)),
     )
+
+
+def _splits(num_annotators: int) -> dict[int, list[tuple[int, int, int]]]:
+    """Every (A, tie, B) count of ``num_annotators`` judgments, by its net rating B - A."""
+    out: dict[int, list[tuple[int, int, int]]] = {}
+    for n_a in range(num_annotators + 1):
+        for n_b in range(num_annotators + 1 - n_a):
+            out.setdefault(n_b - n_a, []).append((n_a, num_annotators - n_a - n_b, n_b))
+    return out
+
+
+def simulate_net_split_campaign(
+    rng: np.random.Generator,
+    *,
+    num_comparisons: int = 20,
+    num_prompts: int = 200,
+    num_annotators: int = 3,
+    num_systems: int | None = None,
+) -> Campaign:
+    """A campaign told the paper's way: a cell's *net rating* is the graded response.
+
+    Sedoc & Ungar model the net rating u = #B - #A of a cell's ``num_annotators``
+    judgments as one graded response with 2n + 1 categories (theta ~ N(0, 1), log alpha
+    ~ N(0, 1), thresholds sorted N(0, 2)). Here each cell draws u so, then splits it
+    among its annotators: one (A, tie, B) count with B - A = u, chosen uniformly among
+    those that exist, in a random order. A cell's judgments are then one draw, not
+    independent answers, which no per-judgment model of this repository assumes.
+    The true Δ of a cell is E[u] / n.
+    """
+    num_c, num_p, n = num_comparisons, num_prompts, num_annotators
+    if num_systems is None:
+        num_systems = 2
+        while num_systems * (num_systems - 1) // 2 < num_c:
+            num_systems += 1
+    all_pairs = [(a, b) for a in range(num_systems) for b in range(a + 1, num_systems)]
+    chosen = rng.choice(len(all_pairs), size=num_c, replace=False)
+    pairs = tuple(all_pairs[i] for i in sorted(chosen))
+    theta = rng.normal(0.0, 1.0, num_c)
+    alpha = np.exp(rng.normal(0.0, 1.0, num_p))
+    b = np.sort(rng.normal(0.0, 2.0, (num_p, 2 * n)), axis=1)
+    cum = 1.0 / (1.0 + np.exp(-alpha[None, :, None] * (theta[:, None, None] - b[None, :, :])))
+    # E[u] = sum_c P(y >= c) - n, with y = u + n in 0..2n
+    cell_delta = (cum.sum(axis=-1) - n) / n
+    splits = _splits(n)
+    systems = tuple(f"sys{s:02d}" for s in range(num_systems))
+    prompts = tuple(f"p{j:04d}" for j in range(num_p))
+    rows: list[dict] = []
+    for i, (a, bb) in enumerate(pairs):
+        y = (rng.uniform(size=(num_p, 1)) < cum[i]).sum(axis=1)
+        for j in range(num_p):
+            options = splits[int(y[j]) - n]
+            n_a, n_t, n_b = options[int(rng.integers(len(options)))]
+            winners = ["a"] * n_a + ["tie"] * n_t + ["b"] * n_b
+            for k in rng.permutation(n):
+                rows.append(
+                    {
+                        "item_id": prompts[j],
+                        "system_a": systems[a],
+                        "system_b": systems[bb],
+                        "annotator_id": f"w{(i * 7 + j * 3 + int(k)) % 50:02d}",
+                        "winner": winners[int(k)],
+                        "dimension": "overall",
+                    }
+                )
+    return Campaign(
+        rows=rows,
+        theta=theta,
+        cell_delta=cell_delta,
+        systems=systems,
+        prompts=prompts,
+        pairs=pairs,
+    )
