@@ -72,6 +72,9 @@ class FitConfig:
     # ... while the prompts have fewer judgments than this on average (above it the joint
     # mode's Gaussian is used as it is; math.inf: always refine, docs/statistics.md)
     refine_below: float = REFINE_BELOW
+    # fast path: cluster-robust intervals, each cell (a comparison's prompt) one unit
+    # (stan_free_models.robust): needs the joint mode's Gaussian without the cell effect
+    robust: bool = False
     sampler: str = "whitened"  # NUTS: see SAMPLERS
     # NUTS (whitened): after warm-up, sample in blocks of num_samples draws per chain until
     # every parameter has bulk and tail ESS >= min_ess and R-hat <= 1.01 (None: one block)
@@ -100,6 +103,11 @@ class FitConfig:
             raise ValueError(
                 "lapse on the fast path needs integrate_tau=True: at the joint mode the "
                 "lapse rate collapses towards 0 (docs/statistics.md)"
+            )
+        if self.robust and (self.cell_effect or self.exact_items or self.refine_sweeps):
+            raise ValueError(
+                "robust intervals replace the cell effect and the exact item draws: "
+                "set cell_effect=False, exact_items=False, refine_sweeps=0"
             )
         if not self.refine_below >= 0:
             raise ValueError(f"refine_below must be >= 0, got {self.refine_below!r}")
@@ -171,6 +179,14 @@ def model_data(
     return data
 
 
+def cell_of_observations(cells: CellData, likelihood: str) -> np.ndarray:
+    """The cell (a comparison's prompt, 0..M-1) of every observation of ``model_data``."""
+    if likelihood == "net":
+        return np.arange(len(cells.cell_comparison), dtype=np.int32)
+    key = cells.judgment_comparison.astype(np.int64) * len(cells.prompts) + cells.judgment_prompt
+    return np.unique(key, return_inverse=True)[1].astype(np.int32).reshape(-1)
+
+
 def fit_cells(
     cells: CellData, config: FitConfig = FitConfig(), *, init: dict | None = None
 ) -> Posterior:
@@ -198,6 +214,9 @@ def fit_cells(
             refine_below=config.refine_below,
             lapse=config.lapse,
             theta_scale=config.theta_scale,
+            robust_cluster=cell_of_observations(cells, config.likelihood)
+            if config.robust
+            else None,
         )
     # the whitened sampler can also sample until an ESS target (FitConfig.min_ess)
     extra: dict[str, Any] = {"lapse": config.lapse, "theta_scale": config.theta_scale}
@@ -228,40 +247,50 @@ def preset_config(preset: str = "default", **overrides) -> FitConfig:
     * ``paper``: Sedoc & Ungar's model as published: the net rating per cell
       rescaled to [-3, 3] (7 categories), free ordered thresholds, one theta per
       comparison. It reproduces their Table 3 (docs/paper_table.md).
-    * ``default``: every judgment a 3-category response (no rescaling), a
-      prompt-by-comparison effect that makes the judgments of one cell dependent, and a
-      lapse rate: each judgment may be a random answer, at a rate the fit learns
-      (``lapse=False`` turns it off; it is off by itself where it cannot be fitted: without
-      the cell effect, or on the fast path without the tau grid).
+    * ``default``: every judgment a 3-category response (no rescaling), fitted once
+      (MAP + Laplace, seconds at every size), with intervals that hold when the judgments
+      of a cell are dependent: each ability's interval is the larger of the model's and
+      the cluster-robust (sandwich) one, each cell one unit (:mod:`stan_free_models.robust`),
+      and the net preference Δ users read is each comparison's own observed net preference
+      with an interval from the model's residuals (:mod:`stan_free_models.net_estimate`).
+      Asking for the model-based answers instead (``cell_effect``: a prompt-by-comparison
+      effect integrated over a grid of its sd; ``lapse``: random answers at a learned
+      rate, which brings the cell effect; ``exact_items``; ``refine_sweeps``) turns the
+      robust intervals off; they cost many times the time (docs/statistics.md).
       Per comparison, each prompt's two thresholds are free (a prompt may lean
       towards A or B) with a prior centred at 0, so theta = 0 means no preference at
       the average prompt and the uncertainty of where that average lies is part of
       theta's interval; per system, thresholds are symmetric (theta = 0 means no
       preference at every prompt), because a common lean cannot move additive skills.
-      docs/statistics.md measures both.
     """
     if preset == "paper":
         # the published model as published: its fast path is the joint mode's Gaussian (the
         # Gibbs sweeps were measured on the default model; on the paper's 7-category net
         # ratings they cost minutes on ChatEval NCM)
         base: dict[str, Any] = dict(
-            likelihood="net", thresholds="free", cell_effect=False, refine_sweeps=0
+            likelihood="net",
+            thresholds="free",
+            cell_effect=False,
+            refine_sweeps=0,
+            exact_items=False,
         )
     elif preset == "default":
         system = overrides.get("parameterization") == "system"
-        # the cell effect and the lapse need the per-judgment likelihood: with the net one
-        # (or without the cells) they are off, not refused; explicit True is still refused
-        judgment = overrides.get("likelihood", "judgment") == "judgment"
-        cells = overrides.get("cell_effect", judgment) and judgment
-        fields = FitConfig.__dataclass_fields__
-        method = overrides.get("method", fields["method"].default)
-        grid = method != "fast" or overrides.get("integrate_tau", fields["integrate_tau"].default)
+        # the cell effect, the lapse and the exact item draws are the model-based answer to
+        # dependent judgments; the default answers with cluster-robust intervals instead
+        # (one fit, no grid), so asking for any of them turns the robust intervals off
+        modelled = any(
+            overrides.get(name) for name in ("cell_effect", "lapse", "exact_items", "refine_sweeps")
+        )
         base = dict(
             likelihood="judgment",
             thresholds="symmetric" if system else "free",
-            cell_effect=judgment,
-            # random answers (docs/statistics.md, "A lapse rate"): on wherever it can be fitted
-            lapse=bool(cells and grid),
+            # the lapse lives in the cells' likelihood: asking for it brings the cells
+            cell_effect=bool(overrides.get("lapse")),
+            lapse=False,
+            exact_items=False,
+            refine_sweeps=0,
+            robust=not modelled,
         )
     else:
         raise ValueError(f"unknown preset {preset!r}; expected one of {PRESETS}")

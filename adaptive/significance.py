@@ -219,6 +219,8 @@ _FLIP = {
     "net_ci_high": "net_ci_low",
     "observed_ci_low": "observed_ci_high",
     "observed_ci_high": "observed_ci_low",
+    "model_net_ci_low": "model_net_ci_high",
+    "model_net_ci_high": "model_net_ci_low",
 }
 
 
@@ -229,7 +231,7 @@ def _oriented(effect: dict[str, np.ndarray], i: int, sign: float) -> dict:
         value = values[i]
         if isinstance(value, (bool, np.bool_)):
             out[key] = bool(value)
-        elif key in ("net_sd", "observed_se"):
+        elif key in ("net_sd", "observed_se", "model_net_sd"):
             out[key] = float(value)
         else:
             out[_FLIP.get(key, key) if sign < 0 else key] = float(sign * value)
@@ -333,6 +335,73 @@ def _note(row: dict, *, per_system: bool) -> str:
     return "; ".join(notes)
 
 
+#: draws of the cells' fitted means used for their leverages and the model's Δ interval
+ASSISTED_DRAWS = 400
+
+
+def assisted_effect(
+    posterior: Posterior, cells: CellData, *, level: float = 0.95, net_rating: bool = False
+) -> dict[str, np.ndarray]:
+    """:func:`net_effect`'s columns for a fit without cell effects or lapses.
+
+    Δ is the comparison's observed net preference over its cells, with the model-assisted
+    interval of :func:`stan_free_models.net_estimate.estimate_net` (a Student t with one
+    degree of freedom fewer than the cells); the model's own Δ is in ``model_net*``.
+    """
+    from scipy.stats import t as student_t
+
+    from adaptive.evidence import net_preference
+    from adaptive.fitting import cell_of_observations
+    from stan_free_models.net_estimate import estimate_net
+
+    cell = cell_of_observations(cells, "judgment")
+    num_cells = int(cell.max()) + 1 if len(cell) else 0
+    count = np.bincount(cell, minlength=num_cells).astype(np.float64)
+    signed = cells.judgment_y.astype(np.float64) - 1.0
+    cell_comp = np.zeros(num_cells, np.int64)
+    cell_item = np.zeros(num_cells, np.int64)
+    cell_comp[cell] = cells.judgment_comparison
+    cell_item[cell] = cells.judgment_item
+    num = posterior.num_draws
+    kept = np.linspace(0, num - 1, min(num, ASSISTED_DRAWS)).round().astype(np.int64)
+    mode = posterior.info.get("mode_values")
+    est = estimate_net(
+        cell_comp,
+        cell_item,
+        np.bincount(cell, weights=signed, minlength=num_cells) / np.maximum(count, 1.0),
+        # the paper's net rating is one response per cell, whatever its judgments
+        np.ones(num_cells) if net_rating else count,
+        cells.num_comparisons,
+        posterior.flat("theta")[kept],
+        posterior.flat("alpha")[kept],
+        posterior.flat("b")[kept],
+        point=None if mode is None else (mode["theta"], mode["alpha"], mode["b"]),
+        level=level,
+    )
+    observed = net_preference(
+        cells.judgment_comparison, cells.judgment_prompt, signed, cells.num_comparisons, level=level
+    )
+    with np.errstate(invalid="ignore"):
+        q = student_t.ppf(0.5 + level / 2.0, np.maximum(est.num_cells - 1, 1))
+    return {
+        "net_preference": est.delta,
+        "net_sd": est.sd,
+        "net_ci_low": np.maximum(est.delta - q * est.sd, -1.0),
+        "net_ci_high": np.minimum(est.delta + q * est.sd, 1.0),
+        "model_net": est.model_delta,
+        "model_net_sd": est.model_sd,
+        "model_net_ci_low": est.model_low,
+        "model_net_ci_high": est.model_high,
+        "observed_net": observed.mean,
+        "observed_se": observed.se,
+        "observed_ci_low": observed.ci_low,
+        "observed_ci_high": observed.ci_high,
+        "ppc_z": est.check_z,
+        "ppc_flag": np.abs(est.check_z) > PPC_Z,
+        "sign_agrees": ~((np.sign(est.model_delta) * np.sign(observed.mean)) < 0),
+    }
+
+
 def net_effect(
     posterior: Posterior, cells: CellData, *, level: float = 0.95, max_draws: int = 1000
 ) -> dict[str, np.ndarray]:
@@ -359,6 +428,8 @@ def net_effect(
         parameterization="system" if per_system else "comparison",
         cell_effect=cell_effect,
     )
+    if not cell_effect and "lapse" not in posterior.draws:
+        return assisted_effect(posterior, cells, level=level, net_rating=likelihood == "net")
     implied = implied_net_preference(
         data,
         posterior.flat("theta"),

@@ -96,14 +96,15 @@ def fit(
         data: judgments (frame or file).
         dimension: which one (needed when the data has several).
         method: ``fast`` (MAP + Laplace) or ``nuts``.
-        preset: ``default`` (every judgment a graded response, the judgments of one cell
-            dependent, random answers at a learned rate; as ``evalset significance``) or
-            ``paper`` (Sedoc & Ungar's net rating per cell; docs/statistics.md).
+        preset: ``default`` (every judgment a graded response, one fit, intervals that
+            hold when the judgments of a cell are dependent; as ``evalset significance``)
+            or ``paper`` (Sedoc & Ungar's net rating per cell; docs/statistics.md).
         likelihood: ``net`` or ``judgment`` instead of the preset's (``net`` has no cells,
             so no cell effect and no lapse).
         parameterization: ``comparison`` (one theta per comparison) or ``system``
             (theta = s_B - s_A; symmetric thresholds, so theta = 0 means no preference).
-        lapse: learn the share of random answers (``None``: the preset's).
+        lapse: learn the share of random answers (``None``: the preset's, off); it brings
+            the model's cell effect and turns the default's robust intervals off.
         group_redundant: group prompts whose judgments correlate > 0.6.
     """
     from adaptive.fitting import preset_config

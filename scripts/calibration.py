@@ -17,8 +17,12 @@ paper's setting), ``varied`` (prompt-by-comparison effects, sd 0.5, and 20% rand
 annotators), ``varied-cells`` / ``varied-random`` (each of the two alone), and ``rough``
 (per-system heavy-tailed skills, heavy-tailed cell effects, annotators who differ in
 sensitivity and tie readiness, 10% random annotators, missing cells and 1 + Poisson(2)
-judgments per cell: ``simulate_rough_campaign``, a simulator the model was not tuned on). ``--preset paper`` measures the paper's model instead of the default.
-``--gaussian-items`` skips the exact item draws (null campaigns: same verdicts, faster).
+judgments per cell: ``simulate_rough_campaign``, a simulator the model was not tuned on),
+``net-split`` (the paper's own story: a cell's net rating is one graded response, split
+among its annotators: ``simulate_net_split_campaign``). ``--preset paper`` measures the
+paper's model instead of the default; ``--cell-effect`` (with ``--lapse``) the model-based
+treatment of dependent judgments that the default's robust intervals replaced.
+``--gaussian-items`` skips the exact item draws of the model-based path.
 ``--jsonl FILE`` appends one line per fit, for tables made later; a fit already in FILE
 (same kind, preset, seed, share and row label: method, lapse, sampler) is not run again, so a long measurement can be
 stopped and resumed, and grown by later runs. The measured rows are kept in
@@ -52,6 +56,9 @@ KINDS = {
     "varied-random": dict(random_annotators=0.2),
     # everything at once, on stan_free_models.simulate.simulate_rough_campaign's defaults
     "rough": dict(simulator="rough"),
+    # the paper's story: a cell's net rating is the graded response, split among its
+    # annotators (stan_free_models.simulate.simulate_net_split_campaign)
+    "net-split": dict(simulator="net-split"),
     # the rough simulator's strong effects alone (theta sd 2.5, leaning prompts, its design):
     # no cell effects, no random or differing annotators
     "rough-strong": dict(
@@ -67,11 +74,15 @@ KINDS = {
 
 
 def campaign(kind: str, seed: int, num_comparisons: int, num_prompts: int):
-    from stan_free_models.simulate import simulate_campaign, simulate_rough_campaign
+    from stan_free_models.simulate import (
+        simulate_campaign,
+        simulate_net_split_campaign,
+        simulate_rough_campaign,
+    )
 
     rng = np.random.default_rng(seed)
     options = dict(KINDS[kind])
-    simulate = {"rough": simulate_rough_campaign}.get(
+    simulate = {"rough": simulate_rough_campaign, "net-split": simulate_net_split_campaign}.get(
         options.pop("simulator", ""), simulate_campaign
     )
     return simulate(rng, num_comparisons=num_comparisons, num_prompts=num_prompts, **options)
@@ -163,12 +174,16 @@ def run_config(args: argparse.Namespace, method: str, *, preset: str | None = No
         overrides["thresholds"] = args.thresholds
     if args.no_cell_effect:
         overrides["cell_effect"] = False
+    elif getattr(args, "cell_effect", False):
+        overrides["cell_effect"] = True
     if args.gaussian_items:
         overrides["exact_items"] = False
     if args.theta_scale is not None:
         overrides["theta_scale"] = args.theta_scale
     if args.refine_always:
-        overrides["refine_below"] = math.inf
+        from stan_free_models.conditional import REFINE_SWEEPS
+
+        overrides.update(refine_below=math.inf, exact_items=True, refine_sweeps=REFINE_SWEEPS)
     overrides.update(model_overrides(args))
     return preset_config(
         preset or args.preset,
@@ -191,6 +206,7 @@ def run_label(args: argparse.Namespace, method: str) -> str:
             "lapse": config.lapse,
             "sampler": config.sampler,
             "cell_effect": config.cell_effect,
+            "robust": config.robust,
             "preset": args.preset,
             "theta_scale": config.theta_scale,
             "refine_always": math.isinf(config.refine_below),
@@ -286,7 +302,10 @@ def main() -> int:
     parser.add_argument("--draws", type=int, default=500)
     parser.add_argument("--jsonl", default=None)
     parser.add_argument("--thresholds", default=None, choices=["free", "symmetric"])
-    parser.add_argument("--no-cell-effect", action="store_true")
+    cells = parser.add_mutually_exclusive_group()
+    cells.add_argument("--no-cell-effect", action="store_true")
+    # the model-based cell effect (the tau grid) in place of the default's robust intervals
+    cells.add_argument("--cell-effect", action="store_true")
     parser.add_argument(
         "--theta-scale", type=float, default=None, help="prior sd of theta (default: the preset's)"
     )
@@ -397,6 +416,7 @@ def main() -> int:
                     "gaussian_items": bool(args.gaussian_items),
                     "lapse": bool(config.lapse),
                     "cell_effect": bool(config.cell_effect),
+                    "robust": bool(config.robust),
                     "theta_scale": float(config.theta_scale),
                     "refine_always": math.isinf(config.refine_below),
                     **(
@@ -534,7 +554,9 @@ def row_label(rec: dict) -> str:
         label += f"[{sampler}]"
     if rec.get("variant"):
         label += f"[{rec['variant']}]"
-    if rec.get("cell_effect") is False and rec.get("preset", "default") == "default":
+    if rec.get("robust"):
+        label += "[robust]"  # the default since the cluster-robust intervals
+    elif rec.get("cell_effect") is False and rec.get("preset", "default") == "default":
         label += "[no-cells]"  # --no-cell-effect (rows before it was recorded had the effect)
     if rec.get("theta_scale", 1.0) != 1.0:  # rows before it was recorded had the prior N(0, 1)
         label += f"[theta~N(0,{rec['theta_scale']:g})]"

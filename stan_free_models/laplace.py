@@ -58,6 +58,7 @@ from stan_free_models.laplace_grid import (
     sweep_grid,
 )
 from stan_free_models.posterior import Diagnostics, Posterior
+from stan_free_models.robust import robust_moments
 
 #: global directions whose Hessian-vector products run together (memory: this many copies
 #: of the per-judgment intermediates instead of one per global parameter)
@@ -188,6 +189,7 @@ def fit_laplace(
     refine_below: float = REFINE_BELOW,
     lapse: bool = False,
     theta_scale: float = DEFAULT_THETA_SCALE,
+    robust_cluster: np.ndarray | None = None,
 ) -> Posterior:
     """MAP + Laplace approximation, warm-started from ``init`` (a previous ``Posterior.mode``).
 
@@ -228,6 +230,11 @@ def fit_laplace(
             prompts' integrals (:func:`stan_free_models.laplace_grid._item_correction`);
             every draw's items and refinement use that draw's rate (needs the tau grid).
         theta_scale: prior sd of theta (per system: of each skill).
+        robust_cluster: (N,) the cell (a comparison's prompt) of every observation, for
+            cluster-robust intervals (:mod:`stan_free_models.robust`): every ability's
+            draws are widened about the mode to the larger of its model and sandwich sd
+            (the factors in ``info["robust_widen"]``). Needs a model without cells, the
+            joint mode's Gaussian (no exact items, no refinement).
 
     Returns:
         A :class:`Posterior` with ``method="laplace"``; ``mode`` is the warm start
@@ -275,7 +282,13 @@ def fit_laplace(
         and not data.per_system
         and (grid or not data.has_cells)
     )
-    fit = _compiled_laplace(static, int(max_iter), int(num_draws), grid, refine)
+    robust = robust_cluster is not None
+    if robust and (data.has_cells or refine or exact_items):
+        raise ValueError(
+            "cluster-robust intervals need the joint mode's Gaussian without cells "
+            "(no cell effect, no exact items, no refinement)"
+        )
+    fit = _compiled_laplace(static, int(max_iter), int(num_draws), grid, refine or robust)
 
     def run(key, g0, items0, log_tau, logit_lapse=None):
         if grid and lapse:
@@ -425,6 +438,17 @@ def fit_laplace(
         cursor += int(n_k)
     g_draws = np.concatenate(g_parts)
     item_draws = np.concatenate(i_parts)
+    moments = None
+    if robust:
+        assert robust_cluster is not None
+        out = comp_info[0][3]
+        moments = robust_moments(static, args, out, robust_cluster, g_real)
+        # each ability's draws widened about the mode to its larger sd (never narrowed)
+        widen = np.sqrt(
+            np.maximum(1.0, moments.global_robust_var / np.maximum(moments.global_var, 1e-30))
+        )
+        g_mode = np.asarray(out["g"], np.float64)[:g_real]
+        g_draws[:, :g_real] = g_mode + (g_draws[:, :g_real] - g_mode) * widen
     # each draw's lapse rate: its grid point's, or its global block's entry (joint mode)
     lapse_draws = None
     if lapse:
@@ -534,6 +558,8 @@ def fit_laplace(
         # mean over the Gaussian draws shifts where the transforms (exp, ordering) bend
         "mode_values": mode_values_of(out, top_log_tau, lapse_of[top]),
     }
+    if moments is not None:
+        info["robust_widen"] = widen
     if refine_info is not None:
         info["items_exact"] = True
         info["refine"] = refine_info

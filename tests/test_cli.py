@@ -182,17 +182,23 @@ def test_a_lapse_rate_needs_the_default_models_cell_effect():
         assert "--lapse needs the default model's cell effect" in out.stderr
 
 
-def test_the_default_model_learns_random_answers_unless_told_not_to():
+def test_the_default_model_is_fast_and_robust_and_random_answers_are_asked_for():
     from services.cli import build_parser
     from services.cli.analysis import fit_config
 
     def config(*extra: str):
         return fit_config(build_parser().parse_args(["significance", "--data", "x", *extra]))
 
-    assert config().lapse and config("--method", "fast").lapse and config("--lapse").lapse
-    assert not config("--no-lapse").lapse and config("--no-lapse").cell_effect
+    default = config()
+    assert default.method == "fast" and default.robust
+    assert not default.lapse and not default.cell_effect
+    assert config("--lapse").lapse and config("--lapse").cell_effect
+    assert not config("--lapse").robust
+    assert config("--cell-effect").cell_effect and not config("--cell-effect").lapse
+    assert not config("--no-lapse").lapse and config("--no-lapse").robust
     assert not config("--no-cell-effect").lapse and not config("--preset", "paper").lapse
     assert not config("--likelihood", "net").lapse
+    assert config("--method", "nuts").method == "nuts"
     out = evalset("significance", "--data", str(NCM), "--lapse", "--no-lapse")
     assert out.returncode == 2 and out.stdout == ""
     assert "not allowed with argument --lapse" in out.stderr

@@ -34,15 +34,18 @@ def _add_fit_args(parser: argparse.ArgumentParser) -> None:
         "--preset",
         choices=["default", "paper"],
         default="default",
-        help="default: per-judgment likelihood, theta = 0 means no preference, a "
-        "prompt-by-comparison effect, random answers at a learned rate (docs/statistics.md); paper: Sedoc & Ungar's model "
-        "(net rating in [-3, 3], free thresholds), which reproduces their Table 3",
+        help="default: every judgment a 3-category response, abilities with cluster-robust "
+        "intervals (each prompt of a comparison one unit), and the net preference from each "
+        "comparison's own judgments with the model's residuals (docs/statistics.md); paper: "
+        "Sedoc & Ungar's model (net rating in [-3, 3], free thresholds), which reproduces "
+        "their Table 3",
     )
     parser.add_argument(
         "--method",
         choices=["nuts", "fast"],
-        default="nuts",
-        help="nuts: full posterior (default); fast: MAP + Laplace approximation",
+        default="fast",
+        help="fast: MAP + Laplace approximation, seconds (default); nuts: full posterior, "
+        "minutes (--preset paper reproduces the paper's Table 3 with it)",
     )
     parser.add_argument(
         "--likelihood",
@@ -91,23 +94,31 @@ def _add_fit_args(parser: argparse.ArgumentParser) -> None:
         help="free: the paper's ordered thresholds (the paper preset); "
         "symmetric: b_c = -b_(K-c), so theta = 0 means no preference (default: the preset's)",
     )
-    parser.add_argument(
+    cells = parser.add_mutually_exclusive_group()
+    cells.add_argument(
+        "--cell-effect",
+        action="store_true",
+        help="model the dependence of a cell's judgments (a prompt-by-comparison effect "
+        "integrated over a grid of its sd) instead of the default's cluster-robust intervals; "
+        "many times slower",
+    )
+    cells.add_argument(
         "--no-cell-effect",
         action="store_true",
-        help="treat the judgments of one cell as independent (the default models their dependence)",
+        help="no prompt-by-comparison effect in the model (the default; kept for scripts)",
     )
     lapse = parser.add_mutually_exclusive_group()
     lapse.add_argument(
         "--no-lapse",
         action="store_true",
-        help="no random answers in the model: every judgment a graded response (the default "
-        "preset learns the share of judgments answered at random, e.g. by inattentive annotators)",
+        help="no random answers in the model: every judgment a graded response (the default)",
     )
     lapse.add_argument(
         "--lapse",
         action="store_true",
-        help="learn the share of random answers (the default preset's default; refused with "
-        "--preset paper, --likelihood net or --no-cell-effect)",
+        help="learn the share of judgments answered at random (e.g. by inattentive "
+        "annotators); implies --cell-effect; refused with --preset paper, --likelihood net "
+        "or --no-cell-effect",
     )
     parser.add_argument("--alpha-scale", type=float, default=1.0, help="prior sd of log alpha")
     parser.add_argument(
@@ -131,6 +142,7 @@ def fit_config(args: argparse.Namespace) -> Any:
     """The FitConfig of ``significance`` / ``items`` arguments (exits with the reason when
     they do not make one)."""
     from adaptive.fitting import preset_config
+    from stan_free_models.conditional import REFINE_SWEEPS
 
     overrides = {}
     if args.likelihood is not None:
@@ -141,6 +153,8 @@ def fit_config(args: argparse.Namespace) -> Any:
         overrides["thresholds"] = "symmetric"  # free thresholds leave per-system skills adrift
     if args.no_cell_effect or overrides.get("likelihood") == "net":
         overrides["cell_effect"] = False
+    elif args.cell_effect or args.lapse:
+        overrides["cell_effect"] = True
     draws: dict[str, int] = {}
     if args.draws is not None:
         if args.draws < 1:
@@ -160,7 +174,8 @@ def fit_config(args: argparse.Namespace) -> Any:
     if args.refine_always:
         if args.method != "fast":
             raise SystemExit("evalset: --refine-always applies to --method fast")
-        overrides["refine_below"] = math.inf
+        # the refinement draws from the model's exact conditionals: the model-based path
+        overrides.update(refine_below=math.inf, exact_items=True, refine_sweeps=REFINE_SWEEPS)
     if args.min_ess is not None:
         if args.method != "nuts":
             raise SystemExit("evalset: --min-ess applies to --method nuts")
@@ -198,7 +213,8 @@ def _analyses(args: argparse.Namespace, config: Any) -> Any:
                 f"fitting dimension {dim!r} ({args.method}, {args.preset} preset: "
                 f"{config.likelihood} likelihood, {config.thresholds} thresholds"
                 f"{', prompt-by-comparison effect' if config.cell_effect else ''}"
-                f"{', random answers at a learned rate' if config.lapse else ''}) ..."
+                f"{', random answers at a learned rate' if config.lapse else ''}"
+                f"{', cluster-robust intervals' if config.robust else ''}) ..."
             )
         result = analyze(
             judgments,
@@ -229,7 +245,9 @@ def _analyses(args: argparse.Namespace, config: Any) -> Any:
 STRONG_NET = 0.6
 
 
-def strong_note(rows: list[dict[str, Any]], theta_scale: float, lapse: bool = False) -> str | None:
+def strong_note(
+    rows: list[dict[str, Any]], theta_scale: float, lapse: bool = False, robust: bool = False
+) -> str | None:
     """A warning when strong comparisons were fitted under theta's default N(0, 1) prior, or
     under the lapse rate and their own judgments disagree with the fit.
 
@@ -244,14 +262,18 @@ def strong_note(rows: list[dict[str, Any]], theta_scale: float, lapse: bool = Fa
     judgments, which its posterior predictive check then flags (NCM: 0.54 against 0.74
     observed; 0.71 without the lapse, unflagged). A wider prior does not lift that cap.
 
+    The default (``robust``) reads Δ from each comparison's own judgments, which no prior
+    pulls: then only theta (the IRT scale) is shrunk, and no note is given for the prior.
+
     None when no comparison's observed net preference reaches ``STRONG_NET``, or when neither
-    applies (a wider prior, and no flagged strong comparison under the lapse).
+    applies (a wider prior or the default's Δ, and no flagged strong comparison under the
+    lapse).
     """
     strong = [
         r for r in rows if abs(r.get("observed_net", r.get("net_preference", 0.0))) >= STRONG_NET
     ]
     notes = []
-    if strong and theta_scale <= 1.0:
+    if strong and theta_scale <= 1.0 and not robust:
         notes.append(
             f"note: {len(strong)} comparison(s) have an observed net preference of at least "
             f"{STRONG_NET} in size; under theta's prior N(0, {theta_scale:g}) their net preference "
@@ -279,14 +301,15 @@ def run_significance(args: argparse.Namespace) -> int:
         rows.extend(compare(result.posterior, result.cells, rule=args.adjust))
     columns = SIGNIFICANCE_COLUMNS if args.format == "table" else None
     emit(rows, args.format, columns=columns)
-    note = strong_note(rows, config.theta_scale, lapse=config.lapse)
+    note = strong_note(rows, config.theta_scale, lapse=config.lapse, robust=config.robust)
     if note and not args.quiet:
         log(note)
     if args.format == "table":
         log(
             f"significant: 95% interval excludes 0; significant_adjusted: {args.adjust} on posterior tail "
-            "probabilities; net_preference: the model's expected signed judgment (+1 B, -1 A) over the "
-            "judged prompts with its 95% interval; observed_net: the data's own"
+            "probabilities; net_preference: the expected signed judgment (+1 B, -1 A) over the "
+            "judged prompts with its 95% interval (default model: the comparison's own judgments, "
+            "the interval from the model's residuals; model_net in --format json is the model's)"
         )
     return 0
 
