@@ -12,7 +12,7 @@ Args shared by the functions here:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import jax
@@ -155,7 +155,6 @@ def model_data(
         num_items=cells.num_items,
         num_categories=num_categories,
     )
-    from dataclasses import replace
 
     if cell_effect:
         if likelihood != "judgment":
@@ -223,7 +222,7 @@ def fit_cells(
     nuts: Any = fit_nuts
     if config.sampler == "whitened":
         nuts, extra = fit_nuts_whitened, extra | {"min_ess": config.min_ess}
-    return nuts(
+    posterior = nuts(
         data,
         rng_key=rng_key,
         num_chains=config.num_chains,
@@ -236,6 +235,27 @@ def fit_cells(
         tau_scale=config.tau_scale,
         **extra,
     )
+    if not config.robust:
+        return posterior
+    # the same widening as the fast path's, from a fast fit's cluster-robust sds: the
+    # posterior is the model's, and the model takes a cell's judgments as independent
+    fast = fit_cells(cells, replace(config, method="fast", num_draws=8), init=init)
+    return widen_abilities(posterior, fast.info["robust_widen"], data)
+
+
+def widen_abilities(posterior: Posterior, widen: np.ndarray, data: Any) -> Posterior:
+    """The posterior with every ability's (or skill's) draws spread about their mean by
+    ``widen`` (one factor >= 1 each); per system, theta is recomputed from the skills."""
+    draws = dict(posterior.draws)
+    name = "skill" if "skill" in draws else "theta"
+    x = draws[name]
+    centre = x.mean(axis=(0, 1), keepdims=True)
+    draws[name] = centre + (x - centre) * widen
+    if name == "skill":
+        skill = draws["skill"]
+        draws["theta"] = skill[..., data.pair_b] - skill[..., data.pair_a]
+    info = posterior.info | {"robust_widen": widen}
+    return replace(posterior, draws=draws, info=info)
 
 
 PRESETS = ("default", "paper")

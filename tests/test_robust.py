@@ -226,3 +226,26 @@ def test_the_default_covers_the_true_net_preference_where_judgments_of_a_cell_ar
 def _pair(camp, names):
     a, b = names
     return (camp.systems.index(a), camp.systems.index(b))
+
+
+def test_widening_a_sampled_posterior_keeps_its_centre_and_recomputes_theta_from_skills():
+    from types import SimpleNamespace
+
+    from adaptive.fitting import widen_abilities
+    from stan_free_models.posterior import Diagnostics, Posterior
+
+    rng = np.random.default_rng(0)
+    skill = rng.normal(0, 1, (2, 300, 3))
+    pairs = SimpleNamespace(pair_a=np.array([0, 0, 1]), pair_b=np.array([1, 2, 2]))
+    post = Posterior(
+        draws={"skill": skill, "theta": skill[..., pairs.pair_b] - skill[..., pairs.pair_a]},
+        method="nuts",
+        diagnostics=Diagnostics(),
+    )
+    widen = np.array([1.0, 2.0, 1.5])
+    wide = widen_abilities(post, widen, pairs)
+    np.testing.assert_allclose(wide.sd("skill") / post.sd("skill"), widen, rtol=1e-12)
+    np.testing.assert_allclose(wide.mean("skill"), post.mean("skill"), atol=1e-12)
+    s = wide.draws["skill"]
+    np.testing.assert_allclose(wide.draws["theta"], s[..., [1, 2, 2]] - s[..., [0, 0, 1]])
+    assert np.array_equal(wide.info["robust_widen"], widen)

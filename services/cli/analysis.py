@@ -225,11 +225,26 @@ def _analyses(args: argparse.Namespace, config: Any) -> Any:
         )
         if not args.quiet:
             d = result.posterior.diagnostics.summary()
+            if config.method == "fast":
+                widen = result.posterior.info.get("robust_widen")
+                fit = (
+                    f"MAP {'converged' if result.posterior.diagnostics.converged else 'NOT converged'}"
+                    f" in {result.posterior.diagnostics.num_steps} L-BFGS steps"
+                    + (
+                        f", cluster-robust sd up to {float(widen.max()):.2f}x the model's"
+                        if widen is not None and len(widen)
+                        else ""
+                    )
+                )
+            else:
+                fit = (
+                    f"max R-hat {d['max_rhat']:.3f}, min bulk ESS {d['min_ess_bulk']:.0f}, "
+                    f"divergences {d['num_divergences']}"
+                )
             log(
                 f"  {result.cells.num_comparisons} comparisons, {len(result.cells.prompts)} prompts "
                 f"({len(result.groups)} redundancy groups), {result.cells.num_judgments} judgments; "
-                f"max R-hat {d['max_rhat']:.3f}, min bulk ESS {d['min_ess_bulk']:.0f}, "
-                f"divergences {d['num_divergences']}, {d['seconds']:.1f} s"
+                f"{fit}, {d['seconds']:.1f} s"
             )
             if "lapse" in result.posterior.draws:
                 rate = result.posterior.flat("lapse")
