@@ -15,9 +15,11 @@ for every data set padded to the same shapes:
   num_draws)``.
 * :func:`run_nuts`: a NUTS sampler cached per ``(spec, static, NutsSettings)``.
 
-NumPyro's effect-handler stack is one process-wide list, so every fit that runs
-NumPyro code holds :data:`MODEL_LOCK`. :data:`TRACE_COUNTS` counts traces and
-sampler builds (tests check reuse).
+Importing the engine makes NumPyro's effect-handler stack per-thread
+(:mod:`stan_free_models.threadsafe`), so fits may trace and run models on several
+threads at once. A cached sampler is one mutable object, so runs of it hold
+:data:`MODEL_LOCK`. :data:`TRACE_COUNTS` counts traces and sampler builds (tests
+check reuse).
 """
 
 from __future__ import annotations
@@ -39,11 +41,18 @@ from jax.flatten_util import ravel_pytree
 from numpyro.infer import MCMC, NUTS
 from numpyro.infer.util import potential_energy
 
+from stan_free_models import threadsafe
 from stan_free_models.posterior import Diagnostics, bulk_ess, rank_rhat
 
-#: NumPyro's effect-handler stack is one process-wide list, so two threads tracing a
-#: model at once corrupt each other's traces ("all sites must have unique names").
-#: Every fit that runs NumPyro code (a trace, a compile, MCMC initialisation) holds it.
+# NumPyro's effect-handler stack is one process-wide list: two threads tracing a model
+# at once would corrupt each other's traces ("all sites must have unique names"). One
+# stack per thread instead, before any model is traced.
+threadsafe.install()
+
+#: Held while a cached sampler runs (an MCMC object keeps its state between runs, so
+#: two threads must not run the same one at once). Tracing a model needs no lock: the
+#: handler stack is per-thread (:mod:`stan_free_models.threadsafe`); a fit that still
+#: holds it around a compiled call only waits for the others (and a sampler's whole run).
 MODEL_LOCK = threading.RLock()
 
 #: counts how often each compiled function is traced (a test checks reuse)
@@ -155,15 +164,14 @@ def fit_dense_laplace(
     and ``finite`` (the Hessian's Cholesky factor is finite).
     """
     fit = compiled_dense_laplace(spec, static, int(max_iter), int(num_draws))
-    with MODEL_LOCK:  # NumPyro's handler stack is process-wide: one trace at a time
-        return jax.device_get(
-            fit(
-                rng_key,
-                {k: jnp.asarray(v) for k, v in x0.items()},
-                arrays,
-                jnp.asarray(tol, jnp.float32),
-            )
+    return jax.device_get(
+        fit(
+            rng_key,
+            {k: jnp.asarray(v) for k, v in x0.items()},
+            arrays,
+            jnp.asarray(tol, jnp.float32),
         )
+    )
 
 
 # ------------------------------------------------------------------------------ NUTS
