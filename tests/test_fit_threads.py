@@ -8,12 +8,16 @@ NUTS refit may trace their models at the same moment.
 from __future__ import annotations
 
 import importlib
+import json
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 import jax
 import numpyro
 import numpyro.distributions as dist
@@ -23,9 +27,14 @@ from numpyro import handlers
 
 import stan_free_models.engine  # noqa: F401  (importing the engine installs the per-thread stack)
 from adaptive import streaming as st
+from services.api.fit_health import fit_failures
 from services.api.refresher import Refresher, RefreshEvent
 from services.settings import Settings
+from services.store import Store
+from services.store import repository as repo
 from stan_free_models import threadsafe
+from tests.conftest import ThreadServer
+from tests.test_api import judgments
 from tests.test_streaming import SYSTEMS, simulate
 
 
@@ -206,3 +215,151 @@ def test_fast_items_and_nuts_fits_at_once_never_fail(cell_effect: bool) -> None:
     assert len(published) == (2 if cell_effect else 3)  # with skill updates, the base too
     if not cell_effect:
         assert [e.kind for e in worker.events].count("items") == 1
+
+
+# ---------------------------------------------------------------- failed fits in /health
+
+ADMIN = "admin-s3cret"
+
+
+def _new_project(client: httpx.Client) -> tuple[str, dict[str, str]]:
+    project_id = f"secret-campaign-{time.monotonic_ns()}"
+    r = client.post(
+        "/projects",
+        json={"project_id": project_id},
+        headers={"Authorization": f"Bearer {ADMIN}"},
+    )
+    assert r.status_code == 201, r.text
+    headers = {"Authorization": f"Bearer {r.json()['token']}"}
+    r = client.post(
+        f"/projects/{project_id}/systems",
+        json={"systems": [{"system_id": name} for name in SYSTEMS]},
+        headers=headers,
+    )
+    assert r.status_code == 200, r.text
+    r = client.post(
+        f"/projects/{project_id}/prompts",
+        json={"prompts": [{"prompt_id": f"q{i}", "text": f"prompt {i}"} for i in range(12)]},
+        headers=headers,
+    )
+    assert r.status_code == 200, r.text
+    return project_id, headers
+
+
+def test_a_failed_fit_shows_in_health_as_counts_and_by_name_only_to_the_admin(
+    tmp_path: Path,
+) -> None:
+    """Was: 3 of 5 re-estimations failed in a load run and ``/health`` still said ``ok``."""
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 'health.db'}",
+        admin_token=ADMIN,
+        streaming=True,
+        worker="thread",
+        nuts=False,
+        poll_seconds=0.5,
+    )
+    with ThreadServer(settings) as server, httpx.Client(base_url=server.url, timeout=60) as client:
+        healthy = client.get("/health").json()
+        assert healthy["status"] == "ok"
+        assert healthy["fits"] == {"failed": 0, "failing": 0, "last_failed_at": None, "keys": None}
+
+        def broken_fit(*args: object, **kwargs: object) -> None:
+            raise RuntimeError("the fit broke (a stand-in for any error in a fit)")
+
+        server.state.refresher._fast_fit = broken_fit  # every fast update now fails
+        project_id, headers = _new_project(client)
+        r = client.post(
+            f"/projects/{project_id}/judgments", json={"judgments": judgments(40)}, headers=headers
+        )
+        assert r.status_code == 200, r.text
+        deadline = time.monotonic() + 30
+        health = client.get("/health").json()
+        while time.monotonic() < deadline and not health["fits"]["failing"]:
+            time.sleep(0.05)
+            health = client.get("/health").json()
+        # anonymous: degraded, with counts only (no project, dimension or error text)
+        assert health["status"] == "degraded", health
+        fits = health["fits"]
+        assert fits["failing"] == 1 and fits["failed"] >= 1 and fits["keys"] is None
+        assert fits["last_failed_at"] is not None
+        assert project_id not in json.dumps(fits) and "broke" not in json.dumps(health)
+        # a project's own token sees no more here (its events have the errors)
+        assert client.get("/health", headers=headers).json()["fits"]["keys"] is None
+        failed = client.get(
+            f"/projects/{project_id}/events", params={"kind": "failed"}, headers=headers
+        ).json()["events"]
+        assert failed and "broke" in failed[0]["detail"]
+        # the admin token: which dimension and kind of fit, and the error
+        admin = client.get("/health", headers={"Authorization": f"Bearer {ADMIN}"}).json()
+        [key] = admin["fits"]["keys"]
+        assert (key["project_id"], key["dimension"], key["method"]) == (
+            project_id,
+            "overall",
+            "laplace",
+        )
+        # (the poll retries the dimension meanwhile: each retry fails again)
+        assert key["failing"] and key["failed"] == admin["fits"]["failed"] >= fits["failed"]
+        assert "RuntimeError" in key["last_error"] and "broke" in key["last_error"]
+        # a wrong token is anonymous
+        wrong = client.get("/health", headers={"Authorization": "Bearer nope"}).json()
+        assert wrong["fits"]["keys"] is None
+
+
+def test_a_kind_of_fit_is_failing_until_its_own_next_fit_succeeds(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'events.db'}")
+    store.migrate()
+    seq = iter(range(1, 100))
+
+    def add(dimension: str, kind: str, method: str, detail: str = "") -> None:
+        with store.write() as conn:
+            repo.add_events(
+                conn=conn,
+                events=[
+                    {
+                        "project_id": "p",
+                        "dimension": dimension,
+                        "created_at": datetime(2025, 1, 1, 0, 0, next(seq), tzinfo=UTC),
+                        "kind": kind,
+                        "method": method,
+                        "version": 0,
+                        "num_judgments": 10,
+                        "seconds": 1.0,
+                        "detail": detail,
+                        "replica": "test",
+                    }
+                ],
+            )
+
+    def failing() -> dict[tuple[str, str], tuple[int, bool, str]]:
+        with store.read() as conn:
+            return {
+                (f.dimension, f.method): (f.failed, f.failing, f.last_error)
+                for f in fit_failures(conn)
+            }
+
+    try:
+        add("d", "published", st.FAST)
+        assert failing() == {}
+        add("d", "failed", st.FULL, "E1")
+        add("d", "published", st.FAST)  # a fast update does not clear a NUTS failure
+        add("d", "failed", "items", "E2")
+        add("d", "failed", st.FAST, "E3")
+        assert failing() == {
+            ("d", st.FULL): (1, True, "E1"),
+            ("d", "items"): (1, True, "E2"),
+            ("d", st.FAST): (1, True, "E3"),
+        }
+        add("d", "rejected", st.FULL, "max R-hat 1.3")  # ran to the end: not failing
+        add("d", "items", st.FAST)  # a successful items refresh is kind "items"
+        add("d", "failed", st.FAST, "E4")
+        add("e", "failed", st.FAST, "E5")  # another dimension is its own key
+        assert failing() == {
+            ("d", st.FULL): (1, False, "E1"),
+            ("d", "items"): (1, False, "E2"),
+            ("d", st.FAST): (2, True, "E4"),
+            ("e", st.FAST): (1, True, "E5"),
+        }
+        add("d", "superseded", st.FAST)  # another replica published: that fit succeeded
+        assert failing()[("d", st.FAST)] == (2, False, "E4")
+    finally:
+        store.dispose()

@@ -14,6 +14,7 @@ from services import schemas as s
 from services.api.analysis import snapshot_public
 from services.api.deps import ProjectId, SettingsDep, State, _bearer
 from services.api.errors import ApiError, error_responses
+from services.api.fit_health import ServiceHealth, fit_failures, fits_public
 from services.api.limits import admin_token_ok
 from services.store import repository as repo
 
@@ -31,12 +32,20 @@ router = APIRouter()
 
 
 @router.get("/health", operation_id="health", tags=["service"])
-def health(state: State) -> s.HealthPublic:
-    """Whether the store answers and the re-estimation worker runs, and how old each
-    project's newest snapshot is (``judgments_behind``: judgments it does not include)."""
+def health(
+    state: State,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> ServiceHealth:
+    """Whether the store answers and the re-estimation worker runs, how old each
+    project's newest snapshot is (``judgments_behind``: judgments it does not include),
+    and how many fits failed (``fits``; which ones only for the admin token)."""
     now = datetime.now(UTC)
     projects = []
+    admin = bool(state.settings.admin_token) and admin_token_ok(
+        state.settings.admin_token, credentials.credentials if credentials else None
+    )
     with state.store.read() as conn:
+        failures = fit_failures(conn)
         for project_id in repo.list_project_ids(conn=conn):
             total = 0
             behind = 0
@@ -70,8 +79,9 @@ def health(state: State) -> s.HealthPublic:
             )
     alive = state.worker_alive()
     mode = state.settings.worker if state.streaming else "off"
-    return s.HealthPublic(
-        status="ok" if alive or not state.streaming else "degraded",
+    fits = fits_public(failures, detail=admin)
+    return ServiceHealth(
+        status="ok" if (alive or not state.streaming) and not fits.failing else "degraded",
         database="sqlite" if state.store.is_sqlite else "postgresql",
         streaming=state.streaming,
         worker=s.WorkerPublic(
@@ -81,6 +91,7 @@ def health(state: State) -> s.HealthPublic:
             last_restart_at=state.last_restart_at,
         ),
         projects=projects,
+        fits=fits,
     )
 
 
