@@ -432,3 +432,78 @@ def simulate_net_split_campaign(
         prompts=prompts,
         pairs=pairs,
     )
+
+
+#: the calibration suite's simulators by name (``research/calibration.py --kind``), each
+#: a simulator (``simulator``: rough or net-split; else :func:`simulate_campaign`) and its
+#: arguments
+SIMULATOR_KINDS: dict[str, dict] = {
+    # all systems equal, A/B-exchangeable prompts: every true Δ is exactly 0
+    "null": dict(null=True),
+    # all systems equal, thresholds drawn as in the paper (each prompt leans)
+    "null-asym": dict(null=True, symmetric_null=False),
+    # the paper's setting: a theta per comparison, independent judgments
+    "paper": dict(),
+    # prompt-by-comparison effects (sd 0.5) and 20% random annotators
+    "varied": dict(cell_sd=0.5, random_annotators=0.2),
+    # the varied simulator's two departures from the model, one at a time
+    "varied-cells": dict(cell_sd=0.5),
+    "varied-random": dict(random_annotators=0.2),
+    # everything at once, on simulate_rough_campaign's defaults
+    "rough": dict(simulator="rough"),
+    # the paper's story: a cell's net rating is the graded response, split among its
+    # annotators (simulate_net_split_campaign)
+    "net-split": dict(simulator="net-split"),
+    # the rough simulator's strong effects alone (theta sd 2.5, leaning prompts, its design):
+    # no cell effects, no random or differing annotators
+    "rough-strong": dict(
+        simulator="rough",
+        sensitivity_sd=0.0,
+        tie_sd=0.0,
+        random_annotators=0.0,
+        cell_scale=0.0,
+        skill_df=1e9,
+        skill_scale=1.8,
+    ),
+}
+
+
+def simulate_kind(
+    kind: str, seed: int, *, num_comparisons: int = 20, num_prompts: int = 200
+) -> Campaign:
+    """Campaign ``seed`` of the calibration suite's simulator ``kind`` (:data:`SIMULATOR_KINDS`).
+
+    The same kind and seed are the same campaign wherever they are drawn (the suite's
+    rows, the slow tests), from ``np.random.default_rng(seed)``.
+    """
+    if kind not in SIMULATOR_KINDS:
+        raise ValueError(f"unknown kind {kind!r}; expected one of {sorted(SIMULATOR_KINDS)}")
+    options = dict(SIMULATOR_KINDS[kind])
+    simulate = {"rough": simulate_rough_campaign, "net-split": simulate_net_split_campaign}.get(
+        options.pop("simulator", ""), simulate_campaign
+    )
+    return simulate(
+        np.random.default_rng(seed),
+        num_comparisons=num_comparisons,
+        num_prompts=num_prompts,
+        **options,
+    )
+
+
+def subsample_index(num_rows: int, fraction: float, seed: int) -> np.ndarray:
+    """The rows a share ``fraction`` of campaign ``seed``'s judgments keeps, in order.
+
+    ``round(fraction * num_rows)`` rows drawn uniformly without replacement from
+    ``np.random.default_rng(10_000 + seed)``; every row at ``fraction >= 1``. The
+    calibration suite's sparse snapshots of a campaign are these rows.
+
+    Example:
+        >>> subsample_index(5, 1.0, 0).tolist()
+        [0, 1, 2, 3, 4]
+        >>> len(subsample_index(200, 0.05, 3))
+        10
+    """
+    if fraction >= 1.0:
+        return np.arange(num_rows)
+    rng = np.random.default_rng(10_000 + seed)
+    return np.sort(rng.choice(num_rows, size=round(fraction * num_rows), replace=False))
