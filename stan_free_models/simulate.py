@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -479,9 +480,11 @@ def simulate_kind(
     if kind not in SIMULATOR_KINDS:
         raise ValueError(f"unknown kind {kind!r}; expected one of {sorted(SIMULATOR_KINDS)}")
     options = dict(SIMULATOR_KINDS[kind])
-    simulate = {"rough": simulate_rough_campaign, "net-split": simulate_net_split_campaign}.get(
-        options.pop("simulator", ""), simulate_campaign
-    )
+    simulators: dict[str, Callable[..., Campaign]] = {
+        "rough": simulate_rough_campaign,
+        "net-split": simulate_net_split_campaign,
+    }
+    simulate = simulators.get(options.pop("simulator", ""), simulate_campaign)
     return simulate(
         np.random.default_rng(seed),
         num_comparisons=num_comparisons,
