@@ -574,24 +574,36 @@ def test_nuts_is_due_by_judgments_or_by_time_and_never_twice_at_once() -> None:
 
 @pytest.mark.slow
 def test_live_significance_holds_its_level_on_null_campaigns_and_never_flags_against_the_truth():
-    """The service's verdict, fitted as the service fits (scripts/live_significance.py, whose 40
+    """The service's verdict, fitted as the service fits (research/live_significance.py, whose 40
     campaigns give 0 / 0 / 1 flagged at 100 / 30 / 15%): at most 2 of 15 null campaigns flagged
     at 15% and at 30%, where the model's half alone flagged 5-6 of these 15; on the varied
     simulator (not the model) flags are made, and none against the true sign."""
-    import sys
-    from pathlib import Path
+    from adaptive.cells import build_cells
+    from stan_free_models.simulate import simulate_kind, subsample_index
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-    from calibration import campaign, fitted_truth, subsample
-    from live_significance import live_rows
+    def share(camp, fraction, seed):
+        frame = pl.DataFrame(camp.rows)
+        return frame[subsample_index(frame.height, fraction, seed)]
+
+    def live_rows(frame, systems, seed):
+        """The rows `GET /significance` answers with after a re-estimation on ``frame``, the
+        cells, and whether the fit passed the diagnostics the service publishes on."""
+        snap = st.fit_snapshot(
+            frame,
+            dimension="overall",
+            systems=list(systems),
+            config=st.stream_config("fast", seed=seed),
+            last_seq=frame.height,
+        )
+        assert not isinstance(snap, tuple)
+        cells = build_cells(frame, dimension="overall", systems=list(systems))
+        return pair_rows(snap), cells, bool(snap.diagnostics.get("passed"))
 
     for fraction in (0.15, 0.3):
         flagged = model_alone = 0
         for seed in range(15):
-            camp = campaign("null", seed, 20, 200)
-            rows, _, passed = live_rows(
-                subsample(pl.DataFrame(camp.rows), fraction, seed), camp.systems, seed
-            )
+            camp = simulate_kind("null", seed)
+            rows, _, passed = live_rows(share(camp, fraction, seed), camp.systems, seed)
             assert passed
             flagged += any(r["significant_adjusted"] for r in rows)
             model_alone += any(r["model_adjusted"] for r in rows)
@@ -601,11 +613,14 @@ def test_live_significance_holds_its_level_on_null_campaigns_and_never_flags_aga
         assert model_alone >= 1, (fraction, model_alone)  # the data's half holds the level
     made = 0
     for seed in range(4):
-        camp = campaign("varied", seed, 20, 200)
-        rows, cells, _ = live_rows(
-            subsample(pl.DataFrame(camp.rows), 0.3, seed), camp.systems, seed
-        )
-        truth = fitted_truth(camp, cells)
+        camp = simulate_kind("varied", seed)
+        rows, cells, _ = live_rows(share(camp, 0.3, seed), camp.systems, seed)
+        # the true Δ of each pair over its judged prompts, in the cells' order
+        index = {(camp.systems[a], camp.systems[b]): i for i, (a, b) in enumerate(camp.pairs)}
+        comp = np.array([index[n] for n in cells.comparison_names()])
+        prompt = np.array([camp.prompts.index(p) for p in cells.prompts])
+        judged = camp.true_delta(comp[cells.judgment_comparison], prompt[cells.judgment_prompt])
+        truth = judged[comp]
         for r, t in zip(rows, truth):
             if r["significant_adjusted"]:
                 made += 1

@@ -7,7 +7,7 @@ also carries the training fit's item uncertainty into the held-out estimate:
 the held-out posterior is the mixture over ``--item-draws`` Laplace draws of
 (alpha, b), so its variance is E[Var(theta | items)] + Var(E[theta | items]).
 
-    python scripts/loco_item_uncertainty.py [--data FILE] [--item-draws 100]
+    python research/loco_item_uncertainty.py [--data FILE] [--item-draws 100]
 """
 
 from __future__ import annotations

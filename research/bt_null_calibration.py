@@ -39,11 +39,11 @@ systems answering each item (4, chosen at random), ``--annotators`` annotators p
 item (5, from a pool of 30), each judging every pair of the item's responses once, in
 a random order on screen (``shown_first``).
 
-    python scripts/bt_null_calibration.py --design independent items-0.5 items-1.0 \\
-        --by pooled item --method laplace --campaigns 40 --jsonl docs/calibration/bt_null.jsonl
-    python scripts/bt_null_calibration.py --design independent items-1.0 \\
-        --by pooled item --method nuts --campaigns 10 --jsonl docs/calibration/bt_null.jsonl
-    python scripts/bt_null_calibration.py --summarize docs/calibration/bt_null.jsonl
+    python research/bt_null_calibration.py --design independent items-0.5 items-1.0 \\
+        --by pooled item --method laplace --campaigns 40 --jsonl research/calibration/bt_null.jsonl
+    python research/bt_null_calibration.py --design independent items-1.0 \\
+        --by pooled item --method nuts --campaigns 10 --jsonl research/calibration/bt_null.jsonl
+    python research/bt_null_calibration.py --summarize research/calibration/bt_null.jsonl
 
 ``--jsonl FILE`` appends one line per fit; a fit already in FILE (same design, seed,
 ``--by``, method and campaign size) is not run again, so a run can be stopped and

@@ -1,11 +1,12 @@
 """Each comparison's model Δ against its own raw judgments, on subsamples of a real log.
 
 For every share of the judgments kept (uniformly at random, per seed), fits the default
-model on the fast path and reports per comparison whether the model's net preference has
-the sign of the observed one (mean over prompts of each cell's mean signed judgment), how
-many comparisons are adjusted-significant, and how many posterior predictive checks flag.
+model (with ``--lapse``, the model-based one) on the fast path and reports per comparison
+whether the model's net preference has the sign of the observed one (mean over prompts of
+each cell's mean signed judgment), how many comparisons are adjusted-significant, and how
+many posterior predictive checks flag.
 
-    python scripts/raw_sign_check.py --data data/chateval_ncm/judgments.csv --fractions 1 0.3 0.15 --seeds 3
+    python research/raw_sign_check.py --data data/chateval_ncm/judgments.csv --fractions 1 0.3 0.15 --seeds 3
 """
 
 from __future__ import annotations
@@ -37,13 +38,16 @@ def main() -> int:
     parser.add_argument("--refine-sweeps", type=int, default=None)
     lapse = parser.add_mutually_exclusive_group()
     lapse.add_argument(
-        "--lapse", action="store_true", help="the default model's lapse rate (its default)"
+        "--lapse",
+        action="store_true",
+        help="random answers at a learned rate (the model-based path: brings the cell effect; "
+        "the default when research/how_the_defaults_were_chosen.md measured it)",
     )
     lapse.add_argument(
         "--no-lapse",
         action="store_true",
-        help="the default model without random answers (the figures measured before the lapse "
-        "became the default)",
+        help="no random answers: today the default as it is without either flag (the robust "
+        "intervals); the history's --no-lapse figures are the model-based default of the time",
     )
     args = parser.parse_args()
     full = read_judgments(args.data)

@@ -1,15 +1,19 @@
 #!/usr/bin/env python
 """How often evalset significance's strong-comparison note fires on simulated campaigns
-(observed |net| >= STRONG_NET for any comparison), by share of the data; no fit needed."""
+(observed |net| >= STRONG_NET for any comparison), by share of the data; no fit needed.
 
-import sys
+The note was about theta's N(0, 1) prior pulling a strong comparison's model Δ towards 0;
+the default reads Δ from each comparison's own judgments and gives it only with the
+model-based options (``--cell-effect``, ``--lapse``).
 
-sys.path.insert(0, "scripts")
+    python research/strong_note_rate.py
+"""
+
 import numpy as np
 import polars as pl
-from calibration import campaign, subsample
 
 from services.cli.analysis import STRONG_NET
+from stan_free_models.simulate import simulate_kind, subsample_index
 
 
 def observed_net(frame):
@@ -31,8 +35,8 @@ for kind, n in (("null", 40), ("paper", 20), ("varied", 20), ("rough", 10)):
         strong = 0
         total = 0
         for seed in range(n):
-            full = pl.DataFrame(campaign(kind, seed, 20, 200).rows)
-            net = observed_net(subsample(full, frac, seed))
+            full = pl.DataFrame(simulate_kind(kind, seed).rows)
+            net = observed_net(full[subsample_index(full.height, frac, seed)])
             fired += bool((np.abs(net) >= STRONG_NET).any())
             strong += int((np.abs(net) >= STRONG_NET).sum())
             total += net.size

@@ -1,20 +1,16 @@
-"""Checks of scripts/bt_null_calibration.py's simulator and frequentist tests (cheap)."""
+"""Checks of research/bt_null_calibration.py's simulator and frequentist tests (cheap), and of
+`evalset bt --report differences` on its campaigns: the verdict needs the items as well as
+the model (tests/test_research.py runs this file in its own process)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
+import bt_null_calibration as null
 import numpy as np
 import polars as pl
 import pytest
 from scipy.stats import norm
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-
-import bt_null_calibration as null  # noqa: E402
-
-from adaptive import bt  # noqa: E402
+from adaptive import bt
 
 
 def test_one_seed_is_one_skeleton_in_every_design():

@@ -11,7 +11,7 @@ service does and counts, per share of the data kept:
 * campaigns in the paper's setting or the varied one: adjusted flags, and flags whose sign is
   against the true Δ.
 
-    python scripts/live_significance.py --kind null --campaigns 40 --fractions 1 0.3 0.15 --jsonl docs/calibration/live_null.jsonl
+    python research/live_significance.py --kind null --campaigns 40 --fractions 1 0.3 0.15 --jsonl research/calibration/live_null.jsonl
 
 ``--jsonl FILE`` appends one line per fit; a fit already in FILE is not run again.
 """
@@ -28,7 +28,6 @@ from pathlib import Path
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
 
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402

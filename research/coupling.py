@@ -6,7 +6,7 @@ keeping every judgment of the others, refit, and compare the others' z; then the
 decisions (adaptive.decisions), which use each comparison's own judgments only.
 
 Usage:
-    python scripts/coupling.py [--share 0.2] [--model paper|default]
+    python research/coupling.py [--share 0.2] [--model paper|default]
 """
 
 from __future__ import annotations
