@@ -4,6 +4,8 @@ The audit behind the decisions: fit the graded-response model (fast path) on the
 NCM log, thin the clearly decided comparisons (|z| > 3) to a share of their judgments while
 keeping every judgment of the others, refit, and compare the others' z; then the same for the
 decisions (adaptive.decisions), which use each comparison's own judgments only.
+``--model default`` is the per-judgment model with a prompt-by-comparison effect and symmetric
+thresholds (the model-based default when this was measured), ``paper`` the paper's model.
 
 Usage:
     python research/coupling.py [--share 0.2] [--model paper|default]

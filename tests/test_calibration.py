@@ -222,8 +222,8 @@ def test_null_campaigns_rarely_get_an_adjusted_flag(fraction):
     """12 null campaigns (thresholds as in the paper, all systems equal): at most 1 flagged.
 
     The paper's model on the fast path flagged 17% at full size and 42% at 15% of the data,
-    and the default model's posterior alone 46% at 15% (docs/statistics.md); a 5% rate
-    gives at most 1 of 12 with probability 0.88.
+    and the model-based default's posterior alone 27.5-60% at 15%, depending on the round
+    (research/the_first_fast_path.md); a 5% rate gives at most 1 of 12 with probability 0.88.
     """
     flagged = sum(
         any(r["significant_adjusted"] for r in _campaign_rows("null-asym", seed, fraction)[0])
