@@ -246,7 +246,15 @@ def _model_arrays(
 
 
 def _potential_fn(static: tuple):
-    """The potential of ``(params, *_dynamic_args(padded))`` for the static key."""
+    """The potential of ``(params, *_dynamic_args(padded))`` for the static key.
+
+    Without cells it is written directly in JAX (:mod:`stan_free_models.grm_potential`,
+    the same value, several times cheaper to trace); with cells it is NumPyro's.
+    """
+    if static[8] is None:
+        from stan_free_models.grm_potential import grm_potential
+
+        return lambda params, *args: grm_potential(static, params, args)
     potential = GRM_SPEC.potential(static)
 
     def fn(params, *args):
