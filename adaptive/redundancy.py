@@ -170,27 +170,28 @@ def complete_linkage_groups(correlation: np.ndarray, threshold: float) -> list[l
 
     Returns groups of size >= 2 (indices), largest correlation first.
     """
-    num = correlation.shape[0]
     r = np.where(np.isnan(correlation), -np.inf, correlation)
-    clusters: dict[int, list[int]] = {i: [i] for i in range(num)}
-    # linkage between clusters = minimum pairwise correlation
-    link = r.copy()
-    np.fill_diagonal(link, -np.inf)
-    active = np.ones(num, dtype=bool)
-    while True:
-        masked = np.where(active[:, None] & active[None, :], link, -np.inf)
-        flat = int(np.argmax(masked))
+    np.fill_diagonal(r, -np.inf)
+    # only prompts with a pair above the threshold can ever merge: clustering the
+    # sub-matrix of those is the same and costs its size, not the campaign's (the rows
+    # keep their order, so ties resolve as on the whole matrix)
+    members = np.flatnonzero((r > threshold).any(axis=1))
+    num = len(members)
+    clusters: dict[int, list[int]] = {i: [int(members[i])] for i in range(num)}
+    # linkage between clusters = minimum pairwise correlation; merged-away rows are -inf
+    link = r[np.ix_(members, members)]
+    while num:
+        flat = int(np.argmax(link))
         i, j = divmod(flat, num)
-        if masked[i, j] <= threshold:
+        if link[i, j] <= threshold:
             break
         clusters[i].extend(clusters.pop(j))
-        active[j] = False
         link[i, :] = np.minimum(link[i, :], link[j, :])
         link[:, i] = link[i, :]
         link[i, i] = -np.inf
         link[j, :] = -np.inf
         link[:, j] = -np.inf
-    groups = [sorted(members) for members in clusters.values() if len(members) > 1]
+    groups = [sorted(group) for group in clusters.values() if len(group) > 1]
     groups.sort(key=lambda g: (-len(g), g[0]))
     return groups
 
@@ -214,15 +215,16 @@ def redundant_pairs_matrix(
     link = np.where(linked, r, -np.inf)
     groups = complete_linkage_groups(link, threshold)
     iu = np.triu_indices(r.shape[0], 1)
+    upper = r[iu]  # once: indexing it per pair cost O(prompts^2) a pair
     hits = np.where(linked[iu])[0]
     pairs = sorted(
-        ((int(iu[0][k]), int(iu[1][k]), float(r[iu][k])) for k in hits), key=lambda t: -t[2]
+        ((int(iu[0][k]), int(iu[1][k]), float(upper[k])) for k in hits), key=lambda t: -t[2]
     )
     info = RedundancyInfo(
         correlation=r,
         overlap=n,
         pairs=pairs,
-        above_threshold=int(np.sum(np.nan_to_num(r[iu], nan=-np.inf) > threshold)),
+        above_threshold=int(np.sum(np.nan_to_num(upper, nan=-np.inf) > threshold)),
         expected_by_chance=expected_chance_exceedances(n, threshold, min_overlap),
         q_value=q,
         basis=basis,

@@ -117,3 +117,44 @@ def test_chateval_ncm_counts():
     i, j = cells.prompts.index("ncm-008"), cells.prompts.index("ncm-009")
     assert raw.correlation[i, j] == pytest.approx(0.64, abs=0.01)
     assert info.correlation[i, j] == pytest.approx(0.56, abs=0.01)
+
+
+def _complete_linkage_on_the_whole_matrix(correlation, threshold):
+    """The clustering as it ran before it was restricted to prompts with a linked pair."""
+    num = correlation.shape[0]
+    r = np.where(np.isnan(correlation), -np.inf, correlation)
+    clusters = {i: [i] for i in range(num)}
+    link = r.copy()
+    np.fill_diagonal(link, -np.inf)
+    active = np.ones(num, dtype=bool)
+    while True:
+        masked = np.where(active[:, None] & active[None, :], link, -np.inf)
+        i, j = divmod(int(np.argmax(masked)), num)
+        if masked[i, j] <= threshold:
+            break
+        clusters[i].extend(clusters.pop(j))
+        active[j] = False
+        link[i, :] = np.minimum(link[i, :], link[j, :])
+        link[:, i] = link[i, :]
+        link[i, i] = -np.inf
+    groups = [sorted(m) for m in clusters.values() if len(m) > 1]
+    groups.sort(key=lambda g: (-len(g), g[0]))
+    return groups
+
+
+def test_complete_linkage_on_the_linked_prompts_alone_is_the_same_as_on_all():
+    from adaptive.redundancy import complete_linkage_groups
+
+    rng = np.random.default_rng(0)
+    for trial in range(20):
+        num = int(rng.integers(2, 60))
+        corr = np.clip(rng.normal(0.2, 0.35, (num, num)), -1, 1)
+        corr = (corr + corr.T) / 2
+        corr[rng.uniform(size=(num, num)) < 0.1] = np.nan
+        corr = np.where(np.isnan(corr) | np.isnan(corr.T), np.nan, corr)
+        np.fill_diagonal(corr, np.nan)
+        if trial % 3 == 0:
+            corr = np.round(corr, 1)  # ties
+        assert complete_linkage_groups(corr, 0.6) == _complete_linkage_on_the_whole_matrix(
+            corr, 0.6
+        )
