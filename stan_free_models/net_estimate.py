@@ -34,6 +34,8 @@ from scipy.special import expit
 #: leverages are capped here: a cell the fit reproduces almost exactly (a prompt judged in
 #: one cell only) has its squared residual scaled up by at most 1 / (1 - cap)
 MAX_LEVERAGE = 0.8
+#: draws whose cell means are computed at once (memory: this many x cells x categories)
+DRAW_CHUNK = 25
 
 
 class NetEstimate(NamedTuple):
@@ -102,35 +104,52 @@ def estimate_net(
     item = np.asarray(cell_item, np.int64)
     y = np.asarray(cell_mean, np.float64)
     k = np.maximum(np.asarray(cell_count, np.float64), 1.0)
-    m_draws, _ = cell_moments(theta_draws[:, comp], alpha_draws[:, item], b_draws[:, item])
+
+    def per_comparison(x: np.ndarray) -> np.ndarray:
+        return np.bincount(comp, weights=x, minlength=num_comparisons)[:num_comparisons]
+
+    # the cells' fitted means draw by draw, a chunk at a time (memory: chunk x cells)
+    num_draws = theta_draws.shape[0]
+    sum_m = np.zeros(len(y))
+    sum_m2 = np.zeros(len(y))
+    model_draws = np.empty((num_draws, num_comparisons))
+    for lo in range(0, num_draws, DRAW_CHUNK):
+        hi = min(lo + DRAW_CHUNK, num_draws)
+        m, _ = cell_moments(
+            theta_draws[lo:hi, comp], alpha_draws[lo:hi, item], b_draws[lo:hi, item]
+        )
+        sum_m += m.sum(axis=0)
+        sum_m2 += (m**2).sum(axis=0)
+        model_draws[lo:hi] = [per_comparison(row) for row in m]
+    mean_m = sum_m / num_draws
     if point is None:
-        m_hat = m_draws.mean(axis=0)
+        m_hat = mean_m
         _, v_hat = cell_moments(
             theta_draws.mean(0)[comp], alpha_draws.mean(0)[item], b_draws.mean(0)[item]
         )
     else:
         m_hat, v_hat = cell_moments(point[0][comp], point[1][item], point[2][item])
-    var_m = m_draws.var(axis=0, ddof=1) if m_draws.shape[0] > 1 else np.zeros_like(m_hat)
+    if num_draws > 1:
+        var_m = np.maximum(sum_m2 - num_draws * mean_m**2, 0.0) / (num_draws - 1)
+    else:
+        var_m = np.zeros_like(m_hat)
     with np.errstate(divide="ignore", invalid="ignore"):
         leverage = np.where(v_hat > 0, var_m * k / v_hat, 0.0)
     leverage = np.clip(np.nan_to_num(leverage), 0.0, MAX_LEVERAGE)
-
-    def per_comparison(x: np.ndarray) -> np.ndarray:
-        return np.bincount(comp, weights=x, minlength=num_comparisons)[:num_comparisons]
 
     n = per_comparison(np.ones_like(y))
     safe_n = np.maximum(n, 1.0)
     delta = np.where(n > 0, per_comparison(y) / safe_n, np.nan)
     resid_sq = (y - m_hat) ** 2 / (1.0 - leverage)
     sd = np.where(n > 0, np.sqrt(per_comparison(resid_sq)) / safe_n, np.nan)
-    model_draws = np.stack([per_comparison(row) for row in m_draws]) / safe_n
+    model_draws /= safe_n
     model_delta = per_comparison(m_hat) / safe_n
     if point is not None:
         # Laplace draws are Gaussian in the unconstrained space, and the cells' means bend
         # under the transforms (exp, the ordering): their spread is the approximation's,
         # their centre is the mode's plug-in
         model_draws = model_draws - model_draws.mean(axis=0) + model_delta
-    model_sd = model_draws.std(axis=0, ddof=1) if m_draws.shape[0] > 1 else np.zeros(n.shape)
+    model_sd = model_draws.std(axis=0, ddof=1) if num_draws > 1 else np.zeros(n.shape)
     tail = (1.0 - level) / 2.0
     low, high = np.quantile(model_draws, [tail, 1.0 - tail], axis=0)
     # under the model, the observed mean scatters about the model's Δ by the judgments'
@@ -150,4 +169,4 @@ def estimate_net(
     )
 
 
-__all__ = ["MAX_LEVERAGE", "NetEstimate", "cell_moments", "estimate_net"]
+__all__ = ["DRAW_CHUNK", "MAX_LEVERAGE", "NetEstimate", "cell_moments", "estimate_net"]
