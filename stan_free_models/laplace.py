@@ -28,7 +28,6 @@ from stan_free_models.graded_response import (
     DEFAULT_THETA_SCALE,
 )
 from stan_free_models.inference import (
-    MODEL_LOCK,
     TRACE_COUNTS,
     GRMData,
     _cell_stats,
@@ -293,17 +292,17 @@ def fit_laplace(
     def run(key, g0, items0, log_tau, logit_lapse=None):
         if grid and lapse:
             log_tau = [logit_lapse, log_tau]
-        with MODEL_LOCK:
-            return jax.device_get(
-                fit(
-                    key,
-                    jnp.asarray(g0),
-                    jnp.asarray(items0),
-                    args,
-                    tol_now,
-                    jnp.asarray(log_tau, jnp.float32),
-                )
+        # no lock: tracing is safe on any thread (per-thread handler stacks, engine.py)
+        return jax.device_get(
+            fit(
+                key,
+                jnp.asarray(g0),
+                jnp.asarray(items0),
+                args,
+                tol_now,
+                jnp.asarray(log_tau, jnp.float32),
             )
+        )
 
     g_real = data.num_systems if data.per_system else data.num_comparisons
     assert g_real is not None

@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from stan_free_models.inference import MODEL_LOCK, _potential_fn, _split_params, bucket
+from stan_free_models.inference import _potential_fn, _split_params, bucket
 
 #: abilities whose cells' scores are computed together: memory holds this many copies
 #: of the per-judgment intermediates
@@ -101,18 +101,17 @@ def robust_moments(
     size_g = int(np.asarray(out["g"]).shape[0])
     real_g = np.zeros(size_g, np.float32)
     real_g[:num_real_global] = 1.0
-    with MODEL_LOCK:  # the first call traces the NumPyro model
-        model_var, robust_var = jax.device_get(
-            _compiled(static, num_clusters)(
-                jnp.asarray(out["g"]),
-                jnp.asarray(out["items"]),
-                args,
-                jnp.asarray(out["cov_g"]),
-                jnp.asarray(out["item_gain"]),
-                jnp.asarray(real_g),
-                jnp.asarray(full),
-            )
+    model_var, robust_var = jax.device_get(
+        _compiled(static, num_clusters)(
+            jnp.asarray(out["g"]),
+            jnp.asarray(out["items"]),
+            args,
+            jnp.asarray(out["cov_g"]),
+            jnp.asarray(out["item_gain"]),
+            jnp.asarray(real_g),
+            jnp.asarray(full),
         )
+    )
     return RobustMoments(
         global_var=np.asarray(model_var, np.float64)[:num_real_global],
         global_robust_var=np.asarray(robust_var, np.float64)[:num_real_global],
