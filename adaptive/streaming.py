@@ -59,22 +59,21 @@ def stream_config(method: str = "fast", **kwargs: Any) -> FitConfig:
     free thresholds rank GPT-3 above Blender, against the raw win shares and Tack &
     Piech; symmetric thresholds give Teacher > Blender > GPT-3).
 
-    The judgments of one cell share a prompt-by-comparison effect by default (as in the
-    default model, ``adaptive.fitting.preset_config``), so a cell judged three times
-    does not count as three independent prompts. The default model's lapse rate is not
-    fitted here: a live verdict also needs each pair's own judgments (docs/statistics.md). Skill-only updates
-    (:mod:`stan_free_models.incremental`) treat judgments as independent, so with the
-    cell effect every batch gets a full fast fit instead (``cell_effect=False``
-    brings them back). A live snapshot draws the prompts' parameters from the Gaussian
-    (``exact_items=False``): the exact conditional draws cost minutes per update at
-    ten thousand judgments; tau is still integrated over its grid. ``evalset
-    significance`` on a file uses both.
+    As the default model (``adaptive.fitting.preset_config``): one MAP + Laplace fit with
+    the abilities' intervals widened to their cluster-robust sd, so a cell judged three
+    times does not count as three independent prompts, at the cost of one fit: every
+    update refits the items with the skills. ``cell_effect=True`` (or a lapse) asks for
+    the model-based treatment instead (a grid of fits over the cell effect's sd; skill-only
+    updates then cannot be used, as they take judgments as independent).
     """
     from adaptive.fitting import FitConfig
 
     kwargs.setdefault("thresholds", "symmetric")
-    kwargs.setdefault("cell_effect", True)
+    kwargs.setdefault("cell_effect", False)
+    kwargs.setdefault("refine_sweeps", 0)
     kwargs.setdefault("exact_items", False)
+    modelled = kwargs["cell_effect"] or kwargs.get("lapse") or kwargs["exact_items"]
+    kwargs.setdefault("robust", not modelled)
     return FitConfig(method=method, likelihood="judgment", parameterization="system", **kwargs)
 
 

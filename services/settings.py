@@ -105,13 +105,15 @@ class Settings(BaseSettings):
         "requests always have a CPU of their own",
     )
     cell_effect: bool = Field(
-        default=True,
-        description="fit the default model's prompt-by-comparison effect; its judgments are "
-        "not independent, so every fast update is then a full fit (skill_updates has no effect)",
+        default=False,
+        description="fit a prompt-by-comparison effect (a grid of fits over its sd) instead of "
+        "the default's cluster-robust intervals; many times slower, and skill_updates then has "
+        "no effect",
     )
     skill_updates: bool = Field(
-        default=True,
-        description="between full fast fits, update only the skills (item parameters held)",
+        default=False,
+        description="between full fast fits, update only the skills (item parameters held, "
+        "refreshed on their own schedule); off by default: every update refits the items too",
     )
     items_every_judgments: int = Field(
         default=500, ge=1, description="refresh item parameters after this many new judgments"

@@ -159,13 +159,13 @@ TINY = dict(
 
 
 @pytest.mark.parametrize(
-    "cell_effect",
+    "skill_updates",
     [
-        pytest.param(True, id="default-model"),
-        pytest.param(False, id="skill-updates-and-items-refreshes"),
+        pytest.param(False, id="default-model"),
+        pytest.param(True, id="skill-updates-and-items-refreshes"),
     ],
 )
-def test_fast_items_and_nuts_fits_at_once_never_fail(cell_effect: bool) -> None:
+def test_fast_items_and_nuts_fits_at_once_never_fail(skill_updates: bool) -> None:
     """The worker's threads at once, each tracing its model afresh: a full fast fit, an
     items refresh (a full fit on a thread of its own, when skill updates are on) and a
     NUTS refit; every fit is published, none fails. (Before NumPyro's stack was
@@ -176,10 +176,10 @@ def test_fast_items_and_nuts_fits_at_once_never_fail(cell_effect: bool) -> None:
         load_fn=campaign.load,
         publish_fn=campaign.publish,
         latest_fn=campaign.latest,
-        config=Settings(cell_effect=cell_effect, **TINY),
+        config=Settings(skill_updates=skill_updates, **TINY),
     )
     base = None
-    if not cell_effect:
+    if skill_updates:
         assert worker.update("items") is not None
         base = worker._states["items"].base
         assert base is not None
@@ -212,8 +212,8 @@ def test_fast_items_and_nuts_fits_at_once_never_fail(cell_effect: bool) -> None:
     assert not failed, failed
     published = [e for e in worker.events if e.kind == "published"]
     assert {e.method for e in published} == {st.FAST, st.FULL}
-    assert len(published) == (2 if cell_effect else 3)  # with skill updates, the base too
-    if not cell_effect:
+    assert len(published) == (3 if skill_updates else 2)  # with skill updates, the base too
+    if skill_updates:
         assert [e.kind for e in worker.events].count("items") == 1
 
 

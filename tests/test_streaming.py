@@ -386,7 +386,7 @@ def test_skill_updates_hold_items_until_an_items_refresh_replaces_them() -> None
         fast_num_draws=400,
         snapshot_max_draws=400,
         items_every_judgments=100,
-        cell_effect=False,  # skill-only updates assume independent judgments
+        skill_updates=True,  # off by default: every update refits the items too
     )
     refresher = memory.refresher(config)
     memory.visible = 200
@@ -450,7 +450,7 @@ def test_judgments_on_a_new_prompt_wait_for_the_items_refresh() -> None:
         fast_num_draws=200,
         snapshot_max_draws=200,
         items_sync_below=0,
-        cell_effect=False,
+        skill_updates=True,
     )
     refresher = memory.refresher(config)
     memory.visible = 200
@@ -543,7 +543,9 @@ def test_next_key_takes_dirty_keys_only_and_spaces_their_updates() -> None:
 
 
 def test_plan_update_refreshes_items_past_the_window_and_keeps_skill_updates() -> None:
-    config = Settings(items_every_judgments=500, items_every_share=0.05, items_max_lag=4.0)
+    config = Settings(
+        items_every_judgments=500, items_every_share=0.05, items_max_lag=4.0, skill_updates=True
+    )
     # the window is max(500, 5% of 20,000) = 1,000 judgments
     plan = lambda n, running=False: plan_update(  # noqa: E731
         config, base_judgments=20_000, num_judgments=n, items_running=running
