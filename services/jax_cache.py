@@ -1,8 +1,9 @@
 """A persistent JAX compilation cache, shared by the service and the command line.
 
-The first fit of a model shape compiles for seconds to tens of seconds; with
-``EVALSET_JAX_CACHE_DIR`` set, the compiled programs are written there and a later
-process (a restarted replica, the next ``evalset significance``) loads them instead.
+The first fit of a model shape compiles for seconds to tens of seconds; the compiled
+programs are written to ``EVALSET_JAX_CACHE_DIR`` (unset: the user's cache folder,
+:func:`default_dir`; empty: no cache) and a later process (a restarted replica, the
+next ``evalset significance``) loads them instead.
 JAX keys an entry by the program, its own version, the platform and the XLA flags, not
 by the CPU model: share one directory only between machines of the same hardware.
 
@@ -29,7 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 #: programs that compile faster than this are not worth a file
-MIN_COMPILE_SECONDS = 0.5
+MIN_COMPILE_SECONDS = 0.1
 #: default bound on the directory's size, MiB
 DEFAULT_MAX_MB = 2048
 #: JAX's names for an entry's program and its last use (jax/_src/lru_cache.py)
@@ -37,12 +38,12 @@ CACHE_SUFFIX, ATIME_SUFFIX = "-cache", "-atime"
 
 
 def configure_jax(environ: Mapping[str, str] | None = None) -> str | None:
-    """Point JAX at ``EVALSET_JAX_CACHE_DIR`` of ``environ`` (default: the process's), if
-    set: in this process's JAX, or, before JAX is imported, in JAX's own environment
-    variables of this process (which its child processes inherit).
+    """Point JAX at ``EVALSET_JAX_CACHE_DIR`` of ``environ`` (default: the process's; unset:
+    :func:`default_dir`): in this process's JAX, or, before JAX is imported, in JAX's own
+    environment variables of this process (which its child processes inherit).
 
-    Returns the directory in use, or None when the variable is unset or empty; a size
-    bound that is not a positive whole number is an error.
+    Returns the directory in use, or None when the variable is set empty (no cache); a
+    size bound that is not a positive whole number is an error.
 
     Example:
         >>> configure_jax({"EVALSET_JAX_CACHE_DIR": ""}) is None
@@ -52,6 +53,8 @@ def configure_jax(environ: Mapping[str, str] | None = None) -> str | None:
     """
     env = os.environ if environ is None else environ
     cache = env.get("EVALSET_JAX_CACHE_DIR")
+    if cache is None:
+        cache = str(default_dir(env))
     if not cache:
         return None
     settings: dict[str, str | float | int] = {
@@ -73,6 +76,18 @@ def configure_jax(environ: Mapping[str, str] | None = None) -> str | None:
     # compile read them again
     compilation_cache.reset_cache()
     return cache
+
+
+def default_dir(environ: Mapping[str, str]) -> Path:
+    """Where compiled programs go when ``EVALSET_JAX_CACHE_DIR`` is unset: the user's cache
+    folder (``$XDG_CACHE_HOME``, else ``~/.cache``), ``evalset/jax``.
+
+    Example:
+        >>> default_dir({"XDG_CACHE_HOME": "/tmp/c"}).as_posix()
+        '/tmp/c/evalset/jax'
+    """
+    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "evalset" / "jax"
 
 
 def max_bytes(environ: Mapping[str, str]) -> int:

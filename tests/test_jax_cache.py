@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from services.jax_cache import ATIME_SUFFIX, CACHE_SUFFIX
+from services.jax_cache import ATIME_SUFFIX, CACHE_SUFFIX, MIN_COMPILE_SECONDS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -109,7 +109,7 @@ def test_settings_reach_jax_through_its_environment_before_it_is_imported(tmp_pa
     cache = tmp_path / "jax"
     done = run_program(EARLY, cache, EVALSET_JAX_CACHE_MAX_MB="64")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == [str(cache), str(64 << 20), "0.5"]
+    assert done.stdout.split() == [str(cache), str(64 << 20), str(MIN_COMPILE_SECONDS)]
     # without a bound of ours, JAX's own variable is the bound
     done = run_program(EARLY, cache, JAX_COMPILATION_CACHE_MAX_SIZE="123456789")
     assert done.returncode == 0, done.stderr
@@ -153,3 +153,22 @@ def test_the_command_lines_flags_need_no_jax():
         "import adaptive.recommend as r; from adaptive.recommend import recommend_key; "
         "print(r.recommend.__module__, r.snapshot_from_draws.__module__)"
     ).split() == ["adaptive.recommend.policy", "adaptive.recommend.prepare"]
+
+
+def test_without_the_variable_the_cache_is_on_in_the_users_cache_folder(tmp_path):
+    from services.jax_cache import configure_jax, default_dir
+
+    env = {"XDG_CACHE_HOME": str(tmp_path), "EVALSET_JAX_CACHE_MAX_MB": "64"}
+    assert default_dir(env) == tmp_path / "evalset" / "jax"
+    # in a child process: this one's JAX is configured already
+    script = "from services.jax_cache import configure_jax; print(configure_jax())"
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env={k: v for k, v in os.environ.items() if k != "EVALSET_JAX_CACHE_DIR"} | env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(tmp_path / "evalset" / "jax")
+    assert configure_jax({"EVALSET_JAX_CACHE_DIR": ""}) is None  # set empty: no cache

@@ -104,7 +104,7 @@ def plan_update(
     under way (the one due here counts: two full fits would only slow each other).
 
     Example:
-        >>> s = Settings(items_every_judgments=500, items_every_share=0.05)
+        >>> s = Settings(items_every_judgments=500, items_every_share=0.05, skill_updates=True)
         >>> plan_update(s, base_judgments=10_000, num_judgments=10_400, items_running=False)
         UpdatePlan(skills=True, refresh_items=False)
         >>> plan_update(s, base_judgments=10_000, num_judgments=10_600, items_running=False)
