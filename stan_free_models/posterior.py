@@ -8,7 +8,6 @@ from typing import Any
 import numpy as np
 from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 from scipy.special import ndtri
-from scipy.stats import rankdata
 
 
 @dataclass(frozen=True)
@@ -94,6 +93,8 @@ def rank_normalize(x: np.ndarray) -> np.ndarray:
     """Rank-normalise draws (chain, draw, ...) over chains and draws jointly (Vehtari et al. 2021)."""
     c, d = x.shape[:2]
     flat = x.reshape(c * d, -1)
+    from scipy.stats import rankdata  # here: scipy.stats costs every command 0.6 s to import
+
     ranks = rankdata(flat, axis=0, method="average")
     z = ndtri((ranks - 3.0 / 8.0) / (c * d + 1.0 / 4.0))
     return z.reshape(x.shape)
