@@ -19,13 +19,23 @@ from adaptive.redundancy import DEFAULT_THRESHOLD, find_redundant_groups
 from stan_free_models.posterior import Posterior
 
 
+#: above this many prompts the redundancy grouping is skipped: it compares every pair of
+#: prompts, in memory that grows with their square (23,000 prompts: over 20 GB)
+MAX_GROUPING_PROMPTS = 4000
+
+
 @dataclass(frozen=True)
 class Analysis:
-    """A fitted dimension: the cells, the redundancy groups used, the posterior."""
+    """A fitted dimension: the cells, the redundancy groups used, the posterior.
+
+    ``grouping_skipped``: the grouping was asked for but the prompts were too many
+    (:data:`MAX_GROUPING_PROMPTS`); every prompt is its own item.
+    """
 
     cells: CellData
     groups: list[list[str]]
     posterior: Posterior
+    grouping_skipped: bool = False
 
 
 def analyze(
@@ -42,14 +52,15 @@ def analyze(
     orientation = list(orientation or [])
     cells = build_cells(judgments, dimension=dimension, orientation=orientation)
     groups: list[list[str]] = []
-    if group_redundant:
+    skipped = group_redundant and len(cells.prompts) > MAX_GROUPING_PROMPTS
+    if group_redundant and not skipped:
         groups, _ = find_redundant_groups(cells, threshold=group_threshold)
         if groups:
             cells = build_cells(
                 judgments, dimension=cells.dimension, orientation=orientation, groups=groups
             )
     posterior = fit_cells(cells, config, init=init)
-    return Analysis(cells=cells, groups=groups, posterior=posterior)
+    return Analysis(cells=cells, groups=groups, posterior=posterior, grouping_skipped=skipped)
 
 
 def analysis_item_rows(analysis: Analysis) -> list[dict]:

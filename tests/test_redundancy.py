@@ -158,3 +158,20 @@ def test_complete_linkage_on_the_linked_prompts_alone_is_the_same_as_on_all():
         assert complete_linkage_groups(corr, 0.6) == _complete_linkage_on_the_whole_matrix(
             corr, 0.6
         )
+
+
+def test_too_many_prompts_skip_the_grouping_and_say_so(monkeypatch):
+    import polars as pl
+
+    import adaptive.pipeline as pipeline
+    from adaptive.fitting import preset_config
+    from stan_free_models.simulate import simulate_campaign
+
+    camp = simulate_campaign(np.random.default_rng(0), num_comparisons=3, num_prompts=12)
+    config = preset_config("default", method="fast", num_draws=50)
+    monkeypatch.setattr(pipeline, "MAX_GROUPING_PROMPTS", 11)
+    skipped = pipeline.analyze(pl.DataFrame(camp.rows), config=config)
+    assert skipped.grouping_skipped and skipped.groups == []
+    assert skipped.cells.num_items == 12  # every prompt its own item
+    monkeypatch.setattr(pipeline, "MAX_GROUPING_PROMPTS", 12)
+    assert not pipeline.analyze(pl.DataFrame(camp.rows), config=config).grouping_skipped

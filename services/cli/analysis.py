@@ -224,6 +224,12 @@ def _analyses(args: argparse.Namespace, config: Any) -> Any:
             group_threshold=args.group_threshold,
         )
         if not args.quiet:
+            if result.grouping_skipped:
+                log(
+                    f"  note: {len(result.cells.prompts)} prompts: redundancy grouping skipped (it "
+                    "compares every pair of prompts, in memory that grows with their square; "
+                    "--no-grouping says so without this note)"
+                )
             d = result.posterior.diagnostics.summary()
             if config.method == "fast":
                 widen = result.posterior.info.get("robust_widen")
