@@ -18,7 +18,6 @@ from adaptive.fitting import FitConfig, fit_cells
 from adaptive.redundancy import DEFAULT_THRESHOLD, find_redundant_groups
 from stan_free_models.posterior import Posterior
 
-
 #: above this many prompts the redundancy grouping is skipped: it compares every pair of
 #: prompts, in memory that grows with their square (23,000 prompts: over 20 GB)
 MAX_GROUPING_PROMPTS = 4000
