@@ -310,3 +310,23 @@ def test_loco_serially_gives_every_policy_and_k_and_a_figure(small_file, tmp_pat
         assert r["se_ratio"] == pytest.approx(r["se_mean"] / full, rel=1e-9)
         assert (r["draw_sd"] > 0) == (r["policy"] == "random")
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_nuts_defaults_to_a_short_warm_up_and_blocks_until_an_ess_target():
+    from services.cli import build_parser
+    from services.cli.analysis import NUTS_DRAWS, NUTS_MIN_ESS, NUTS_WARMUP, fit_config
+
+    def config(*extra: str):
+        return fit_config(build_parser().parse_args(["significance", "--data", "x", *extra]))
+
+    nuts = config("--method", "nuts")
+    assert (nuts.num_warmup, nuts.num_samples, nuts.min_ess) == (
+        NUTS_WARMUP,
+        NUTS_DRAWS,
+        NUTS_MIN_ESS,
+    )
+    assert config("--method", "nuts", "--min-ess", "0").min_ess is None  # one block
+    assert config("--method", "nuts", "--draws", "700").num_samples == 700
+    assert config().min_ess is None  # the fast path has no ESS
+    with pytest.raises(SystemExit, match="applies to --method nuts"):
+        config("--min-ess", "100")

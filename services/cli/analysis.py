@@ -29,6 +29,11 @@ SIGNIFICANCE_COLUMNS = (
 )
 
 
+#: NUTS's defaults: a short warm-up (the whitened sampler starts at the mode), blocks of
+#: draws until every parameter has this bulk and tail ESS (paper size: about 80 s)
+NUTS_WARMUP, NUTS_DRAWS, NUTS_MIN_ESS = 300, 250, 400.0
+
+
 def _add_fit_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--preset",
@@ -61,19 +66,27 @@ def _add_fit_args(parser: argparse.ArgumentParser) -> None:
         help="one theta per comparison (paper) or theta = s_B - s_A per system",
     )
     parser.add_argument("--chains", type=int, default=4)
-    parser.add_argument("--warmup", type=int, default=1000)
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=NUTS_WARMUP,
+        help=f"nuts: warm-up iterations per chain (default {NUTS_WARMUP}: the sampler starts at "
+        "the fast fit's mode with its Hessian as the metric)",
+    )
     parser.add_argument(
         "--draws",
         type=int,
         default=None,
-        help="posterior draws kept (nuts: per chain, default 1000; fast: in all, default 4000)",
+        help=f"posterior draws kept (nuts: per chain and block, default {NUTS_DRAWS}; fast: in "
+        "all, default 4000)",
     )
     parser.add_argument(
         "--min-ess",
         type=float,
         default=None,
-        help="nuts: after warm-up, keep sampling in blocks of --draws per chain until every "
-        "parameter has bulk and tail ESS >= this and R-hat <= 1.01 (at most 8 blocks)",
+        help=f"nuts: after warm-up, keep sampling in blocks of --draws per chain until every "
+        f"parameter has bulk and tail ESS >= this and R-hat <= 1.01 (at most 8 blocks; default "
+        f"{NUTS_MIN_ESS:g}; 0: one block)",
     )
     parser.add_argument(
         "--no-grouping",
@@ -155,7 +168,7 @@ def fit_config(args: argparse.Namespace) -> Any:
         overrides["cell_effect"] = False
     elif args.cell_effect or args.lapse:
         overrides["cell_effect"] = True
-    draws: dict[str, int] = {}
+    draws: dict[str, int] = {"num_samples": NUTS_DRAWS} if args.method == "nuts" else {}
     if args.draws is not None:
         if args.draws < 1:
             raise SystemExit("evalset: --draws must be at least 1")
@@ -179,7 +192,12 @@ def fit_config(args: argparse.Namespace) -> Any:
     if args.min_ess is not None:
         if args.method != "nuts":
             raise SystemExit("evalset: --min-ess applies to --method nuts")
-        overrides["min_ess"] = args.min_ess
+        if args.min_ess < 0:
+            raise SystemExit("evalset: --min-ess must be 0 (one block) or positive")
+        if args.min_ess > 0:
+            overrides["min_ess"] = args.min_ess
+    elif args.method == "nuts":
+        overrides["min_ess"] = NUTS_MIN_ESS
     try:
         config = preset_config(
             args.preset,
