@@ -174,6 +174,20 @@ class Campaign:
             )[:num_c]
 
 
+def draw_pairs(
+    rng: np.random.Generator, num_comparisons: int, num_systems: int | None = None
+) -> tuple[int, tuple[tuple[int, int], ...]]:
+    """``num_comparisons`` distinct (a, b) pairs, a < b, drawn from ``num_systems`` systems
+    (default: just enough for that many pairs), in sorted order: (systems, pairs)."""
+    if num_systems is None:
+        num_systems = 2
+        while num_systems * (num_systems - 1) // 2 < num_comparisons:
+            num_systems += 1
+    all_pairs = [(a, b) for a in range(num_systems) for b in range(a + 1, num_systems)]
+    chosen = rng.choice(len(all_pairs), size=num_comparisons, replace=False)
+    return num_systems, tuple(all_pairs[i] for i in sorted(chosen))
+
+
 def simulate_campaign(
     rng: np.random.Generator,
     *,
@@ -206,13 +220,7 @@ def simulate_campaign(
             ``num_comparisons`` distinct pairs).
     """
     num_c, num_p = num_comparisons, num_prompts
-    if num_systems is None:
-        num_systems = 2
-        while num_systems * (num_systems - 1) // 2 < num_c:
-            num_systems += 1
-    all_pairs = [(a, b) for a in range(num_systems) for b in range(a + 1, num_systems)]
-    chosen = rng.choice(len(all_pairs), size=num_c, replace=False)
-    pairs = tuple(all_pairs[i] for i in sorted(chosen))
+    num_systems, pairs = draw_pairs(rng, num_c, num_systems)
     theta = np.zeros(num_c) if null else rng.normal(0.0, 1.0, num_c)
     alpha = np.exp(rng.normal(0.0, 1.0, num_p))
     if null and symmetric_null:
@@ -302,13 +310,7 @@ def simulate_rough_campaign(
     from the pool (a random annotator's is 0), so Δ is what the pool would say on average.
     """
     num_c, num_p = num_comparisons, num_prompts
-    if num_systems is None:
-        num_systems = 2
-        while num_systems * (num_systems - 1) // 2 < num_c:
-            num_systems += 1
-    all_pairs = [(a, b) for a in range(num_systems) for b in range(a + 1, num_systems)]
-    chosen = rng.choice(len(all_pairs), size=num_c, replace=False)
-    pairs = tuple(all_pairs[i] for i in sorted(chosen))
+    num_systems, pairs = draw_pairs(rng, num_c, num_systems)
     skill = skill_scale * rng.standard_t(skill_df, num_systems)
     theta = np.array([skill[b] - skill[a] for a, b in pairs])
     alpha = np.exp(rng.normal(0.0, 0.7, num_p))
@@ -391,13 +393,7 @@ def simulate_net_split_campaign(
     The true Δ of a cell is E[u] / n.
     """
     num_c, num_p, n = num_comparisons, num_prompts, num_annotators
-    if num_systems is None:
-        num_systems = 2
-        while num_systems * (num_systems - 1) // 2 < num_c:
-            num_systems += 1
-    all_pairs = [(a, b) for a in range(num_systems) for b in range(a + 1, num_systems)]
-    chosen = rng.choice(len(all_pairs), size=num_c, replace=False)
-    pairs = tuple(all_pairs[i] for i in sorted(chosen))
+    num_systems, pairs = draw_pairs(rng, num_c, num_systems)
     theta = rng.normal(0.0, 1.0, num_c)
     alpha = np.exp(rng.normal(0.0, 1.0, num_p))
     b = np.sort(rng.normal(0.0, 2.0, (num_p, 2 * n)), axis=1)
