@@ -19,14 +19,15 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import polars as pl
 from fastapi import APIRouter, Path
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 from sqlalchemy import select
 
 from adaptive.data import DataError
 from services import schemas as s
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError
-from services.crowd import TASK_COLUMNS, read_results, tasks_from_lease
+from services.crowd import TASK_COLUMNS, read_parsed_results, tasks_from_lease
+from services.crowd.labelstudio import EXPECTED, EXPORT, LabelStudioTask, export_problems
 from services.store import repository as repo
 from services.store import tables as t
 
@@ -75,15 +76,23 @@ class LeaseTasksPublic(BaseModel):
     )
 
 
+def _content_kind(value: Any) -> str:
+    return "text" if isinstance(value, str) else "tasks"
+
+
 class CrowdResultsCreate(BaseModel):
     """A platform's results file, as text (or Label Studio's export as parsed JSON)."""
 
     model_config = ConfigDict(extra="forbid")
 
     platform: Literal["mturk", "labelstudio", "survey"]
-    content: str | list[dict[str, Any]] = Field(
-        description="the file's text: MTurk batch results CSV, Label Studio JSON export, "
-        "survey CSV (or JSONL with survey_format=jsonl); Label Studio's also as a JSON array"
+    content: Annotated[
+        Annotated[str, Tag("text")] | Annotated[list[LabelStudioTask], Tag("tasks")],
+        Discriminator(_content_kind),
+    ] = Field(
+        description="the file's text: MTurk batch results CSV, Label Studio JSON export (a "
+        "JSON array of task objects, as text or as the array itself), survey CSV (or JSONL "
+        "with survey_format=jsonl). Never a file name: the server opens no file"
     )
     survey_format: Literal["csv", "jsonl"] = "csv"
 
@@ -153,14 +162,45 @@ def lease_tasks(project_id: ProjectId, lease_id: LeaseId, state: State) -> Lease
     )
 
 
+def _label_studio_tasks(content: str | list[LabelStudioTask]) -> list[LabelStudioTask]:
+    """The export's tasks: the array itself, or the JSON text of one (never a path)."""
+    if isinstance(content, list):
+        return content
+    try:
+        data = json.loads(content)
+    except json.JSONDecodeError as exc:
+        raise ApiError(
+            422,
+            "validation_error",
+            f"content is not JSON: {exc}",
+            [{"field": "content", "message": f"{exc.msg} at line {exc.lineno} column {exc.colno}"}],
+        ) from exc
+    if not isinstance(data, list):
+        raise ApiError(
+            422,
+            "validation_error",
+            f"content of a Label Studio import is {EXPECTED}; got a JSON {type(data).__name__}",
+            [{"field": "content", "message": f"expected {EXPECTED}"}],
+        )
+    try:
+        return EXPORT.validate_python(data)
+    except ValidationError as exc:
+        problems = [
+            {"row": row, "field": f"content.{field}", "message": message}
+            for row, field, _, message in export_problems(exc)
+        ]
+        rows = sorted({p["row"] for p in problems if p["row"] is not None})
+        raise ApiError(
+            422,
+            "validation_error",
+            f"content is not {EXPECTED} (task(s) {rows[:10]}, 0-based); nothing was stored",
+            problems,
+        ) from exc
+
+
 def _parse(body: CrowdResultsCreate) -> Any:
     if body.platform == "labelstudio":
-        if isinstance(body.content, list):
-            return body.content
-        try:
-            return json.loads(body.content)
-        except json.JSONDecodeError as exc:
-            raise ApiError(422, "validation_error", f"content is not JSON: {exc}") from exc
+        return _label_studio_tasks(body.content)
     if not isinstance(body.content, str):
         raise ApiError(422, "validation_error", f"{body.platform} results are text (CSV)")
     data = io.BytesIO(body.content.encode())
@@ -188,7 +228,7 @@ def import_crowd_results(
     answer)."""
     _, tasks = _lease_tasks(state, project_id, lease_id)
     try:
-        got = read_results(_parse(body), tasks, body.platform)
+        got = read_parsed_results(_parse(body), tasks, body.platform, source_name="content")
     except DataError as exc:
         raise ApiError(
             422,

@@ -172,10 +172,12 @@ def _validation_problems(exc: RequestValidationError) -> list[dict[str, Any]]:
         loc = [p for p in err.get("loc", ()) if p != "body"]
         row = None
         field = None
-        # body.judgments.<row>.<field>, body.systems.<row>.<field>, query.<name>
-        if len(loc) >= 2 and isinstance(loc[1], int):
-            row = loc[1]
-            field = ".".join(str(p) for p in loc[2:]) or None
+        # body.judgments.<row>.<field>, body.systems.<row>.<field>, query.<name>, and
+        # body.content.tasks.<row>.<field> (a crowd import's Label Studio tasks)
+        at = next((i for i, p in enumerate(loc) if isinstance(p, int) and i >= 1), None)
+        if at is not None:
+            row = loc[at]
+            field = ".".join(str(p) for p in loc[at + 1 :]) or None
         elif loc:
             field = ".".join(str(p) for p in loc)
         message = str(err.get("msg", "invalid"))

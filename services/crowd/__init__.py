@@ -11,7 +11,7 @@ and ``evalset crowd`` are the edges). See docs/crowd.md.
 """
 
 from services.crowd.export import PLATFORMS, write_export
-from services.crowd.results import CrowdImport, read_results
+from services.crowd.results import CrowdImport, read_parsed_results, read_results
 from services.crowd.tasks import TASK_COLUMNS, normalize_tasks, read_tasks, tasks_from_lease
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "TASK_COLUMNS",
     "CrowdImport",
     "normalize_tasks",
+    "read_parsed_results",
     "read_results",
     "read_tasks",
     "tasks_from_lease",

@@ -42,6 +42,7 @@ from adaptive.data import (
     validate_judgments,
 )
 from services.crowd.export import ANSWER_NAME
+from services.crowd.labelstudio import LabelStudioData, parse_export
 
 FIRST, SECOND, TIE = "first", "second", "tie"
 _CHOICES = {
@@ -83,15 +84,20 @@ class _Answer(NamedTuple):
 
 
 def _to_frame(source: Any) -> pl.DataFrame:
-    """A CSV/JSONL path, a polars or a pandas frame, as an all-text polars frame."""
-    if isinstance(source, pl.DataFrame) or hasattr(source, "columns"):  # polars or pandas
-        return as_polars(source).with_columns(pl.all().cast(pl.Utf8))
+    """A CSV/JSONL path named on this machine as an all-text polars frame."""
     path = Path(source)
     if not path.exists():
         raise DataError(str(path), message="file not found")
     if path.suffix.lower() in (".jsonl", ".ndjson"):
         return pl.read_ndjson(path, infer_schema_length=None).with_columns(pl.all().cast(pl.Utf8))
     return pl.read_csv(path, infer_schema=False)
+
+
+def _frame(source: Any, name: str) -> pl.DataFrame:
+    """A polars or a pandas frame as an all-text polars frame (never a path)."""
+    if isinstance(source, pl.DataFrame) or hasattr(source, "columns"):  # polars or pandas
+        return as_polars(source).with_columns(pl.all().cast(pl.Utf8))
+    raise DataError(name, message=f"expected a table of results, got {type(source).__name__}")
 
 
 def _source_name(source: Any) -> str:
@@ -144,41 +150,40 @@ def _mturk_answers(frame: pl.DataFrame, source: str) -> tuple[list[_Answer], dic
     return out, skipped
 
 
-def _label_studio_answers(source: Any, name: str) -> tuple[list[_Answer], dict[str, int]]:
-    if isinstance(source, str | Path):
-        path = Path(source)
-        if not path.exists():
-            raise DataError(name, message="file not found")
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise DataError(name, message=f"not JSON: {exc}") from exc
-    else:
-        data = source
-    if not isinstance(data, list):
-        raise DataError(name, message="a Label Studio JSON export is a list of tasks")
+def _load_label_studio_file(source: str | Path, name: str) -> Any:
+    """The parsed JSON of an export file named on this machine (the command line's path)."""
+    path = Path(source)
+    if not path.exists():
+        raise DataError(name, message="file not found")
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DataError(name, message=f"not JSON: {exc}") from exc
+
+
+def _label_studio_answers(data: Any, name: str) -> tuple[list[_Answer], dict[str, int]]:
     skipped: dict[str, int] = {}
     out: list[_Answer] = []
     k = 0
-    for t, task in enumerate(data, start=1):
-        fields = task.get("data") or {}
-        task_id = _text(fields.get("task_id"))
-        for ann in task.get("annotations") or []:
+    for t, task in enumerate(parse_export(data, name), start=1):
+        fields = task.data or LabelStudioData()
+        task_id = _text(fields.task_id)
+        for ann in task.annotations or []:
             k += 1
-            if ann.get("was_cancelled"):
+            if ann.was_cancelled:
                 skipped["cancelled annotation"] = skipped.get("cancelled annotation", 0) + 1
                 continue
             picks = [
-                r.get("value", {}).get("choices") or []
-                for r in ann.get("result") or []
-                if r.get("from_name") == ANSWER_NAME and r.get("type", "choices") == "choices"
+                r.value.choices or []
+                for r in ann.result or []
+                if r.from_name == ANSWER_NAME and r.type == "choices"
             ]
             choice = (
                 picks[0][0]
                 if picks and len(picks[0]) == 1
                 else ("|".join(picks[0]) if picks else "")
             )
-            who = ann.get("completed_by")
+            who = ann.completed_by
             if isinstance(who, Mapping):
                 who = who.get("email") or who.get("id")
             out.append(
@@ -188,10 +193,10 @@ def _label_studio_answers(source: Any, name: str) -> tuple[list[_Answer], dict[s
                     task_id=task_id,
                     choice=_text(choice),
                     annotator=f"ls_{_text(who)}" if _text(who) else "",
-                    key=f"labelstudio:{_text(ann.get('id'))}:{task_id}",
-                    timestamp=_text(ann.get("created_at")),
-                    echoed_item=_text(fields.get("item_id")) if "item_id" in fields else None,
-                    echoed_batch=_text(fields.get("batch_id")) if "batch_id" in fields else None,
+                    key=f"labelstudio:{_text(ann.id)}:{task_id}",
+                    timestamp=_text(ann.created_at),
+                    echoed_item=None if fields.item_id is None else _text(fields.item_id),
+                    echoed_batch=None if fields.batch_id is None else _text(fields.batch_id),
                 )
             )
     return out, skipped
@@ -290,6 +295,10 @@ def _judgments(
 def read_results(source: Any, tasks: pl.DataFrame, platform: str | None = None) -> CrowdImport:
     """Read one results file of a batch and turn it into judgments.
 
+    The one reader that opens a path: for files named on this machine (``evalset crowd
+    import``, notebooks). The service never calls it; it hands
+    :func:`read_parsed_results` what the request holds.
+
     Args:
         source: a path (``.csv``/``.jsonl``/``.json``), a polars or pandas frame
             (MTurk, survey), or the parsed Label Studio export (a list).
@@ -306,20 +315,38 @@ def read_results(source: Any, tasks: pl.DataFrame, platform: str | None = None) 
             problem per bad row; nothing is returned).
     """
     name = _source_name(source)
-    if platform is None:
-        if isinstance(source, list) or (
-            isinstance(source, str | Path) and Path(source).suffix.lower() == ".json"
+    if isinstance(source, str | Path):
+        if platform == "labelstudio" or (
+            platform is None and Path(source).suffix.lower() == ".json"
         ):
             platform = "labelstudio"
+            source = _load_label_studio_file(source, name)
         else:
-            frame = _to_frame(source)
-            platform = "mturk" if "HITId" in frame.columns else "survey"
+            source = _to_frame(source)
+    return read_parsed_results(source, tasks, platform, source_name=name)
+
+
+def read_parsed_results(
+    data: Any, tasks: pl.DataFrame, platform: str | None = None, *, source_name: str = ""
+) -> CrowdImport:
+    """:func:`read_results` of results already in memory; never opens a file.
+
+    ``data`` is the parsed Label Studio export (a list of task objects) or a polars or
+    pandas frame (MTurk, survey); anything else, a string included, is a
+    :class:`DataError`.
+    """
+    name = source_name or f"<{type(data).__name__}>"
+    if platform is None:
+        if isinstance(data, list):
+            platform = "labelstudio"
+        else:
+            platform = "mturk" if "HITId" in _frame(data, name).columns else "survey"
     if platform == "labelstudio":
-        answers, skipped = _label_studio_answers(source, name)
+        answers, skipped = _label_studio_answers(data, name)
     elif platform == "mturk":
-        answers, skipped = _mturk_answers(_to_frame(source), name)
+        answers, skipped = _mturk_answers(_frame(data, name), name)
     elif platform == "survey":
-        answers, skipped = _survey_answers(_to_frame(source), name)
+        answers, skipped = _survey_answers(_frame(data, name), name)
     else:
         raise ValueError(f"unknown platform {platform!r}; expected mturk, labelstudio or survey")
     rows, problems, duplicates = _judgments(answers, tasks, name)

@@ -1,0 +1,229 @@
+"""Issue 40: what an adversarial run found at the HTTP edge. A crowd import that named a
+file on the server, 500s from a malformed Label Studio export. Every test goes through real HTTP
+against a server with a real store (SQLite, and PostgreSQL when reachable) and failed
+before the change.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+
+from services.settings import Settings
+from services.store import repository as repo
+from tests.conftest import ThreadServer, fresh_pg_database
+
+
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def server(request: pytest.FixtureRequest, tmp_path_factory) -> Iterator[ThreadServer]:  # noqa: ANN001
+    def serve(url: str) -> ThreadServer:
+        return ThreadServer(Settings(database_url=url, streaming=False, token_cache_seconds=1.0))
+
+    if request.param == "sqlite":
+        with serve(f"sqlite:///{tmp_path_factory.mktemp('input') / 'input.db'}") as srv:
+            yield srv
+    else:
+        with fresh_pg_database() as url, serve(url) as srv:
+            yield srv
+
+
+@pytest.fixture
+def api(server: ThreadServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        yield client
+
+
+def _project(api: httpx.Client) -> tuple[str, dict]:
+    project_id = f"p-{uuid.uuid4().hex[:8]}"
+    r = api.post("/projects", json={"project_id": project_id})
+    assert r.status_code == 201, r.text
+    headers = {"Authorization": f"Bearer {r.json()['token']}"}
+    r = api.post(
+        f"/projects/{project_id}/systems",
+        json={"systems": [{"system_id": "s0"}, {"system_id": "s1"}]},
+        headers=headers,
+    )
+    assert r.status_code == 200, r.text
+    r = api.post(
+        f"/projects/{project_id}/prompts",
+        json={"prompts": [{"prompt_id": "q0", "text": "hi?", "responses": {"s0": "a", "s1": "b"}}]},
+        headers=headers,
+    )
+    assert r.status_code == 200, r.text
+    return project_id, headers
+
+
+def _lease(server: ThreadServer, project_id: str) -> str:
+    """A lease of one cell (q0, s0 vs s1, s0 shown first): task ``<lease>-0001``."""
+    with server.state.store.write() as conn:
+        lease = repo.create_lease(
+            conn=conn,
+            project_id=project_id,
+            idempotency_key=uuid.uuid4().hex,
+            annotator_id="w1",
+            cells=[
+                {
+                    "item_id": "q0",
+                    "system_a": "s0",
+                    "system_b": "s1",
+                    "dimension": "overall",
+                    "shown_first": "a",
+                    "snapshot_version": 0,
+                }
+            ],
+            expires_at=datetime.now(UTC) + timedelta(hours=1),
+        )
+    return lease["lease_id"]
+
+
+def _export(lease_id: str, choice: str = "First") -> list[dict]:
+    return [
+        {
+            "id": 1,
+            "data": {"task_id": f"{lease_id}-0001", "item_id": "q0"},
+            "annotations": [
+                {
+                    "id": 7,
+                    "completed_by": 3,
+                    "result": [
+                        {
+                            "from_name": "preference",
+                            "type": "choices",
+                            "value": {"choices": [choice]},
+                        }
+                    ],
+                }
+            ],
+        }
+    ]
+
+
+def _count(api: httpx.Client, project_id: str, headers: dict) -> int:
+    r = api.get(f"/projects/{project_id}/judgments", headers=headers)
+    assert r.status_code == 200, r.text
+    return len(r.json()["judgments"])
+
+
+# ---------------------------------------------------------------- item 1: no server paths
+
+
+def test_a_crowd_import_never_opens_a_file_the_request_names(
+    server: ThreadServer, api: httpx.Client, tmp_path: Path
+) -> None:
+    """Was: ``content`` ``"\\"/path\\""`` made the Label Studio reader open that path on the
+    server: a JSON list anywhere on its disk was imported (200), ``/etc/passwd`` answered
+    "not JSON", a missing file "file not found"."""
+    project_id, headers = _project(api)
+    lease_id = _lease(server, project_id)
+    on_disk = tmp_path / "export.json"
+    on_disk.write_text(json.dumps(_export(lease_id)))
+    url = f"/projects/{project_id}/leases/{lease_id}/results"
+    answers = set()
+    for path in (str(on_disk), "/etc/passwd", "/nonexistent/file.json", server.state.store.url):
+        r = api.post(
+            url, json={"platform": "labelstudio", "content": json.dumps(path)}, headers=headers
+        )
+        assert r.status_code == 422, (path, r.text)
+        error = r.json()["error"]
+        assert error["code"] == "validation_error"
+        assert "a list of task objects" in error["message"] and "got a JSON str" in error["message"]
+        answers.add(r.text)
+    # the same answer whatever the path: nothing says whether a file exists
+    assert len(answers) == 1, answers
+    assert _count(api, project_id, headers) == 0
+    # the export itself, as text or as the array, is imported
+    r = api.post(
+        url,
+        json={"platform": "labelstudio", "content": on_disk.read_text()},
+        headers=headers,
+    )
+    assert r.status_code == 200 and r.json()["accepted"] == 1, r.text
+    r = api.post(
+        url, json={"platform": "labelstudio", "content": _export(lease_id)}, headers=headers
+    )
+    assert r.status_code == 200 and r.json()["duplicates"] == 1, r.text
+
+
+def test_the_service_cannot_reach_the_path_reader() -> None:
+    """The reader that opens paths (``read_results``) is the command line's; the route
+    calls ``read_parsed_results``, which refuses a string."""
+    import polars as pl
+
+    from adaptive.data import DataError
+    from services.api import crowd
+    from services.crowd import read_parsed_results
+
+    assert not hasattr(crowd, "read_results")
+    tasks = pl.DataFrame(schema={c: pl.Utf8 for c in ("task_id", "batch_id")})
+    for platform in ("labelstudio", "mturk", "survey"):
+        with pytest.raises(DataError):
+            read_parsed_results("/etc/passwd", tasks, platform)
+
+
+def test_the_schema_declares_what_content_holds(api: httpx.Client) -> None:
+    schema = api.get("/openapi.json").json()
+    body = schema["components"]["schemas"]["CrowdResultsCreate"]["properties"]["content"]
+    kinds = json.dumps(body)
+    assert '"type": "string"' in kinds and "LabelStudioTask" in kinds, kinds
+
+
+# ---------------------------------------------------------------- item 2: no 500s
+
+
+@pytest.mark.parametrize(
+    ("content", "row", "field"),
+    [
+        ("[1]", 0, "content.task"),
+        ('[{"data": 5, "annotations": []}]', 0, "content.data"),
+        ('[{"data": {}, "annotations": [5]}]', 0, "content.annotations.0"),
+        ('[{"data": {}, "annotations": [{"result": [7]}]}]', 0, "content.annotations.0.result.0"),
+        ('[{"data": {}, "annotations": [{"result": [{"value": 1}]}]}]', 0, None),
+        ('[{"data": {"task_id": 5}}]', 0, "content.data.task_id"),
+        ('[{"data": {"task_id": "t\\u0000"}}]', 0, "content.data.task_id"),
+        ('[{"data": {}}, {"annotations": {"x": 1}}]', 1, "content.annotations"),
+    ],
+)
+def test_a_malformed_label_studio_export_is_422_naming_task_and_field(
+    server: ThreadServer, api: httpx.Client, content: str, row: int, field: str | None
+) -> None:
+    """Was: 500 ``unexpected error: AttributeError`` for a task or annotation that is not
+    an object."""
+    project_id, headers = _project(api)
+    lease_id = _lease(server, project_id)
+    url = f"/projects/{project_id}/leases/{lease_id}/results"
+    for body in (
+        {"platform": "labelstudio", "content": content},
+        {"platform": "labelstudio", "content": json.loads(content)},  # the array itself
+    ):
+        r = api.post(url, json=body, headers=headers)
+        assert r.status_code == 422, (body, r.text)
+        error = r.json()["error"]
+        assert error["code"] == "validation_error", error
+        problems = [(p["row"], p["field"]) for p in error["problems"]]
+        assert any(p[0] == row for p in problems), problems
+        if field is not None and isinstance(body["content"], str):
+            assert (row, field) in problems, problems
+    assert _count(api, project_id, headers) == 0
+
+
+def test_a_good_task_next_to_a_bad_one_is_not_stored(
+    server: ThreadServer, api: httpx.Client
+) -> None:
+    project_id, headers = _project(api)
+    lease_id = _lease(server, project_id)
+    content = [*_export(lease_id), 5]
+    r = api.post(
+        f"/projects/{project_id}/leases/{lease_id}/results",
+        json={"platform": "labelstudio", "content": json.dumps(content)},
+        headers=headers,
+    )
+    assert r.status_code == 422 and r.json()["error"]["problems"][0]["row"] == 1, r.text
+    assert _count(api, project_id, headers) == 0
