@@ -263,20 +263,15 @@ class JudgmentBase(Strict):
     system_a: Id
     system_b: Id
     annotator_id: Name = ""
-    winner: Winner
+    winner: Winner = Field(description="exactly a, b or tie (lowercase, no spaces)")
     dimension: Id = "overall"
-    shown_first: Literal["a", "b"] | None = None
+    shown_first: Literal["a", "b"] | None = Field(default=None, description="exactly a or b")
     timestamp: (
         Annotated[
             str, StringConstraints(max_length=MAX_TIMESTAMP), AfterValidator(_valid_timestamp)
         ]
         | None
     ) = None
-
-    @field_validator("winner", "shown_first", mode="before")
-    @classmethod
-    def _lower(cls, value: Any) -> Any:
-        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("system_b")
     @classmethod

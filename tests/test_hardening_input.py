@@ -1,5 +1,6 @@
 """Issue 40: what an adversarial run found at the HTTP edge. A crowd import that named a
-file on the server, 500s from a malformed Label Studio export. Every test goes through real HTTP
+file on the server, 500s from a malformed Label Studio export, lax winners and
+next-batch fields, JSON errors without a position. Every test goes through real HTTP
 against a server with a real store (SQLite, and PostgreSQL when reachable) and failed
 before the change.
 """
@@ -227,3 +228,100 @@ def test_a_good_task_next_to_a_bad_one_is_not_stored(
     )
     assert r.status_code == 422 and r.json()["error"]["problems"][0]["row"] == 1, r.text
     assert _count(api, project_id, headers) == 0
+
+
+# ---------------------------------------------------------------- item 7: strict input
+
+
+@pytest.mark.parametrize("winner", ["A ", "B", " b", "TIE", "Tie", "a\n"])
+def test_a_winner_outside_the_enum_is_refused_naming_row_and_values(
+    api: httpx.Client, winner: str
+) -> None:
+    """Was: accepted, stripped and lowercased, though the schema's enum is a, b, tie."""
+    project_id, headers = _project(api)
+    rows = [
+        {"judgment_id": "j0", "item_id": "q0", "system_a": "s0", "system_b": "s1", "winner": "a"},
+        {
+            "judgment_id": "j1",
+            "item_id": "q0",
+            "system_a": "s0",
+            "system_b": "s1",
+            "winner": winner,
+        },
+    ]
+    r = api.post(f"/projects/{project_id}/judgments", json={"judgments": rows}, headers=headers)
+    assert r.status_code == 422, r.text
+    [problem] = r.json()["error"]["problems"]
+    assert (problem["row"], problem["field"]) == (1, "winner"), problem
+    assert all(f"'{w}'" in problem["message"] for w in ("a", "b", "tie")), problem
+    assert _count(api, project_id, headers) == 0
+
+
+def test_shown_first_is_strict_too(api: httpx.Client) -> None:
+    project_id, headers = _project(api)
+    row = {
+        "judgment_id": "j0",
+        "item_id": "q0",
+        "system_a": "s0",
+        "system_b": "s1",
+        "winner": "a",
+        "shown_first": "A",
+    }
+    r = api.post(f"/projects/{project_id}/judgments", json={"judgments": [row]}, headers=headers)
+    assert r.status_code == 422 and r.json()["error"]["problems"][0]["field"] == "shown_first"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("size", "5"),
+        ("size", 5.0),
+        ("size", True),
+        ("seed", False),
+        ("seed", "1"),
+        ("burn_in", "2"),
+    ],
+)
+def test_next_batch_numbers_are_numbers(api: httpx.Client, field: str, value: object) -> None:
+    """Was: ``size: "5"`` and ``seed: false`` were accepted (coerced to 5 and 0)."""
+    project_id, headers = _project(api)
+    body = {"size": 2, field: value}
+    r = api.post(f"/projects/{project_id}/next-batch", json=body, headers=headers)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["problems"][0]["field"] == field
+
+
+@pytest.mark.parametrize(
+    ("body", "line", "column"),
+    [
+        (b'{"judgments": [', 1, 16),
+        (b'{\n  "judgments": [\n    {"judgment_id": "j0",,}\n  ]\n}', 3, 26),
+        (b"{'judgments': []}", 1, 2),
+    ],
+)
+def test_malformed_json_says_line_and_column(
+    api: httpx.Client, body: bytes, line: int, column: int
+) -> None:
+    """Was: 422 with ``field`` the character offset (or ``body``) and no line or column."""
+    project_id, headers = _project(api)
+    r = api.post(
+        f"/projects/{project_id}/judgments",
+        content=body,
+        headers={**headers, "Content-Type": "application/json"},
+    )
+    assert r.status_code == 422, r.text
+    error = r.json()["error"]
+    [problem] = error["problems"]
+    assert problem["field"] == "body", problem
+    assert f"line {line} column {column}" in problem["message"], problem
+    assert f"line {line} column {column}" in error["message"], error
+
+
+def test_deeply_nested_or_non_utf8_json_says_why(api: httpx.Client) -> None:
+    project_id, headers = _project(api)
+    url = f"/projects/{project_id}/judgments"
+    json_headers = {**headers, "Content-Type": "application/json"}
+    r = api.post(url, content=b"[" * 100_000 + b"]" * 100_000, headers=json_headers)
+    assert r.status_code == 422 and "nested too deeply" in r.json()["error"]["message"], r.text
+    r = api.post(url, content=b'{"judgments": "\xff"}', headers=json_headers)
+    assert r.status_code == 422 and "not UTF-8" in r.json()["error"]["message"], r.text

@@ -166,9 +166,31 @@ def error_body(
     return {"error": {"code": code, "message": message, "problems": problems or []}}
 
 
+def _line_column(doc: Any, pos: int) -> tuple[int, int]:
+    """1-based line and column of character ``pos`` of ``doc`` (the body's text)."""
+    text = doc.decode("utf-8", "replace") if isinstance(doc, bytes) else str(doc or "")
+    before = text[:pos]
+    line = before.count("\n") + 1
+    return line, pos - (before.rfind("\n") + 1) + 1
+
+
 def _validation_problems(exc: RequestValidationError) -> list[dict[str, Any]]:
     problems = []
     for err in exc.errors():
+        if err.get("type") == "json_invalid":
+            # FastAPI's loc is ("body", <character offset>): say where, as a person would
+            pos = next((p for p in err.get("loc", ()) if isinstance(p, int)), 0)
+            line, column = _line_column(getattr(exc, "body", None), pos)
+            reason = str((err.get("ctx") or {}).get("error", "invalid JSON"))
+            problems.append(
+                {
+                    "row": None,
+                    "field": "body",
+                    "message": f"not JSON: {reason} at line {line} column {column} "
+                    f"(character {pos})",
+                }
+            )
+            continue
         loc = [p for p in err.get("loc", ()) if p != "body"]
         row = None
         field = None
@@ -203,17 +225,25 @@ def install(app: FastAPI) -> None:
         rows = sorted({p["row"] for p in problems if p["row"] is not None})
         where = f" in row(s) {rows[:10]}" if rows else ""
         message = f"the request does not match the schema{where}; nothing was stored"
+        if problems and problems[0]["field"] == "body" and problems[0]["message"][:8] == "not JSON":
+            message = f"the body is {problems[0]['message']}; nothing was stored"
         return JSONResponse(error_body("validation_error", message, problems), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400:
             # a body that is not JSON (or not UTF-8): invalid like any other request
+            reason = str(exc.detail)
+            cause = exc.__cause__
+            if isinstance(cause, UnicodeDecodeError):
+                reason = f"not UTF-8: byte {cause.start} ({cause.reason})"
+            elif isinstance(cause, RecursionError):
+                reason = "JSON nested too deeply to parse"
             return JSONResponse(
                 error_body(
                     "validation_error",
-                    f"the body cannot be read: {exc.detail}",
-                    [{"field": "body", "message": str(exc.detail)}],
+                    f"the body cannot be read: {reason}",
+                    [{"field": "body", "message": reason}],
                 ),
                 status_code=422,
             )

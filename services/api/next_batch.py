@@ -49,7 +49,7 @@ class NextBatchCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    size: int = Field(ge=1, le=1000, description="tasks (judgments) in the batch")
+    size: int = Field(ge=1, le=1000, strict=True, description="tasks (judgments) in the batch")
     annotator_id: Name = Field(
         default="", description="never hand this annotator a cell they judged"
     )
@@ -71,10 +71,15 @@ class NextBatchCreate(BaseModel):
         default=DEFAULT_BURN_IN,
         ge=0,
         le=1000,
+        strict=True,
         description="judgments every open comparison gets before the closest-to-a-decision order",
     )
     seed: int = Field(
-        default=0, ge=0, le=2**31 - 1, description="same snapshot, request and seed: same batch"
+        default=0,
+        ge=0,
+        le=2**31 - 1,
+        strict=True,
+        description="same snapshot, request and seed: same batch",
     )
 
 
