@@ -69,7 +69,7 @@ class ModelSpec:
     """
 
     name: str
-    model: Callable[[tuple], Callable[..., Any]]
+    model: Callable[[Any], Callable[..., Any]]
 
     def potential(self, static: tuple) -> Callable[[Any, dict], jax.Array]:
         """The potential energy (negative log joint, unconstrained) of ``(params, arrays)``."""

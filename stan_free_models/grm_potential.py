@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 
 from stan_free_models.graded_response import graded_log_prob, symmetric_from_half
+from stan_free_models.model_key import ModelKey
 
 
 def _normal_log_prob(x: jax.Array, scale: float) -> jax.Array:
@@ -35,7 +36,7 @@ def _ordered(raw: jax.Array) -> tuple[jax.Array, jax.Array]:
     return jnp.cumsum(increments, axis=-1), raw[..., 1:].sum(-1)
 
 
-def grm_potential(static: tuple, params: dict, args: tuple) -> jax.Array:
+def grm_potential(static: ModelKey, params: dict, args: tuple) -> jax.Array:
     """The potential of the no-cell graded response model.
 
     Args:
@@ -45,9 +46,14 @@ def grm_potential(static: tuple, params: dict, args: tuple) -> jax.Array:
             (:func:`stan_free_models.inference._split_params`).
         args: :func:`stan_free_models.inference._dynamic_args` of the padded data.
     """
-    assert static[8] is None, "the direct potential has no cell effect"
-    num_categories, per_system = static[3], static[4] is not None
-    alpha_scale, b_scale, symmetric, theta_scale = static[5], static[6], static[7], static[11]
+    assert static.num_cells is None, "the direct potential has no cell effect"
+    num_categories, per_system = static.num_categories, static.num_systems is not None
+    alpha_scale, b_scale, symmetric, theta_scale = (
+        static.alpha_scale,
+        static.b_scale,
+        static.symmetric,
+        static.theta_scale,
+    )
     comparison, item, y, weight, pair_a, pair_b = args[:6]
     log_joint = jnp.asarray(0.0)
     if per_system:

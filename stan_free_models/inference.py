@@ -34,6 +34,7 @@ from stan_free_models.graded_response import (
     graded_response,
     symmetric_from_half,
 )
+from stan_free_models.model_key import ModelKey as ModelKey  # the compile key, re-exported
 
 
 @dataclass(frozen=True)
@@ -145,11 +146,9 @@ def _static_key(
     tau_scale: float = 1.0,
     lapse: bool = False,
     theta_scale: float = DEFAULT_THETA_SCALE,
-) -> tuple:
-    """Everything a compiled fit depends on; index 8 is the number of cells (None: no cell
-    effect), index 10 whether judgments may lapse (a random answer; cells only), index 11
-    the prior sd of theta (per system: of each skill)."""
-    return (
+) -> ModelKey:
+    """The :class:`ModelKey` of padded ``data`` and the model's settings."""
+    return ModelKey(
         data.num_obs,
         data.num_comparisons,
         data.num_items,
@@ -202,28 +201,14 @@ def _dynamic_args(data: GRMData) -> tuple:
     )
 
 
-#: the model's keyword for each entry of the static key after the number of observations
-_STATIC_NAMES = (
-    "num_comparisons",
-    "num_items",
-    "num_categories",
-    "num_systems",
-    "alpha_scale",
-    "b_scale",
-    "symmetric_thresholds",
-    "num_cells",
-    "tau_scale",
-    "lapse",
-    "theta_scale",
-)
-
-
-def _grm_model(static: tuple):
-    """The graded response model with the static key's sizes and priors bound."""
-    sizes = dict(zip(_STATIC_NAMES, static[1:]))
-    if static[4] is None:
+def _grm_model(static: ModelKey):
+    """The graded response model with the key's sizes and priors bound."""
+    sizes = static._asdict()
+    del sizes["num_obs"]
+    sizes["symmetric_thresholds"] = sizes.pop("symmetric")
+    if static.num_systems is None:
         del sizes["num_systems"]
-    if static[8] is None:
+    if static.num_cells is None:
         del sizes["num_cells"], sizes["tau_scale"], sizes["lapse"]
     return functools.partial(graded_response, **sizes)
 
@@ -233,25 +218,25 @@ GRM_SPEC = ModelSpec("graded_response", _grm_model)
 
 
 def _model_arrays(
-    static: tuple, comparison, item, y, weight, pair_a, pair_b, cell, *stats
+    static: ModelKey, comparison, item, y, weight, pair_a, pair_b, cell, *stats
 ) -> dict[str, jax.Array]:
     """The model's data keywords from :func:`_dynamic_args` (placeholders dropped)."""
     arrays = dict(comparison=comparison, item=item, y=y, weight=weight)
-    if static[4] is not None:
+    if static.num_systems is not None:
         arrays.update(pair_a=pair_a, pair_b=pair_b)
-    if static[8] is not None:
+    if static.num_cells is not None:
         arrays.update(cell=cell)
         arrays.update(zip(_CELL_STATS, stats))
     return arrays
 
 
-def _potential_fn(static: tuple):
+def _potential_fn(static: ModelKey):
     """The potential of ``(params, *_dynamic_args(padded))`` for the static key.
 
     Without cells it is written directly in JAX (:mod:`stan_free_models.grm_potential`,
     the same value, several times cheaper to trace); with cells it is NumPyro's.
     """
-    if static[8] is None:
+    if static.num_cells is None:
         from stan_free_models.grm_potential import grm_potential
 
         return lambda params, *args: grm_potential(static, params, args)
@@ -263,19 +248,19 @@ def _potential_fn(static: tuple):
     return fn
 
 
-def _global_name(static: tuple) -> str:
-    return "theta" if static[4] is None else "skill"
+def _global_name(static: ModelKey) -> str:
+    return "theta" if static.num_systems is None else "skill"
 
 
-def _split_params(static: tuple, g: jax.Array, items: jax.Array) -> dict:
+def _split_params(static: ModelKey, g: jax.Array, items: jax.Array) -> dict:
     """The global block is the abilities (or skills), then logit lapse when judgments may
     lapse, then log tau when cells are modelled."""
-    params = {"log_alpha": items[:, 0], ("b_half" if static[7] else "b"): items[:, 1:]}
-    end = g.shape[0] - (static[8] is not None) - bool(static[10])
+    params = {"log_alpha": items[:, 0], ("b_half" if static.symmetric else "b"): items[:, 1:]}
+    end = g.shape[0] - (static.num_cells is not None) - bool(static.lapse)
     params[_global_name(static)] = g[:end]
-    if static[10]:
+    if static.lapse:
         params["lapse"] = g[end]  # unconstrained: logit lapse
-    if static[8] is not None:
+    if static.num_cells is not None:
         params["tau"] = g[-1]  # unconstrained: log tau
     return params
 

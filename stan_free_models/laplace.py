@@ -56,6 +56,7 @@ from stan_free_models.laplace_grid import (
     log_mass,
     sweep_grid,
 )
+from stan_free_models.model_key import ModelKey
 from stan_free_models.posterior import Diagnostics, Posterior
 from stan_free_models.robust import robust_moments
 
@@ -66,7 +67,11 @@ HVP_CHUNK = 16
 
 @functools.lru_cache(maxsize=32)
 def _compiled_laplace(
-    static: tuple, max_iter: int, num_draws: int, fixed_tau: bool = False, with_gain: bool = False
+    static: ModelKey,
+    max_iter: int,
+    num_draws: int,
+    fixed_tau: bool = False,
+    with_gain: bool = False,
 ):
     """MAP + Laplace; with ``fixed_tau`` the cell effect's log tau (with a lapse rate: logit
     lapse and log tau) is an argument, not fitted.
@@ -81,8 +86,8 @@ def _compiled_laplace(
     the draws' standard normals ``(z_g, z_i)`` instead (:mod:`stan_free_models.laplace_batch`).
     """
     potential = _potential_fn(static)
-    num_cat = static[3]
-    num_item_params = 1 + ((num_cat - 1) // 2 if static[7] else num_cat - 1)
+    num_cat = static.num_categories
+    num_item_params = 1 + ((num_cat - 1) // 2 if static.symmetric else num_cat - 1)
 
     def objective(g, items, args, log_tau):
         if fixed_tau:
@@ -250,7 +255,7 @@ def fit_laplace(
     static = _static_key(
         padded, alpha_scale, b_scale, symmetric_thresholds, tau_scale, lapse, theta_scale
     )
-    lapse = bool(static[10])
+    lapse = bool(static.lapse)
     x0 = default_init(padded, symmetric_thresholds, lapse)
     if init is not None:
         g_prev, i_prev = np.asarray(init["global"]), np.asarray(init["items"])

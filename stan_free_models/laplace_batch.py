@@ -60,6 +60,7 @@ from stan_free_models.inference import (
     pad_data,
 )
 from stan_free_models.laplace import _compiled_laplace
+from stan_free_models.model_key import ModelKey
 from stan_free_models.posterior import Diagnostics, Posterior
 
 
@@ -94,14 +95,16 @@ def batch_shape(datas: Sequence[GRMData]) -> BatchShape:
 
 
 @functools.lru_cache(maxsize=8)
-def _program(static: tuple, max_iter: int, num_draws: int, vmap: bool):
+def _program(static: ModelKey, max_iter: int, num_draws: int, vmap: bool):
     """The fast fit at the common shape, from a key and the fit's own padded sizes."""
     fit = _compiled_laplace(static, max_iter, num_draws, False, False)
-    num_cat, symmetric = static[3], static[7]
+    num_cat, symmetric = static.num_categories, static.symmetric
     width = 1 + ((num_cat - 1) // 2 if symmetric else num_cat - 1)
 
     def run(rng_key, c_own, p_own, g0, items0, args, tol, log_tau):
-        normals = own_shape_normals(rng_key, c_own, p_own, num_draws, static[1], (static[2], width))
+        normals = own_shape_normals(
+            rng_key, c_own, p_own, num_draws, static.num_comparisons, (static.num_items, width)
+        )
         return fit(normals, g0, items0, args, tol, log_tau)
 
     if vmap:

@@ -99,7 +99,7 @@ def fit_nuts(
         draws["b_half"] = samples["b_half"][:, :, :p]
     if data.has_cells:
         draws["tau"] = samples["tau"]
-    if static[10]:
+    if static.lapse:
         draws["lapse"] = samples["lapse"]
     checked = checked_sites(draws, symmetric_thresholds)
     diagnostics = nuts_diagnostics(checked, diverging, num_samples, start)

@@ -36,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from stan_free_models.inference import _potential_fn, _split_params, bucket
+from stan_free_models.model_key import ModelKey
 
 #: abilities whose cells' scores are computed together: memory holds this many copies
 #: of the per-judgment intermediates
@@ -50,7 +51,7 @@ class RobustMoments(NamedTuple):
 
 
 @functools.lru_cache(maxsize=16)
-def _compiled(static: tuple, num_clusters: int):
+def _compiled(static: ModelKey, num_clusters: int):
     potential = _potential_fn(static)
 
     def objective(g, items, args):
@@ -82,7 +83,7 @@ def _compiled(static: tuple, num_clusters: int):
 
 
 def robust_moments(
-    static: tuple, args: tuple, out: dict, cluster: np.ndarray, num_real_global: int
+    static: ModelKey, args: tuple, out: dict, cluster: np.ndarray, num_real_global: int
 ) -> RobustMoments:
     """Model and cluster-robust variances of the abilities (or skills).
 

@@ -78,6 +78,7 @@ from stan_free_models.inference import (
     pad_data,
 )
 from stan_free_models.laplace import fit_laplace
+from stan_free_models.model_key import ModelKey
 from stan_free_models.nuts import checked_sites, nuts_diagnostics
 from stan_free_models.posterior import Posterior
 from stan_free_models.whitening import Arrowhead, apply_arrowhead, whitening
@@ -86,19 +87,24 @@ from stan_free_models.whitening import Arrowhead, apply_arrowhead, whitening
 ITEM_SITES = ("log_alpha", "b", "b_half")
 
 
-def _example_params(static: tuple) -> dict[str, jax.Array]:
+def _example_params(static: ModelKey) -> dict[str, jax.Array]:
     """Zero parameters of the padded model, for the layout of the flat vector."""
-    num_items, num_cat, num_systems, symmetric = static[2], static[3], static[4], static[7]
+    num_items, num_cat, num_systems, symmetric = (
+        static.num_items,
+        static.num_categories,
+        static.num_systems,
+        static.symmetric,
+    )
     width = (num_cat - 1) // 2 if symmetric else num_cat - 1
     g_size = (
-        (num_systems if num_systems is not None else static[1])
-        + (1 if static[8] is not None else 0)
-        + (1 if static[10] else 0)
+        (num_systems if num_systems is not None else static.num_comparisons)
+        + (1 if static.num_cells is not None else 0)
+        + (1 if static.lapse else 0)
     )
     return _split_params(static, jnp.zeros(g_size), jnp.zeros((num_items, 1 + width)))
 
 
-def colouring(static: tuple) -> tuple[np.ndarray, np.ndarray]:
+def colouring(static: ModelKey) -> tuple[np.ndarray, np.ndarray]:
     """(D,) colour and prompt of every coordinate of the flat vector (prompt -1: global).
 
     Global coordinates get a colour each; a prompt's coordinates share the colours of
@@ -129,9 +135,9 @@ def colouring(static: tuple) -> tuple[np.ndarray, np.ndarray]:
 GAPS = ("log", "softplus")
 
 
-def gap_index(static: tuple) -> np.ndarray:
+def gap_index(static: ModelKey) -> np.ndarray:
     """Flat coordinates that are log gaps between free thresholds (none when symmetric)."""
-    if static[7]:
+    if static.symmetric:
         return np.zeros(0, np.int64)
     params = _example_params(static)
     start = 0
@@ -155,7 +161,7 @@ def _log_softplus(y):
     return jnp.where(low, y, jnp.log(jax.nn.softplus(safe)))
 
 
-def _flat_potential(static: tuple, gaps: str):
+def _flat_potential(static: ModelKey, gaps: str):
     """potential(y, args) on the sampler's flat coordinates (see :data:`GAPS`).
 
     With ``"softplus"`` a gap g between two free thresholds is sampled as y with
@@ -182,7 +188,7 @@ def _flat_potential(static: tuple, gaps: str):
     return fn
 
 
-def _map_gaps(v: np.ndarray, static: tuple, gaps: str, fn) -> np.ndarray:
+def _map_gaps(v: np.ndarray, static: ModelKey, gaps: str, fn) -> np.ndarray:
     """``v`` with ``fn`` applied to its gap coordinates (identity below the linear switch)."""
     if gaps == "log":
         return v
@@ -201,18 +207,18 @@ def _softplus_inverse_of_exp(log_gap: np.ndarray) -> np.ndarray:
     return g + np.log(-np.expm1(-g))
 
 
-def to_sampler(x: np.ndarray, static: tuple, gaps: str) -> np.ndarray:
+def to_sampler(x: np.ndarray, static: ModelKey, gaps: str) -> np.ndarray:
     """Model coordinates -> the sampler's (the inverse of :func:`to_model`)."""
     return _map_gaps(x, static, gaps, _softplus_inverse_of_exp)
 
 
-def to_model(y: np.ndarray, static: tuple, gaps: str) -> np.ndarray:
+def to_model(y: np.ndarray, static: ModelKey, gaps: str) -> np.ndarray:
     """The sampler's coordinates (..., D) -> the model's unconstrained ones."""
     return _map_gaps(y, static, gaps, lambda u: np.log(np.logaddexp(0.0, u)))
 
 
 @functools.lru_cache(maxsize=8)
-def _compiled_hvps(static: tuple, gaps: str = "log"):
+def _compiled_hvps(static: ModelKey, gaps: str = "log"):
     """jit(x, colour_vectors, *data) -> (colours, D) products of the Hessian with each colour."""
     flat_potential = _flat_potential(static, gaps)
 
@@ -224,7 +230,7 @@ def _compiled_hvps(static: tuple, gaps: str = "log"):
     return hvps
 
 
-def laplace_hessian(static: tuple, x0: np.ndarray, args: tuple, gaps: str = "log") -> np.ndarray:
+def laplace_hessian(static: ModelKey, x0: np.ndarray, args: tuple, gaps: str = "log") -> np.ndarray:
     """The dense Hessian of the potential at ``x0`` from one batch of coloured products.
 
     ``gaps``: in the sampler's coordinates (:func:`_flat_potential`); ``x0`` is in them too.
@@ -253,7 +259,7 @@ def laplace_hessian(static: tuple, x0: np.ndarray, args: tuple, gaps: str = "log
     return (hess + hess.T) / 2
 
 
-def arrowhead_whitening(hess: np.ndarray, static: tuple) -> Arrowhead:
+def arrowhead_whitening(hess: np.ndarray, static: ModelKey) -> Arrowhead:
     """``L`` with ``L L^T`` = inverse Hessian, applied through the prompts' blocks.
 
     Exact where every prompt block and the globals' Schur complement are positive
@@ -265,7 +271,7 @@ def arrowhead_whitening(hess: np.ndarray, static: tuple) -> Arrowhead:
 
 
 def _whitened_model(key: tuple):
-    static, gaps = key[:-1], key[-1]
+    static, gaps = ModelKey(*key[:-1]), key[-1]
     flat_potential = _flat_potential(static, gaps)
     size = len(colouring(static)[0])
 
@@ -284,7 +290,7 @@ def _whitened_model(key: tuple):
 WHITENED_SPEC = ModelSpec("graded_response_whitened", _whitened_model)
 
 
-def _mode_vector(data: GRMData, static: tuple, **priors) -> np.ndarray:
+def _mode_vector(data: GRMData, static: ModelKey, **priors) -> np.ndarray:
     """The joint mode (log tau and logit lapse included) in the model's unconstrained coordinates."""
     lap = fit_laplace(
         data,
@@ -429,7 +435,9 @@ def _block(mcmc) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return w, np.asarray(extra["diverging"]), np.asarray(extra["num_steps"])
 
 
-def _whole(blocks: list, y0: np.ndarray, chol: Arrowhead, static: tuple, gaps: str) -> np.ndarray:
+def _whole(
+    blocks: list, y0: np.ndarray, chol: Arrowhead, static: ModelKey, gaps: str
+) -> np.ndarray:
     """The blocks' draws joined along each chain, in the model's unconstrained coordinates."""
     w = np.concatenate([b[0] for b in blocks], axis=1)
     return to_model(y0 + chol.apply(w), static, gaps)
@@ -462,7 +470,7 @@ def stop_rule(checked: dict[str, np.ndarray], *, min_ess: float, max_rhat: float
     return "target"
 
 
-def _constrained_draws(static: tuple, data: GRMData, x: np.ndarray) -> dict[str, np.ndarray]:
+def _constrained_draws(static: ModelKey, data: GRMData, x: np.ndarray) -> dict[str, np.ndarray]:
     """Flat unconstrained draws (chains, draws, D) -> the model's sites, padding removed."""
     example = _example_params(static)
     offsets, start = {}, 0
@@ -475,7 +483,7 @@ def _constrained_draws(static: tuple, data: GRMData, x: np.ndarray) -> dict[str,
         lo, hi, shape = offsets[name]
         return x[..., lo:hi].reshape(x.shape[:-1] + shape)
 
-    symmetric = bool(static[7])
+    symmetric = bool(static.symmetric)
     c, p = data.num_comparisons, data.num_items
     b_name = "b_half" if symmetric else "b"
     items = np.concatenate([site("log_alpha")[..., None], site(b_name)], axis=-1)
@@ -495,7 +503,7 @@ def _constrained_draws(static: tuple, data: GRMData, x: np.ndarray) -> dict[str,
         draws["theta"] = site("theta")[..., :c]
     if data.has_cells:
         draws["tau"] = np.exp(site("tau"))
-    if static[10]:
+    if static.lapse:
         draws["lapse"] = 1.0 / (1.0 + np.exp(-site("lapse")))
     return draws
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN = {"fastapi", "sqlalchemy", "starlette", "uvicorn", "psycopg", "ray", "httpx"}
 # Ray is allowed in exactly one module: the one that fans work out
@@ -276,3 +278,33 @@ def test_every_internal_import_names_something_that_exists():
                         rel = path.relative_to(ROOT).as_posix()
                         missing.append(f"{rel}:{node.lineno} {node.module}.{alias.name}")
     assert missing == []
+
+
+def test_the_compile_key_is_read_by_name_never_by_position():
+    """The graded response model's compile key is a named tuple (inference.ModelKey): a read
+    like ``static[8]`` silently means another setting when a field is added."""
+    import re
+
+    from stan_free_models.inference import GRMData, ModelKey, _static_key
+
+    positional = re.compile(r"\bstatic\[\d")
+    hits = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for package in PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if positional.search(line)
+    ]
+    assert not hits, "\n".join(hits)
+    data = GRMData(
+        comparison=np.zeros(1, np.int32),
+        item=np.zeros(1, np.int32),
+        y=np.zeros(1, np.int32),
+        weight=np.ones(1, np.float32),
+        num_comparisons=1,
+        num_items=1,
+        num_categories=3,
+    )
+    key = _static_key(data, 1.0, 2.0, False)
+    assert isinstance(key, ModelKey) and key.num_cells is None and key.b_scale == 2.0
+    assert hash(key) == hash(tuple(key))  # the same compile key as before it had names
