@@ -449,13 +449,24 @@ class ProjectFreshness(BaseModel):
 
 
 class HealthPublic(BaseModel):
+    """Anyone may ask (probes, load balancers): aggregates only. Which projects exist, and
+    how fresh each one's snapshots are, only with a token: a project's token shows that
+    project, the admin token every project."""
+
     status: Literal["ok", "degraded"] = Field(
-        description="degraded: streaming is on and the worker is not alive"
+        description="degraded: streaming is on and the worker is not alive, or the store "
+        "does not answer"
     )
+    version: str = Field(description="the service's version")
     database: str
+    store_reachable: bool = Field(description="the store answered this request's read")
     streaming: bool = Field(description="re-estimation is configured in this replica")
     worker: WorkerPublic
-    projects: list[ProjectFreshness]
+    projects: list[ProjectFreshness] | None = Field(
+        default=None,
+        description="per project: with a project's token that project, with the admin "
+        "token every project; null without a token (or with an unknown one)",
+    )
 
 
 class EventPublic(BaseModel):

@@ -561,9 +561,10 @@ def test_health_reports_snapshot_age_and_judgments_behind(api: httpx.Client, ser
         ).status_code
         == 200
     )
-    health = api.get("/health").json()
+    health = api.get("/health", headers=headers).json()  # per project: its token (issue 40)
     assert health["worker"]["mode"] == "off" and health["status"] == "ok"
-    mine = next(p for p in health["projects"] if p["project_id"] == project_id)
+    [mine] = health["projects"]
+    assert mine["project_id"] == project_id
     assert mine["num_judgments"] == 6 and mine["judgments_behind"] == 6
     assert mine["last_snapshot_at"] is None
 

@@ -20,13 +20,18 @@ from services.settings import Settings
 from services.store import repository as repo
 from tests.conftest import ThreadServer, fresh_pg_database
 
+ADMIN = "admin-" + "7" * 40
+ADMIN_HEADERS = {"Authorization": f"Bearer {ADMIN}"}
+
 
 @pytest.fixture(
     scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )
 def server(request: pytest.FixtureRequest, tmp_path_factory) -> Iterator[ThreadServer]:  # noqa: ANN001
     def serve(url: str) -> ThreadServer:
-        return ThreadServer(Settings(database_url=url, streaming=False, token_cache_seconds=1.0))
+        return ThreadServer(
+            Settings(database_url=url, streaming=False, token_cache_seconds=1.0, admin_token=ADMIN)
+        )
 
     if request.param == "sqlite":
         with serve(f"sqlite:///{tmp_path_factory.mktemp('input') / 'input.db'}") as srv:
@@ -44,7 +49,7 @@ def api(server: ThreadServer) -> Iterator[httpx.Client]:
 
 def _project(api: httpx.Client) -> tuple[str, dict]:
     project_id = f"p-{uuid.uuid4().hex[:8]}"
-    r = api.post("/projects", json={"project_id": project_id})
+    r = api.post("/projects", json={"project_id": project_id}, headers=ADMIN_HEADERS)
     assert r.status_code == 201, r.text
     headers = {"Authorization": f"Bearer {r.json()['token']}"}
     r = api.post(
@@ -325,3 +330,48 @@ def test_deeply_nested_or_non_utf8_json_says_why(api: httpx.Client) -> None:
     assert r.status_code == 422 and "nested too deeply" in r.json()["error"]["message"], r.text
     r = api.post(url, content=b'{"judgments": "\xff"}', headers=json_headers)
     assert r.status_code == 422 and "not UTF-8" in r.json()["error"]["message"], r.text
+
+
+# ---------------------------------------------------------------- item 3: /health
+
+
+def test_health_shows_projects_only_to_their_token_or_the_admin(api: httpx.Client) -> None:
+    """Was: ``GET /health`` listed every project (id, judgments, snapshot age) to anyone,
+    which undid the rule that another project's token and a missing project look the
+    same."""
+    mine, my_headers = _project(api)
+    other, other_headers = _project(api)
+    row = {"judgment_id": "j0", "item_id": "q0", "system_a": "s0", "system_b": "s1", "winner": "a"}
+    r = api.post(f"/projects/{mine}/judgments", json={"judgments": [row]}, headers=my_headers)
+    assert r.status_code == 200, r.text
+    for headers in ({}, {"Authorization": "Bearer evs_not-a-token"}):
+        r = api.get("/health", headers=headers)
+        assert r.status_code == 200, r.text
+        anonymous = r.json()
+        assert anonymous["projects"] is None, anonymous
+        assert mine not in r.text and other not in r.text
+        assert anonymous["status"] == "ok" and anonymous["store_reachable"] is True
+        assert anonymous["version"] and anonymous["database"] in ("sqlite", "postgresql")
+        assert set(anonymous["fits"]) >= {"failed", "failing"}
+        assert anonymous["fits"]["keys"] is None
+    [own] = api.get("/health", headers=my_headers).json()["projects"]
+    assert own["project_id"] == mine and own["num_judgments"] == 1
+    r = api.get("/health", headers=other_headers)
+    assert [p["project_id"] for p in r.json()["projects"]] == [other] and mine not in r.text
+    everything = api.get("/health", headers=ADMIN_HEADERS).json()
+    assert {mine, other} <= {p["project_id"] for p in everything["projects"]}
+    assert everything["fits"]["keys"] == []
+
+
+def test_health_says_when_the_store_does_not_answer(
+    server: ThreadServer, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sqlalchemy.exc import OperationalError
+
+    def unreachable() -> None:
+        raise OperationalError("SELECT 1", {}, Exception("connection refused"))
+
+    monkeypatch.setattr(server.state.store, "read", unreachable)
+    r = api.get("/health")
+    assert r.status_code == 200, r.text
+    assert r.json()["store_reachable"] is False and r.json()["status"] == "degraded"

@@ -7,14 +7,20 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials
+from sqlalchemy.exc import SQLAlchemyError
 
 from services import schemas as s
 from services.api.analysis import snapshot_public
 from services.api.deps import ProjectId, SettingsDep, State, _bearer
 from services.api.errors import ApiError, error_responses
-from services.api.fit_health import ServiceHealth, fit_failures, fits_public
+from services.api.fit_health import (
+    FitFailurePublic,
+    ServiceHealth,
+    fit_failures,
+    fits_public,
+)
 from services.api.limits import admin_token_ok
 from services.store import repository as repo
 
@@ -31,58 +37,84 @@ router = APIRouter()
 # ---------------------------------------------------------------- health, projects
 
 
+def _freshness(conn: Connection, project_id: str, now: datetime) -> s.ProjectFreshness:
+    """How old a project's newest snapshot is and how many judgments it does not include."""
+    total = 0
+    behind = 0
+    newest: datetime | None = None
+    counts = repo.judgment_counts_by_dimension(conn=conn, project_id=project_id)
+    for dimension, (count, _) in counts.items():
+        total += count
+        meta = repo.latest_snapshot_meta(conn=conn, project_id=project_id, dimension=dimension)
+        if meta is None:
+            behind += count
+            continue
+        newest = meta["created_at"] if newest is None else max(newest, meta["created_at"])
+        behind += repo.count_judgments(
+            conn=conn,
+            project_id=project_id,
+            dimension=dimension,
+            after_seq=int(meta["last_seq"]),
+        )
+    return s.ProjectFreshness(
+        project_id=project_id,
+        num_judgments=total,
+        last_snapshot_at=newest,
+        last_snapshot_age_seconds=(
+            None if newest is None else round((now - newest).total_seconds(), 3)
+        ),
+        judgments_behind=behind,
+    )
+
+
+def _health_audience(state: ServiceState, token: str | None) -> tuple[bool, str | None]:
+    """(admin token?, the project of a project token): who may see per-project detail.
+
+    An unknown token, or none, is anonymous (the guard counted it against the address)."""
+    if not token:
+        return False, None
+    if state.settings.admin_token and admin_token_ok(state.settings.admin_token, token):
+        return True, None
+    return False, state.tokens.get(state.store, token, state.settings.token_cache_seconds)
+
+
 @router.get("/health", operation_id="health", tags=["service"])
 def health(
+    request: Request,
     state: State,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> ServiceHealth:
-    """Whether the store answers and the re-estimation worker runs, how old each
-    project's newest snapshot is (``judgments_behind``: judgments it does not include),
-    and how many fits failed (``fits``; which ones only for the admin token)."""
+    """Whether the store answers and the re-estimation worker runs, and how many fits
+    failed (``fits``), for anyone; which projects exist and how old each one's newest
+    snapshot is (``judgments_behind``: judgments it does not include) only with a token:
+    a project's token shows that project, the admin token every project (and which
+    fits failed)."""
     now = datetime.now(UTC)
-    projects = []
-    admin = bool(state.settings.admin_token) and admin_token_ok(
-        state.settings.admin_token, credentials.credentials if credentials else None
-    )
-    with state.store.read() as conn:
-        failures = fit_failures(conn)
-        for project_id in repo.list_project_ids(conn=conn):
-            total = 0
-            behind = 0
-            newest: datetime | None = None
-            counts = repo.judgment_counts_by_dimension(conn=conn, project_id=project_id)
-            for dimension, (count, _) in counts.items():
-                total += count
-                meta = repo.latest_snapshot_meta(
-                    conn=conn, project_id=project_id, dimension=dimension
-                )
-                if meta is None:
-                    behind += count
-                    continue
-                newest = meta["created_at"] if newest is None else max(newest, meta["created_at"])
-                behind += repo.count_judgments(
-                    conn=conn,
-                    project_id=project_id,
-                    dimension=dimension,
-                    after_seq=int(meta["last_seq"]),
-                )
-            projects.append(
-                s.ProjectFreshness(
-                    project_id=project_id,
-                    num_judgments=total,
-                    last_snapshot_at=newest,
-                    last_snapshot_age_seconds=(
-                        None if newest is None else round((now - newest).total_seconds(), 3)
-                    ),
-                    judgments_behind=behind,
-                )
-            )
+    projects: list[s.ProjectFreshness] | None = None
+    failures: list[FitFailurePublic] = []
+    admin = False
+    reachable = True
+    try:
+        admin, own = _health_audience(state, credentials.credentials if credentials else None)
+        with state.store.read() as conn:
+            failures = fit_failures(conn)
+            if admin:
+                ids = repo.list_project_ids(conn=conn)
+            else:
+                ids = [own] if own is not None else []
+            if admin or own is not None:
+                projects = [_freshness(conn, project_id, now) for project_id in ids]
+    except SQLAlchemyError:
+        reachable = False
     alive = state.worker_alive()
     mode = state.settings.worker if state.streaming else "off"
     fits = fits_public(failures, detail=admin)
+    ok = reachable and (alive or not state.streaming) and not fits.failing
     return ServiceHealth(
-        status="ok" if (alive or not state.streaming) and not fits.failing else "degraded",
+        status="ok" if ok else "degraded",
+        version=request.app.version,
         database="sqlite" if state.store.is_sqlite else "postgresql",
+        store_reachable=reachable,
         streaming=state.streaming,
         worker=s.WorkerPublic(
             mode=mode,
