@@ -8,6 +8,7 @@ before the change.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -375,3 +376,78 @@ def test_health_says_when_the_store_does_not_answer(
     r = api.get("/health")
     assert r.status_code == 200, r.text
     assert r.json()["store_reachable"] is False and r.json()["status"] == "degraded"
+
+
+# ---------------------------------------------------------------- item 4: token guessing
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'guess.db'}"
+    else:
+        with fresh_pg_database() as url:
+            yield url
+
+
+def test_guessing_tokens_is_rate_limited_per_address(
+    fresh_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: the 401 for an unknown token was sent before the rate limiter ran, so 700
+    distinct wrong tokens got 700 x 401 (each a store lookup) and never a 429."""
+    settings = Settings(
+        database_url=fresh_url,
+        streaming=False,
+        admin_token=ADMIN,
+        rate_limit_per_second=1.0,
+        rate_limit_burst=5,
+        token_cache_seconds=60.0,
+    )
+    with ThreadServer(settings) as srv, httpx.Client(base_url=srv.url, timeout=30) as client:
+        r = client.post("/projects", json={"project_id": "mine"}, headers=ADMIN_HEADERS)
+        assert r.status_code == 201, r.text
+        mine = {"Authorization": f"Bearer {r.json()['token']}"}
+        assert client.get("/projects/mine", headers=mine).status_code == 200  # now cached
+        lookups = []
+        real_get = srv.state.tokens.get
+
+        def counted(*args: object) -> str | None:
+            lookups.append(args[1])
+            return real_get(*args)
+
+        monkeypatch.setattr(srv.state.tokens, "get", counted)
+        answers = [
+            client.get("/projects/mine", headers={"Authorization": f"Bearer evs_guess{i}"})
+            for i in range(30)
+        ]
+        codes = [a.status_code for a in answers]
+        # the burst of 5 (plus what refills while they run), then 429s
+        assert codes[:5] == [401] * 5, codes
+        assert codes.count(401) <= 7 and codes.count(429) >= 23, codes
+        assert len(lookups) == codes.count(401)  # a 429 costs no store lookup
+        limited = answers[-1]
+        assert limited.json()["error"]["code"] == "rate_limited"
+        assert int(limited.headers["retry-after"]) >= 1
+        # no token at all counts the same, as does a wrong admin token
+        assert client.get("/projects/mine").status_code == 429
+        assert client.post("/projects", json={"project_id": "x"}).status_code == 429
+        assert (
+            client.post(
+                "/projects", json={"project_id": "x"}, headers={"Authorization": "Bearer no"}
+            ).status_code
+            == 429
+        )
+        # a token this replica knows is not held up by the guesses from its address
+        assert client.get("/projects/mine", headers=mine).status_code == 200
+        # another project's token and a missing project still look the same
+        other = client.get("/projects/nope", headers=mine)
+        r = client.post("/projects", json={"project_id": "theirs"}, headers=ADMIN_HEADERS)
+        assert r.status_code == 201, r.text
+        theirs = client.get("/projects/theirs", headers=mine)
+        assert other.status_code == theirs.status_code == 403
+        assert other.json() == theirs.json()
+        # after Retry-After the address may try again
+        time.sleep(float(limited.headers["retry-after"]) + 0.1)
+        assert (
+            client.get("/projects/mine", headers={"Authorization": "Bearer x"}).status_code == 401
+        )

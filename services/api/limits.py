@@ -6,7 +6,9 @@
    ``POST /projects``) from the headers alone, so an anonymous client cannot make
    the server read, buffer or parse a body (401 / 403);
 2. applies a token bucket per token (per client address for requests without a
-   valid token): ``rate_limit_per_second`` with bursts of ``rate_limit_burst``,
+   valid token, counted *before* their 401, and for a token this replica has not
+   checked within ``token_cache_seconds``, counted before its store lookup and given
+   back when it is valid): ``rate_limit_per_second`` with bursts of ``rate_limit_burst``,
    and ``create_project_per_minute`` (bursts of 10) per client address for
    ``POST /projects``, answering 429 ``rate_limited`` with ``Retry-After``;
 3. reads the body itself, refusing it with 413 ``payload_too_large`` as soon as
@@ -175,6 +177,13 @@ class RateLimiter:
                 return 0.0
             return (1.0 - bucket.tokens) / rate
 
+    def refund(self, key: str, burst: int) -> None:
+        """Give back a request :meth:`wait` counted (it turned out not to be one to count)."""
+        with self._lock:
+            bucket = self._buckets.get(key)
+            if bucket is not None:
+                bucket.tokens = min(float(burst), bucket.tokens + 1.0)
+
 
 async def _send_error(
     send: Send,
@@ -204,6 +213,17 @@ class Guard:
         self.app = app
         self.limiter = RateLimiter()
 
+    async def _anonymous_allowed(self, send: Send, address_key: str, settings: Any) -> bool:
+        """Count a request without a (known) token against its address; False (and a 429
+        sent) when the address is over the rate."""
+        wait = self.limiter.wait(
+            address_key, settings.rate_limit_per_second, settings.rate_limit_burst
+        )
+        if wait > 0:
+            await _send_rate_limited(send, wait, settings)
+            return False
+        return True
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
@@ -221,10 +241,16 @@ class Guard:
             # a page a browser opens (the dashboard) carries its token in ?token= or a cookie
             token = scope_page_token(scope)
 
-        # 1. who is asking, from the headers alone
+        # 1. who is asking, from the headers alone. A request without a valid token is
+        # counted against its address before it is answered (401 or 429), so guessing
+        # tokens costs the guesser the same rate as any anonymous request
+        client = scope.get("client")
+        address_key = "addr:" + (client[0] if client else "?")
         client_key: str | None = None
         if method == "POST" and path.rstrip("/") == "/projects":
             if not admin_token_ok(settings.admin_token, token):
+                if not await self._anonymous_allowed(send, address_key, settings):
+                    return
                 await _send_error(
                     send, 401, "unauthorized", "creating a project needs the admin token"
                 )
@@ -234,6 +260,8 @@ class Guard:
         elif (match := _PROJECT_PATH.match(path)) is not None:
             project_id = unquote(match.group(1)) if "%" in match.group(1) else match.group(1)
             if token is None:
+                if not await self._anonymous_allowed(send, address_key, settings):
+                    return
                 await _send_error(
                     send,
                     401,
@@ -243,6 +271,10 @@ class Guard:
                 return
             owner = service.tokens.cached(service.store, token)
             if owner is None:
+                # a token this replica has not checked lately costs a store lookup: it
+                # spends the address's budget first (an unknown token keeps it spent)
+                if not await self._anonymous_allowed(send, address_key, settings):
+                    return
                 try:
                     owner = await anyio.to_thread.run_sync(
                         service.tokens.get, service.store, token, settings.token_cache_seconds
@@ -250,6 +282,8 @@ class Guard:
                 except Exception:
                     await _send_error(send, 503, "unavailable", "the store is not reachable")
                     return
+                if owner is not None:
+                    self.limiter.refund(address_key, settings.rate_limit_burst)
             if owner is None:
                 await _send_error(send, 401, "unauthorized", "invalid bearer token")
                 return
@@ -261,31 +295,19 @@ class Guard:
             client_key = "token:" + repo.hash_token(token)
 
         # 2. how often
-        if client_key is None:
-            client = scope.get("client")
-            client_key = "addr:" + (client[0] if client else "?")
         wait = self.limiter.wait(
-            client_key, settings.rate_limit_per_second, settings.rate_limit_burst
+            client_key or address_key, settings.rate_limit_per_second, settings.rate_limit_burst
         )
         per_minute = settings.create_project_per_minute
         if not wait and per_minute and method == "POST" and path.rstrip("/") == "/projects":
             # each creation stores a project and a token: a flood is cheap to send, not to keep
-            client = scope.get("client")
             wait = self.limiter.wait(
                 "create:" + (client[0] if client else "?"),
                 per_minute / 60.0,
                 10,
             )
         if wait > 0:
-            retry = max(1, math.ceil(wait))
-            await _send_error(
-                send,
-                429,
-                "rate_limited",
-                f"more than {settings.rate_limit_per_second:g} requests per second "
-                f"(bursts of {settings.rate_limit_burst}); retry after {retry} s",
-                headers=[(b"retry-after", str(retry).encode())],
-            )
+            await _send_rate_limited(send, wait, settings)
             return
 
         # 3. the body, bounded in size and time
@@ -348,6 +370,18 @@ class Guard:
             return await receive()
 
         await self.app(scope, replay, send)
+
+
+async def _send_rate_limited(send: Send, wait: float, settings: Any) -> None:
+    retry = max(1, math.ceil(wait))
+    await _send_error(
+        send,
+        429,
+        "rate_limited",
+        f"more than {settings.rate_limit_per_second:g} requests per second "
+        f"(bursts of {settings.rate_limit_burst}); retry after {retry} s",
+        headers=[(b"retry-after", str(retry).encode())],
+    )
 
 
 def _content_length(headers: list[tuple[bytes, bytes]]) -> int | None:
