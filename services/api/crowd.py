@@ -162,6 +162,11 @@ def lease_tasks(project_id: ProjectId, lease_id: LeaseId, state: State) -> Lease
     )
 
 
+def _json_kind(value: Any) -> str:
+    kinds = {str: "string", dict: "object", bool: "boolean", int: "number", float: "number"}
+    return "null" if value is None else kinds.get(type(value), type(value).__name__)
+
+
 def _label_studio_tasks(content: str | list[LabelStudioTask]) -> list[LabelStudioTask]:
     """The export's tasks: the array itself, or the JSON text of one (never a path)."""
     if isinstance(content, list):
@@ -179,14 +184,14 @@ def _label_studio_tasks(content: str | list[LabelStudioTask]) -> list[LabelStudi
         raise ApiError(
             422,
             "validation_error",
-            f"content of a Label Studio import is {EXPECTED}; got a JSON {type(data).__name__}",
+            f"content of a Label Studio import is {EXPECTED}; got a JSON {_json_kind(data)}",
             [{"field": "content", "message": f"expected {EXPECTED}"}],
         )
     try:
         return EXPORT.validate_python(data)
     except ValidationError as exc:
         problems = [
-            {"row": row, "field": f"content.{field}", "message": message}
+            {"row": row, "field": None if field == "task" else field, "message": message}
             for row, field, _, message in export_problems(exc)
         ]
         rows = sorted({p["row"] for p in problems if p["row"] is not None})
