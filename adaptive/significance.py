@@ -112,13 +112,18 @@ def interval_end_mcse(theta_draws: np.ndarray, level: float = 0.95) -> np.ndarra
     all columns at once by :func:`stan_free_models.mcse.quantile_mcse`), evaluated at
     the lower end for comparisons whose posterior mean is positive and at the upper end
     otherwise: the end whose side of 0 decides :func:`summarize_draws`' ``significant``.
+    ArviZ's estimate of a low quantile and of the mirrored high quantile of the negated
+    draws take different order statistics (floor and ceiling), which at a few hundred
+    draws differ by up to 2x; their mean is the same number in either orientation of the
+    comparison.
     """
     from stan_free_models.mcse import quantile_mcse
 
     tail = (1.0 - level) / 2.0
     draws = np.asarray(theta_draws, dtype=float)
     positive = draws.reshape((-1,) + draws.shape[2:]).mean(axis=0) > 0
-    return quantile_mcse(draws, np.where(positive, tail, 1.0 - tail))
+    prob = np.where(positive, tail, 1.0 - tail)
+    return 0.5 * (quantile_mcse(draws, prob) + quantile_mcse(-draws, 1.0 - prob))
 
 
 def settled_verdicts(stats: dict[str, np.ndarray], end_mcse: np.ndarray) -> np.ndarray:

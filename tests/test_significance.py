@@ -88,3 +88,12 @@ def test_a_verdict_on_the_edge_of_monte_carlo_error_is_unsettled():
     assert rows[0]["significant"] and not rows[0]["verdict_settled"]
     assert rows[1]["significant"] and rows[1]["verdict_settled"]
     assert all(r["verdict_settled"] and not r["significant"] for r in rows[2:])
+
+
+def test_the_interval_ends_monte_carlo_error_is_the_same_in_either_orientation():
+    from adaptive.significance import interval_end_mcse
+
+    rng = np.random.default_rng(0)
+    draws = rng.normal(0.3, 1.0, (1, 200, 6)) * np.array([1, 2, 3, -1, -2, -3])
+    np.testing.assert_allclose(interval_end_mcse(draws), interval_end_mcse(-draws), rtol=1e-12)
+    assert np.all(interval_end_mcse(draws) > 0)
