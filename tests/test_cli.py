@@ -269,9 +269,9 @@ def test_an_ess_target_is_for_nuts_and_positive():
     out = evalset("significance", "--data", str(NCM), "--method", "fast", "--min-ess", "400")
     assert out.returncode != 0 and out.stdout == ""
     assert "--min-ess applies to --method nuts" in out.stderr
-    out = evalset("significance", "--data", str(NCM), "--method", "nuts", "--min-ess", "0")
+    out = evalset("significance", "--data", str(NCM), "--method", "nuts", "--min-ess", "-1")
     assert out.returncode != 0 and out.stdout == ""
-    assert "min_ess=0.0 needs a positive number" in out.stderr
+    assert "--min-ess must be 0 (one block) or positive" in out.stderr
 
 
 def test_loco_serially_gives_every_policy_and_k_and_a_figure(small_file, tmp_path):
