@@ -72,7 +72,12 @@ def stream_config(method: str = "fast", **kwargs: Any) -> FitConfig:
     kwargs.setdefault("cell_effect", False)
     kwargs.setdefault("refine_sweeps", 0)
     kwargs.setdefault("exact_items", False)
-    modelled = kwargs["cell_effect"] or kwargs.get("lapse") or kwargs["exact_items"]
+    modelled = (
+        kwargs["cell_effect"]
+        or kwargs.get("lapse")
+        or kwargs["exact_items"]
+        or kwargs["refine_sweeps"]
+    )
     kwargs.setdefault("robust", not modelled)
     return FitConfig(method=method, likelihood="judgment", parameterization="system", **kwargs)
 

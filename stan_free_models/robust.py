@@ -12,7 +12,12 @@ happens inside it.
 For a parameter with unit vector e the two variances are
 
     model:   e^T H^-1 e,
-    robust:  sum_c (s_c^T x)^2,  x = H^-1 e,  s_c = the cell's score,
+    robust:  sum_c (s_c^T x)^2 + x^T H_prior x,  x = H^-1 e,  s_c = the cell's score,
+
+the sandwich posterior's H^-1 (J + H_prior) H^-1 (Mueller 2013): the prior's curvature
+stays in, since directions that only the prior fixes (a common shift of every skill, or
+of every ability with every prompt's thresholds) have no scores at all; where the model
+is right (J = H_lik) the two are equal.
 
 and s_c^T x for every cell comes from one forward-over-reverse pass: the potential is
 linear in each judgment's likelihood weight w_n, so d/dw_n of its directional
@@ -71,11 +76,25 @@ def _compiled(static: ModelKey, num_clusters: int):
             per_obs = -jax.grad(directional)(weight) * weight
             return jax.ops.segment_sum(per_obs, cluster, num_clusters)
 
+        def prior_curvature(xg, xi):
+            # x^T H_prior x: the potential's curvature along x with every judgment's weight 0
+            no_data = args[:3] + (jnp.zeros_like(args[3]),) + args[4:]
+
+            def grad_fn(a, b):
+                return jax.grad(objective, argnums=(0, 1))(a, b, no_data)
+
+            hg, hi = jax.jvp(grad_fn, (g, items), (xg, xi))[1]
+            return jnp.sum(hg * xg) + jnp.sum(hi * xi)
+
         def one(e):
             # H^-1 (e, 0) by blocks: the Schur complement's inverse cov_g for the global
             # part, then the items' conditional shift -D^-1 B x_g (gain = D^-1 B)
             xg = cov_g @ e
-            return e @ xg, jnp.sum(scores(xg, -(gain @ xg)) ** 2)
+            xi = -(gain @ xg)
+            # the sandwich posterior H^-1 (J + H_prior) H^-1 (Mueller 2013): the prior's
+            # share stays as the model has it (directions only the prior fixes, such as a
+            # common shift of every skill, have no scores); equal to H^-1 when J = H_lik
+            return e @ xg, jnp.sum(scores(xg, xi) ** 2) + prior_curvature(xg, xi)
 
         return jax.lax.map(one, e_g, batch_size=DIRECTION_CHUNK)
 
