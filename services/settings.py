@@ -143,6 +143,14 @@ class Settings(BaseSettings):
         default=5.0, gt=0, description="how often to look for judgments written elsewhere"
     )
     nuts: bool = Field(default=True, description="run the scheduled NUTS refits at all")
+    nuts_max_judgments: int = Field(
+        default=30_000,
+        ge=0,
+        description="scheduled NUTS refits only up to this many judgments per dimension; "
+        "above it a refit takes many minutes and slows every fast update meanwhile, and the "
+        "fast updates' cluster-robust Laplace intervals are the answer (a 'skipped' event "
+        "says so once)",
+    )
     nuts_chains: int = Field(default=2, ge=1)
     nuts_warmup: int = Field(default=500, ge=10)
     nuts_samples: int = Field(default=500, ge=10)

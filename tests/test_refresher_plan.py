@@ -49,3 +49,12 @@ def test_nuts_is_due_by_judgments_or_by_time_and_never_twice_at_once() -> None:
     assert not nuts_due(state, now=1e6, config=config)
     unchanged = KeyState(published_judgments=1000, nuts_judgments=1000, nuts_at=0.0)
     assert not nuts_due(unchanged, now=1e6, config=config)
+
+
+def test_nuts_is_never_due_past_its_size_cap() -> None:
+    config = Settings(refit_every_judgments=1000, nuts_max_judgments=30_000)
+    state = KeyState(published_judgments=30_000, nuts_judgments=0, nuts_at=0.0)
+    assert nuts_due(state, now=1.0, config=config)
+    state.published_judgments = 30_001
+    assert not nuts_due(state, now=1e6, config=config)
+    assert nuts_due(state, now=1.0, config=Settings(nuts_max_judgments=10**9))

@@ -43,6 +43,7 @@ class KeyState:
     nuts_judgments: int = 0
     nuts_at: float = field(default_factory=time.monotonic)
     nuts_running: bool = False
+    nuts_skip_noted: bool = False  # the 'skipped' event of nuts_max_judgments is recorded
     base: SkillBase | None = None  # item parameters held by skill-only updates
     base_fresh: bool = False  # a new base not yet used by a published snapshot
     items_running: bool = False
@@ -123,9 +124,15 @@ def plan_update(
     )
 
 
+def nuts_too_large(state: KeyState, config: Settings) -> bool:
+    """More judgments than a scheduled NUTS refit is run for (``nuts_max_judgments``)."""
+    return state.published_judgments > config.nuts_max_judgments
+
+
 def nuts_due(state: KeyState, *, now: float, config: Settings) -> bool:
     """A NUTS refit is due: ``REFIT_EVERY_JUDGMENTS`` new judgments published, or
-    ``REFIT_EVERY_SECONDS`` since the last one with any new judgment.
+    ``REFIT_EVERY_SECONDS`` since the last one with any new judgment; never above
+    ``nuts_max_judgments`` judgments.
 
     Example:
         >>> s = Settings(refit_every_judgments=1000, refit_every_seconds=600)
@@ -134,6 +141,8 @@ def nuts_due(state: KeyState, *, now: float, config: Settings) -> bool:
         (False, True)
     """
     if state.nuts_running or state.published_judgments <= state.nuts_judgments:
+        return False
+    if nuts_too_large(state, config):
         return False
     new = state.published_judgments - state.nuts_judgments
     waited = now - state.nuts_at
@@ -479,6 +488,19 @@ class Refresher:
                 due = [
                     k for k, s in self._states.items() if nuts_due(s, now=now, config=self.config)
                 ]
+                too_large = [
+                    (k, s.published_judgments)
+                    for k, s in self._states.items()
+                    if not s.nuts_skip_noted and nuts_too_large(s, self.config)
+                ]
+                for k, _ in too_large:
+                    self._states[k].nuts_skip_noted = True
+            for key, n in too_large:
+                detail = (
+                    f"{n} judgments: past nuts_max_judgments ({self.config.nuts_max_judgments}),"
+                    " so no scheduled NUTS refits; the fast updates' robust intervals stand"
+                )
+                self._record(RefreshEvent(key, "skipped", FULL, 0, n, 0.0, detail))
             for key in due:
                 if self._stop.is_set():
                     return
@@ -538,5 +560,6 @@ __all__ = [
     "UpdatePlan",
     "next_key",
     "nuts_due",
+    "nuts_too_large",
     "plan_update",
 ]
