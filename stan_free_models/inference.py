@@ -94,6 +94,10 @@ class GRMData:
             raise ValueError("pair_a/pair_b need one entry per comparison and num_systems")
 
 
+#: the smallest padded number of observations
+OBS_BUCKET_MINIMUM = 64
+
+
 def bucket(n: int, minimum: int = 8) -> int:
     """The smallest bucket >= n in the sequence 8, 12, 16, 24, 32, 48, ... (<= 50% padding)."""
     if minimum < 2:
@@ -107,7 +111,7 @@ def bucket(n: int, minimum: int = 8) -> int:
 def pad_data(data: GRMData) -> GRMData:
     """Pad observations, comparisons, items and systems to their buckets."""
     data.validate()
-    n_pad = bucket(data.num_obs, 64) - data.num_obs
+    n_pad = bucket(data.num_obs, OBS_BUCKET_MINIMUM) - data.num_obs
 
     def pad(x: np.ndarray, value: float | int = 0) -> np.ndarray:
         return np.concatenate([x, np.full(n_pad, value, dtype=x.dtype)])

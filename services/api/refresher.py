@@ -47,6 +47,7 @@ class KeyState:
     base: SkillBase | None = None  # item parameters held by skill-only updates
     base_fresh: bool = False  # a new base not yet used by a published snapshot
     items_running: bool = False
+    warmed_shape: int = 0  # judgments of the next compiled shape already prepared
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class RefreshEvent:
 
     key: Hashable
     # "published", "superseded" (the store kept a newer one), "rejected", "failed",
-    # "skipped", "items" (a new base fitted)
+    # "skipped", "items" (a new base fitted), "prepared" (the next padded size compiled)
     kind: str
     method: str
     version: int
@@ -65,6 +66,11 @@ class RefreshEvent:
 
 
 # ---------------------------------------------------------------- scheduling decisions
+
+#: past this share of the judgments its compiled programs are padded to, a fast update
+#: prepares the next padded size on a thread of its own, so that the update crossing
+#: into it reuses compiled programs instead of compiling while batches wait
+PREPARE_SHARE = 0.8
 
 
 @dataclass(frozen=True)
@@ -122,6 +128,22 @@ def plan_update(
         skills=lag <= config.items_max_lag * window or items_running or refresh,
         refresh_items=refresh,
     )
+
+
+def next_shape(num_judgments: int, prepared: int) -> int | None:
+    """Judgments that fill the next padded size of the fits, when that size is due to be
+    prepared (``num_judgments`` past :data:`PREPARE_SHARE` of its own) and is not yet.
+
+    Example:
+        >>> next_shape(100_000, 0), next_shape(110_000, 0), next_shape(110_000, 131_073)
+        (None, 131073, None)
+    """
+    from stan_free_models.inference import OBS_BUCKET_MINIMUM, bucket
+
+    size = bucket(max(num_judgments, 1), OBS_BUCKET_MINIMUM)
+    if num_judgments < PREPARE_SHARE * size or prepared > size:
+        return None
+    return size + 1
 
 
 def nuts_too_large(state: KeyState, config: Settings) -> bool:
@@ -376,7 +398,41 @@ class Refresher:
                 )
         if snapshot.diagnostics.get("converged", True):
             state.fast = snapshot
+        target = next_shape(source.num_judgments, state.warmed_shape)
+        if target is not None and not self._stop.is_set():
+            state.warmed_shape = target
+            thread = threading.Thread(
+                target=self._prepare_shape,
+                args=(key, source, target),
+                name="prepare-shape",
+                daemon=True,
+            )
+            self._item_threads = [t for t in self._item_threads if t.is_alive()] + [thread]
+            thread.start()
         return snapshot
+
+    def _prepare_shape(self, key: Hashable, source: Source, target: int) -> None:
+        """Compile the fits of ``target`` judgments: fit this key's judgments, resampled to
+        that many, and throw the result away (the compiled programs stay)."""
+        started = time.monotonic()
+        try:
+            frame = source.judgments
+            extra = frame.sample(n=target - frame.height, with_replacement=True, seed=0)
+            grown = replace(
+                source,
+                judgments=frame.vstack(extra),
+                num_judgments=target,
+            )
+            self._fit(grown, "fast", {"num_draws": self.config.fast_num_draws})
+            self._record(
+                RefreshEvent(
+                    key, "prepared", FAST, 0, target, time.monotonic() - started, "next shape"
+                )
+            )
+        except Exception as exc:  # a later update compiles it instead; reported
+            self._record(
+                RefreshEvent(key, "prepared", FAST, 0, target, 0.0, f"not prepared: {exc!r}")
+            )
 
     def _superseded(
         self,
@@ -560,6 +616,7 @@ __all__ = [
     "UpdatePlan",
     "next_key",
     "nuts_due",
+    "next_shape",
     "nuts_too_large",
     "plan_update",
 ]

@@ -17,31 +17,37 @@ os.environ.setdefault(
     "XLA_FLAGS", f"--xla_force_host_platform_device_count={max(4, os.cpu_count() or 1)}"
 )
 
-#: modules that each add subcommands through ``register(subparsers)``
-COMMAND_MODULES: tuple[str, ...] = (
-    "services.cli.analysis",
-    "services.cli.bt",
-    "services.cli.selection",
-    "services.cli.server",
-    "services.cli.recommend",
-    "services.cli.decisions",
-    "services.cli.crowd",
-    "services.cli.plot",
-)
+#: modules that each add subcommands through ``register(subparsers)``, with the commands
+#: each adds: a run imports only its command's module (tests/test_cli.py checks the table)
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "services.cli.analysis": ("significance", "items"),
+    "services.cli.bt": ("bt", "annotators", "damr"),
+    "services.cli.selection": ("loco", "prune"),
+    "services.cli.server": ("serve", "token", "import", "export"),
+    "services.cli.recommend": ("recommend", "replay"),
+    "services.cli.decisions": ("decisions",),
+    "services.cli.crowd": ("crowd",),
+    "services.cli.plot": ("plot",),
+}
+COMMAND_MODULES: tuple[str, ...] = tuple(COMMANDS)
 
 
 class CliError(Exception):
     """A failure to report as one line on stderr with a non-zero exit code."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or with ``command`` (a known command's name) of that
+    one alone, so that a run does not import the other commands' libraries."""
     parser = argparse.ArgumentParser(
         prog="evalset",
         description="Adaptive evaluation-set optimizer for human pairwise evaluation.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in COMMAND_MODULES:
+    for name, commands in COMMANDS.items():
+        if command is not None and command not in commands:
+            continue
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
@@ -72,7 +78,9 @@ def _show_defaults(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else argv
+    known = {c for commands in COMMANDS.values() for c in commands}
+    parser = build_parser(words[0] if words and words[0] in known else None)
     args = parser.parse_args(argv)
     from adaptive.data import DataError
     from services.jax_cache import configure_jax

@@ -15,11 +15,12 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from sqlalchemy import Connection, Engine, create_engine, event, text
-from sqlalchemy.engine import make_url
+# SQLAlchemy and Alembic load when a store is opened, not when the package is imported:
+# the shared validators (services.store.validation) are read by every command line entry
+if TYPE_CHECKING:
+    from sqlalchemy import Connection, Engine
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -40,6 +41,9 @@ class Store:
     def __init__(self, url: str, *, echo: bool = False, synchronous: str = "FULL") -> None:
         if synchronous.upper() not in ("FULL", "NORMAL", "EXTRA"):
             raise ValueError(f"synchronous must be FULL, EXTRA or NORMAL, not {synchronous!r}")
+        from sqlalchemy import create_engine
+        from sqlalchemy.engine import make_url
+
         self.url = url
         parsed = make_url(url)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
@@ -66,6 +70,10 @@ class Store:
 
     def migrate(self) -> None:
         """Bring the schema to the newest migration (idempotent; safe with several replicas)."""
+        from alembic import command
+        from alembic.config import Config
+        from sqlalchemy import text
+
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS))
         with self._write_engine.begin() as conn:
@@ -92,6 +100,8 @@ class Store:
 
 
 def _configure_sqlite(engine: Engine, *, in_memory: bool, synchronous: str) -> None:
+    from sqlalchemy import event
+
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
         # let SQLAlchemy emit BEGIN itself (pysqlite's own BEGIN is deferred)
