@@ -77,6 +77,61 @@ def cell_moments(
     return mean, np.maximum(probs @ values**2 - mean**2, 0.0)
 
 
+class CellFit(NamedTuple):
+    """(M,) per cell: the fit's mean and one judgment's variance there, and its leverage;
+    (D, C) the model's Δ per draw (before centring)."""
+
+    fitted: np.ndarray  # m̂_c
+    variance: np.ndarray  # v̂_c, of one judgment
+    leverage: np.ndarray  # var(m̂_c) k_c / v̂_c, uncapped
+    model_draws: np.ndarray  # (D, C) sums over each comparison's cells of m_c per draw
+
+
+def cell_fit(
+    comp: np.ndarray,
+    item: np.ndarray,
+    k: np.ndarray,
+    num_comparisons: int,
+    theta_draws: np.ndarray,
+    alpha_draws: np.ndarray,
+    b_draws: np.ndarray,
+    point: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+) -> CellFit:
+    """The model's side of :func:`estimate_net` (arguments as there, ``k`` the counts)."""
+
+    def per_comparison(x: np.ndarray) -> np.ndarray:
+        return np.bincount(comp, weights=x, minlength=num_comparisons)[:num_comparisons]
+
+    # the cells' fitted means draw by draw, a chunk at a time (memory: chunk x cells)
+    num_draws = theta_draws.shape[0]
+    sum_m = np.zeros(len(comp))
+    sum_m2 = np.zeros(len(comp))
+    model_draws = np.empty((num_draws, num_comparisons))
+    for lo in range(0, num_draws, DRAW_CHUNK):
+        hi = min(lo + DRAW_CHUNK, num_draws)
+        m, _ = cell_moments(
+            theta_draws[lo:hi, comp], alpha_draws[lo:hi, item], b_draws[lo:hi, item]
+        )
+        sum_m += m.sum(axis=0)
+        sum_m2 += (m**2).sum(axis=0)
+        model_draws[lo:hi] = [per_comparison(row) for row in m]
+    mean_m = sum_m / num_draws
+    if point is None:
+        m_hat = mean_m
+        _, v_hat = cell_moments(
+            theta_draws.mean(0)[comp], alpha_draws.mean(0)[item], b_draws.mean(0)[item]
+        )
+    else:
+        m_hat, v_hat = cell_moments(point[0][comp], point[1][item], point[2][item])
+    if num_draws > 1:
+        var_m = np.maximum(sum_m2 - num_draws * mean_m**2, 0.0) / (num_draws - 1)
+    else:
+        var_m = np.zeros_like(m_hat)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        leverage = np.nan_to_num(np.where(v_hat > 0, var_m * k / v_hat, 0.0))
+    return CellFit(m_hat, v_hat, leverage, model_draws)
+
+
 def estimate_net(
     cell_comparison: np.ndarray,
     cell_item: np.ndarray,
@@ -108,34 +163,10 @@ def estimate_net(
     def per_comparison(x: np.ndarray) -> np.ndarray:
         return np.bincount(comp, weights=x, minlength=num_comparisons)[:num_comparisons]
 
-    # the cells' fitted means draw by draw, a chunk at a time (memory: chunk x cells)
+    fit = cell_fit(comp, item, k, num_comparisons, theta_draws, alpha_draws, b_draws, point)
+    m_hat, v_hat, model_draws = fit.fitted, fit.variance, fit.model_draws
     num_draws = theta_draws.shape[0]
-    sum_m = np.zeros(len(y))
-    sum_m2 = np.zeros(len(y))
-    model_draws = np.empty((num_draws, num_comparisons))
-    for lo in range(0, num_draws, DRAW_CHUNK):
-        hi = min(lo + DRAW_CHUNK, num_draws)
-        m, _ = cell_moments(
-            theta_draws[lo:hi, comp], alpha_draws[lo:hi, item], b_draws[lo:hi, item]
-        )
-        sum_m += m.sum(axis=0)
-        sum_m2 += (m**2).sum(axis=0)
-        model_draws[lo:hi] = [per_comparison(row) for row in m]
-    mean_m = sum_m / num_draws
-    if point is None:
-        m_hat = mean_m
-        _, v_hat = cell_moments(
-            theta_draws.mean(0)[comp], alpha_draws.mean(0)[item], b_draws.mean(0)[item]
-        )
-    else:
-        m_hat, v_hat = cell_moments(point[0][comp], point[1][item], point[2][item])
-    if num_draws > 1:
-        var_m = np.maximum(sum_m2 - num_draws * mean_m**2, 0.0) / (num_draws - 1)
-    else:
-        var_m = np.zeros_like(m_hat)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        leverage = np.where(v_hat > 0, var_m * k / v_hat, 0.0)
-    leverage = np.clip(np.nan_to_num(leverage), 0.0, MAX_LEVERAGE)
+    leverage = np.clip(fit.leverage, 0.0, MAX_LEVERAGE)
 
     n = per_comparison(np.ones_like(y))
     safe_n = np.maximum(n, 1.0)
@@ -169,4 +200,12 @@ def estimate_net(
     )
 
 
-__all__ = ["DRAW_CHUNK", "MAX_LEVERAGE", "NetEstimate", "cell_moments", "estimate_net"]
+__all__ = [
+    "DRAW_CHUNK",
+    "MAX_LEVERAGE",
+    "CellFit",
+    "NetEstimate",
+    "cell_fit",
+    "cell_moments",
+    "estimate_net",
+]
