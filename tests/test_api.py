@@ -17,8 +17,15 @@ from services.cli import main as cli_main
 from services.schemas import MAX_BATCH
 from services.settings import Settings
 from services.store import tables as t
-from tests.conftest import ProcessServer, ThreadServer, fresh_pg_database
-from tests.test_streaming import SYSTEMS, simulate
+from tests.factories import (
+    SYSTEMS,
+    ProcessServer,
+    ThreadServer,
+    fresh_pg_database,
+    judgments,
+    new_project,
+    simulate,
+)
 
 
 def _serve(url: str, **overrides: object) -> Iterator[httpx.Client]:
@@ -51,39 +58,6 @@ def api(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 def streaming_api(database_url: str) -> Iterator[httpx.Client]:
     """A live server with background re-estimation."""
     yield from _serve(database_url)
-
-
-def new_project(api: httpx.Client, *, systems=SYSTEMS, prompts: int = 12) -> tuple[str, dict]:
-    project_id = f"p-{uuid.uuid4().hex[:8]}"
-    r = api.post("/projects", json={"project_id": project_id, "name": "test campaign"})
-    assert r.status_code == 201, r.text
-    headers = {"Authorization": f"Bearer {r.json()['token']}"}
-    r = api.post(
-        f"/projects/{project_id}/systems",
-        json={"systems": [{"system_id": s} for s in systems]},
-        headers=headers,
-    )
-    assert r.json() == {"created": len(systems), "updated": 0}
-    r = api.post(
-        f"/projects/{project_id}/prompts",
-        json={
-            "prompts": [
-                {"prompt_id": f"q{i}", "text": f"prompt {i}", "responses": {"s0": "hello"}}
-                for i in range(prompts)
-            ]
-        },
-        headers=headers,
-    )
-    assert r.json()["created"] == prompts
-    return project_id, headers
-
-
-def judgments(num: int, *, start: int = 0, seed: int = 0) -> list[dict]:
-    frame = simulate(start + num, seed=seed).slice(start, num)
-    return [
-        {"judgment_id": f"j{start + i}", **{k: v for k, v in row.items() if k != "dimension"}}
-        for i, row in enumerate(frame.to_dicts())
-    ]
 
 
 def count(api: httpx.Client, project_id: str, headers: dict) -> int:

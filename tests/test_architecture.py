@@ -43,12 +43,17 @@ def test_models_do_not_import_the_decision_layer_or_services():
 # ---------------------------------------------------------------- issue 14: boundaries
 
 PACKAGES = ("adaptive", "services", "stan_free_models", "evalset")
-#: modules held to the 600-line rule here (the ones split or written for it so far)
+#: modules held to the 600-line rule: the packages, and the tests, scripts, research and
+#: benchmarks that read like them
 LINE_LIMITED = (
     "adaptive/**/*.py",
     "stan_free_models/**/*.py",
     "services/**/*.py",
     "evalset/**/*.py",
+    "tests/**/*.py",
+    "scripts/**/*.py",
+    "research/**/*.py",
+    "benchmarks/**/*.py",
 )
 MAX_LINES = 600
 
@@ -252,6 +257,49 @@ def test_no_module_is_over_600_lines():
         if (n := len(p.read_text().splitlines())) > MAX_LINES
     }
     assert long == {}
+
+
+#: the one module of tests/ that test modules may import (conftest.py is pytest's, not theirs)
+TEST_SHARED = "tests.factories"
+
+
+def _test_module_imports(tree: ast.AST) -> list[str]:
+    """Modules of tests/ other than tests/factories.py that ``tree`` imports, relative ones too."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            targets = ["." * node.level + (node.module or "")]
+        elif isinstance(node, ast.ImportFrom) and node.module == "tests":
+            targets = [f"tests.{a.name}" for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            targets = [node.module]
+        else:
+            continue
+        found += [
+            t
+            for t in targets
+            if (t.startswith(".") or t.split(".")[0] == "tests") and t != TEST_SHARED
+        ]
+    return found
+
+
+def test_no_test_module_imports_another_test_module():
+    """Shared simulators, servers and helpers live in tests/factories.py: a test module imported
+    by another runs its module-level code twice and ties the two files together."""
+    assert _test_module_imports(
+        ast.parse(
+            "from tests.test_api import judgments\nfrom tests import conftest\nfrom . import x"
+        )
+    ) == ["tests.test_api", "tests.conftest", "."]
+    assert _test_module_imports(ast.parse("from tests.factories import simulate")) == []
+    offenders = {
+        path.relative_to(ROOT).as_posix(): found
+        for path in sorted([*(ROOT / "tests").rglob("*.py"), *(ROOT / "research").rglob("*.py")])
+        if (found := _test_module_imports(ast.parse(path.read_text())))
+    }
+    assert offenders == {}
 
 
 def test_every_internal_import_names_something_that_exists():

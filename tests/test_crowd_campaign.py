@@ -30,7 +30,7 @@ from adaptive.decisions import OUTCOME_NAMES, decide
 from services.cli import main
 from services.crowd import read_tasks, write_export
 from services.settings import Settings
-from tests.conftest import ThreadServer
+from tests.factories import ThreadServer
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "chateval_ncm"
 SEED_PROMPTS = 30  # logged judgments per comparison posted before the first batch

@@ -12,7 +12,7 @@ import pytest
 from adaptive.decisions import DecisionRule, decide
 from adaptive.streaming import Snapshot as StreamSnapshot
 from services.settings import Settings
-from tests.conftest import ThreadServer
+from tests.factories import ThreadServer
 
 SYSTEMS = ["s0", "s1", "s2", "mute"]
 NUM_PROMPTS = 40

@@ -18,8 +18,7 @@ import polars as pl
 import pytest
 
 from adaptive.data import read_judgments
-from tests.conftest import ProcessServer, fresh_pg_database
-from tests.test_streaming import simulate
+from tests.factories import ProcessServer, fresh_pg_database, simulate
 
 NCM = Path(__file__).resolve().parents[1] / "data" / "chateval_ncm" / "judgments.csv"
 BATCH = 50

@@ -33,9 +33,7 @@ from services.settings import Settings
 from services.store import Store
 from services.store import repository as repo
 from stan_free_models import threadsafe
-from tests.conftest import ThreadServer
-from tests.test_api import judgments
-from tests.test_streaming import SYSTEMS, simulate
+from tests.factories import SYSTEMS, ThreadServer, judgments, simulate
 
 
 def test_the_engine_makes_numpyros_handler_stack_per_thread() -> None:

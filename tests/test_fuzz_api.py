@@ -30,8 +30,7 @@ from schemathesis.checks import (
 
 from adaptive import streaming
 from services.settings import Settings
-from tests.conftest import ThreadServer, fresh_pg_database
-from tests.test_streaming import SYSTEMS, simulate
+from tests.factories import SYSTEMS, ThreadServer, fresh_pg_database, simulate
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]|%[01][0-9a-fA-F]|%7[fF]")
 ERROR_CHECKS = [status_code_conformance, content_type_conformance, response_schema_conformance]

@@ -19,7 +19,7 @@ import pytest
 
 from services.settings import Settings
 from services.store import repository as repo
-from tests.conftest import ThreadServer, fresh_pg_database
+from tests.factories import ThreadServer, fresh_pg_database
 
 ADMIN = "admin-" + "7" * 40
 ADMIN_HEADERS = {"Authorization": f"Bearer {ADMIN}"}

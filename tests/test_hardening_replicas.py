@@ -16,9 +16,7 @@ import pytest
 from services.settings import Settings
 from services.store import Store
 from services.store.leader import Leadership
-from tests.conftest import ProcessServer, ThreadServer, fresh_pg_database
-from tests.test_api import judgments
-from tests.test_streaming import SYSTEMS
+from tests.factories import SYSTEMS, ProcessServer, ThreadServer, fresh_pg_database, judgments
 
 pytestmark = pytest.mark.postgres
 

@@ -5,50 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adaptive.loco import LocoConfig, LocoData, heldout_se, run_fold, summarize_folds
+from adaptive.loco import LocoConfig, heldout_se, run_fold, summarize_folds
 from stan_free_models.information import information_matrix
-
-PAIRS_A = np.array([0, 1, 2, 3, 0, 1, 0])
-PAIRS_B = np.array([1, 2, 3, 4, 2, 3, 4])
-
-
-def tiny_data(seed: int = 0, num_prompts: int = 24) -> LocoData:
-    """Net ratings (7 categories) simulated from the graded response model, 5 systems, 7 comparisons."""
-    rng = np.random.default_rng(seed)
-    skill = np.array([1.2, 0.6, 0.0, -0.6, -1.2])
-    theta = skill[PAIRS_B] - skill[PAIRS_A]
-    alpha = np.exp(rng.normal(0, 0.8, num_prompts))
-    b = np.sort(rng.normal(0, 1.5, (num_prompts, 6)), axis=1)
-    cum = 1 / (1 + np.exp(-alpha[None, :, None] * (theta[:, None, None] - b[None])))
-    y = (rng.uniform(size=cum.shape[:2])[..., None] < cum).sum(axis=-1)  # (C, P)
-    observed = rng.uniform(size=y.shape) > 0.1
-    return loco_from_ratings(y, observed, PAIRS_A, PAIRS_B, num_systems=5)
-
-
-def loco_from_ratings(
-    y: np.ndarray, observed: np.ndarray, pair_a: np.ndarray, pair_b: np.ndarray, *, num_systems: int
-) -> LocoData:
-    """LOCO inputs from a (C, P) matrix of net-rating categories (0..6) and what was observed."""
-    comp, prompt = np.nonzero(observed)
-    rating = np.zeros((y.shape[1], y.shape[0]))
-    rating[prompt, comp] = y[comp, prompt] - 3
-    return LocoData(
-        cell_comparison=comp.astype(np.int32),
-        cell_prompt=prompt.astype(np.int32),
-        cell_y=y[comp, prompt].astype(np.int32),
-        pair_a=pair_a,
-        pair_b=pair_b,
-        num_systems=num_systems,
-        num_prompts=y.shape[1],
-        num_categories=7,
-        rating=rating,
-        rating_mask=observed.T.copy(),
-    )
-
-
-TINY = LocoConfig(
-    grid=(3, 6, 100), num_random=3, num_draws=100, num_info_draws=20, min_tier_comparisons=1
-)
+from tests.factories import TINY_LOCO, tiny_loco_data, two_tier_data
 
 
 def test_heldout_se_without_prompts_is_the_prior_sd():
@@ -88,10 +47,10 @@ def test_heldout_se_matches_direct_quadrature_and_laplace():
 
 
 def test_fold_is_deterministic_and_shaped():
-    data = tiny_data(num_prompts=10)
-    a = run_fold(data, TINY, 2)
-    b = run_fold(data, TINY, 2)
-    for policy in TINY.policies:
+    data = tiny_loco_data(num_prompts=10)
+    a = run_fold(data, TINY_LOCO, 2)
+    b = run_fold(data, TINY_LOCO, 2)
+    for policy in TINY_LOCO.policies:
         np.testing.assert_array_equal(a.se[policy], b.se[policy])
     assert a.se["random"].shape == (3, 3)
     assert a.se["prompt"].shape == (1, 3)
@@ -107,13 +66,13 @@ def test_fold_is_deterministic_and_shaped():
 
 
 def test_summary_rows():
-    data = tiny_data(num_prompts=10)
-    results = [run_fold(data, TINY, f) for f in (0, 3)]
-    rows = summarize_folds(results, TINY)
+    data = tiny_loco_data(num_prompts=10)
+    results = [run_fold(data, TINY_LOCO, f) for f in (0, 3)]
+    rows = summarize_folds(results, TINY_LOCO)
     assert rows[0]["policy"] == "full" and rows[0]["se_ratio"] == 1.0
     keys = {"policy", "k", "se_mean", "se_sd", "n_folds"}
     assert all(keys <= set(r) for r in rows)
-    assert len(rows) == 1 + len(TINY.policies) * len(TINY.grid)
+    assert len(rows) == 1 + len(TINY_LOCO.policies) * len(TINY_LOCO.grid)
     rand = [r for r in rows if r["policy"] == "random"]
     assert rand[0]["se_mean"] == pytest.approx(
         np.mean([r.se["random"][:, 0].mean() for r in results])
@@ -139,26 +98,6 @@ def test_chateval_ncm_informed_selection_beats_random():
     assert rand["se_mean"] - prompt["se_mean"] > 5 * rand["draw_sd"]
     assert prompt["se_ratio"] < 1.2
     assert rows[("prompt", 150)]["se_ratio"] < 1.06
-
-
-def two_tier_data(seed: int = 0) -> LocoData:
-    """Two tiers of three close systems; 12 prompts discriminate near theta = 0 (within a tier),
-    12 only far from it (across tiers), where 9 of the 15 comparisons sit."""
-    rng = np.random.default_rng(seed)
-    skill = np.array([1.5, 1.4, 1.3, -1.3, -1.4, -1.5])
-    within = [(0, 1), (1, 2), (0, 2), (3, 4), (4, 5), (3, 5)]
-    across = [(a, b) for a in range(3) for b in range(3, 6)]
-    pa, pb = np.array([p[0] for p in within + across]), np.array([p[1] for p in within + across])
-    theta = skill[pb] - skill[pa]
-    near = np.tile([-0.9, -0.6, -0.3, 0.3, 0.6, 0.9], (12, 1))
-    far = np.tile([-3.5, -3.0, -2.5, 2.5, 3.0, 3.5], (12, 1))
-    b = np.concatenate([near, far]) + rng.normal(0, 0.05, (24, 6))
-    alpha = np.full(24, 2.0)
-    num_prompts, num_c = 24, len(theta)
-    cum = 1 / (1 + np.exp(-alpha[None, :, None] * (theta[:, None, None] - b[None])))
-    # one net rating (7 categories) per comparison and prompt
-    y = (rng.uniform(size=cum.shape[:2])[..., None] < cum).sum(axis=-1)
-    return loco_from_ratings(y, np.ones((num_c, num_prompts), bool), pa, pb, num_systems=6)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -199,16 +138,16 @@ def test_batched_folds_equal_one_fold_at_a_time():
     from adaptive.loco import run_folds
     from adaptive.loco_batch import loco_shape
 
-    data = tiny_data(num_prompts=10)
+    data = tiny_loco_data(num_prompts=10)
     folds = list(range(data.num_comparisons))
-    batched = run_folds(data, TINY, folds)
-    alone = [run_folds(data, TINY, [f])[0] for f in (0, 4)]
-    serial = [run_fold(data, TINY, f) for f in folds]
+    batched = run_folds(data, TINY_LOCO, folds)
+    alone = [run_folds(data, TINY_LOCO, [f])[0] for f in (0, 4)]
+    serial = [run_fold(data, TINY_LOCO, f) for f in folds]
     own = loco_shape(data)
     assert (own.num_comparisons, own.num_items) == (8, 12)
     for b, a in zip([batched[0], batched[4]], alone):
         assert b.se_full == a.se_full and b.tier == a.tier
-        for policy in TINY.policies:
+        for policy in TINY_LOCO.policies:
             np.testing.assert_allclose(b.se[policy], a.se[policy], rtol=0, atol=1e-6)
             np.testing.assert_allclose(b.estimate[policy], a.estimate[policy], rtol=0, atol=1e-6)
     for b, s in zip(batched, serial):
@@ -232,7 +171,7 @@ def test_batched_fit_matches_the_fast_fit_and_pads_exactly():
     from stan_free_models.laplace import fit_laplace
     from stan_free_models.laplace_batch import BatchShape, fit_laplace_batch
 
-    data = tiny_data(num_prompts=10)
+    data = tiny_loco_data(num_prompts=10)
     grm, _ = _grm_data(data, np.arange(6))
     small, _ = _grm_data(data, np.array([0, 1, 2]))
     keys = [jax.random.PRNGKey(3), jax.random.PRNGKey(4)]

@@ -13,7 +13,7 @@ import pytest
 from adaptive.streaming import Snapshot as StreamSnapshot
 from services.api import next_batch as nb
 from services.settings import Settings
-from tests.conftest import ThreadServer, fresh_pg_database
+from tests.factories import ThreadServer, fresh_pg_database
 
 SYSTEMS = ["s0", "s1", "s2"]
 NUM_PROMPTS = 6

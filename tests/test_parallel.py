@@ -120,15 +120,15 @@ def test_folds_run_on_both_nodes_of_a_cluster():
 @pytest.mark.filterwarnings(*RAY_WARNINGS)
 def test_loco_folds_identical_serial_and_ray(local_ray):
     from adaptive.loco import run_loco
-    from tests.test_loco import TINY, tiny_data
+    from tests.factories import TINY_LOCO, tiny_loco_data
 
-    data = tiny_data(num_prompts=10)
-    serial, _ = run_loco(data, TINY, workers=1, folds=[0, 2, 5])
-    remote, info = run_loco(data, TINY, workers=2, folds=[0, 2, 5])
+    data = tiny_loco_data(num_prompts=10)
+    serial, _ = run_loco(data, TINY_LOCO, workers=1, folds=[0, 2, 5])
+    remote, info = run_loco(data, TINY_LOCO, workers=2, folds=[0, 2, 5])
     assert info.backend == "ray"
     for s, r in zip(serial, remote):
         assert s.fold == r.fold and s.se_full == r.se_full
-        for policy in TINY.policies:
+        for policy in TINY_LOCO.policies:
             np.testing.assert_array_equal(s.se[policy], r.se[policy])
 
 

@@ -10,7 +10,7 @@ from adaptive.pruning import RANKING_SEED, PruneConfig, prune
 from adaptive.selection import chain, drop_redundant, rank_by_information, select_prompts
 from adaptive.tier_plan import fit_items, fit_tier, redundancy_groups, split_by_fit
 from adaptive.tiers import assign_tiers
-from tests.test_loco import two_tier_data
+from tests.factories import two_tier_data
 
 
 def test_comparisons_in_a_tier_among_a_subset():

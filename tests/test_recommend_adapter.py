@@ -16,7 +16,7 @@ from adaptive.data import read_judgments
 from adaptive.streaming import Snapshot as StreamSnapshot
 from services.recommend_adapter import CellNames, canonical
 from services.settings import Settings
-from tests.conftest import ThreadServer
+from tests.factories import ThreadServer
 
 SYSTEMS = ["s2", "s0", "s1"]  # not in name order: the adapter sorts every name space
 DIMENSIONS = ["overall", "fluency"]  # file order; the service lists them by name

@@ -20,8 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import free_port, fresh_pg_database
-from tests.test_api import judgments, new_project
+from tests.factories import free_port, fresh_pg_database, judgments, new_project
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "deploy" / "replicas.sh"

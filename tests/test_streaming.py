@@ -7,7 +7,6 @@ The fast tests keep to one padded shape bucket (200..256 judgments, 12 prompts,
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import time
 
 import numpy as np
@@ -21,27 +20,7 @@ from services.api.refresher import (
 )
 from services.settings import Settings
 from stan_free_models.inference import TRACE_COUNTS
-
-# the last system is registered but never judged
-SYSTEMS = (*(f"s{i}" for i in range(5)), "never_judged")
-TRUE_SKILL = np.array([-1.5, -0.5, 0.0, 0.5, 1.5])
-
-
-def simulate(num: int, *, seed: int = 0, num_prompts: int = 12) -> pl.DataFrame:
-    """Judgments of every pair on every prompt in turn (so all pairs and prompts appear early)."""
-    rng = np.random.default_rng(seed)
-    pairs = list(itertools.combinations(range(len(TRUE_SKILL)), 2))
-    rows = []
-    for k in range(num):
-        a, b = pairs[k % len(pairs)]
-        if rng.random() < 0.5:
-            a, b = b, a
-        u = TRUE_SKILL[b] - TRUE_SKILL[a] + rng.logistic()
-        winner = "b" if u > 0.5 else "a" if u < -0.5 else "tie"
-        rows.append((f"q{k % num_prompts}", SYSTEMS[a], SYSTEMS[b], f"w{k % 7}", winner))
-    return pl.DataFrame(
-        rows, schema=["item_id", "system_a", "system_b", "annotator_id", "winner"], orient="row"
-    ).with_columns(pl.lit("overall").alias("dimension"))
+from tests.factories import SYSTEMS, simulate
 
 
 class Memory:
