@@ -6,6 +6,7 @@ no console errors, no request leaving the server, the numbers on the page are th
 API's, and a batch posted while the page is open shows up at its next reload.
 ``/docs`` and ``/redoc`` render from the vendored assets.
 
+Without chromium the browser tests skip, except under CI (``CI`` set), where they fail.
 ``EVALSET_DOCS_SCREENSHOTS=1`` also writes docs/img/dashboard.png and docs/img/swagger.png.
 """
 
@@ -25,7 +26,7 @@ import pytest
 from adaptive.streaming import Snapshot
 from services.settings import Settings
 from services.store import repository as repo
-from tests.conftest import ThreadServer
+from tests.factories import ThreadServer, missing
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -219,8 +220,11 @@ def test_dashboard_colours_follow_the_figures():
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is absent (apt-get install chromium): no browser to drive")
-    playwright_api = pytest.importorskip("playwright.sync_api")
+        missing(f"{CHROMIUM} is absent (apt-get install chromium): no browser to drive")
+    try:
+        import playwright.sync_api as playwright_api
+    except ImportError:
+        missing("playwright is not installed (pip install -e '.[dev]')")
     with playwright_api.sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
