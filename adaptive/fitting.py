@@ -20,14 +20,9 @@ import numpy as np
 
 from adaptive.cells import RATING_HALF_RANGE, CellData
 from stan_free_models.conditional import REFINE_BELOW, REFINE_SWEEPS
-from stan_free_models.graded_response import (
-    DEFAULT_ALPHA_SCALE,
-    DEFAULT_B_SCALE,
-    DEFAULT_TAU_SCALE,
-    DEFAULT_THETA_SCALE,
-)
 from stan_free_models.inference import GRMData
 from stan_free_models.laplace import fit_laplace
+from stan_free_models.model_key import DEFAULT_PRIORS, Priors
 from stan_free_models.nuts import fit_nuts
 from stan_free_models.posterior import Posterior
 from stan_free_models.whitened_nuts import fit_nuts_whitened
@@ -52,13 +47,13 @@ class FitConfig:
     num_warmup: int = 1000
     num_samples: int = 1000
     num_draws: int = 4000  # fast path: draws from the Laplace approximation
-    alpha_scale: float = DEFAULT_ALPHA_SCALE  # prior sd of log alpha
-    b_scale: float = DEFAULT_B_SCALE  # prior sd of the thresholds
+    alpha_scale: float = DEFAULT_PRIORS.alpha_scale  # prior sd of log alpha
+    b_scale: float = DEFAULT_PRIORS.b_scale  # prior sd of the thresholds
     thresholds: str = "free"  # "free" (the paper's) or "symmetric" (theta = 0 means no preference)
     cell_effect: bool = False  # prompt-by-comparison effect: a cell's judgments are dependent
-    tau_scale: float = DEFAULT_TAU_SCALE  # prior scale of that effect's sd
+    tau_scale: float = DEFAULT_PRIORS.tau_scale  # prior scale of that effect's sd
     # prior sd of theta (per system: of each skill); the paper's is 1
-    theta_scale: float = DEFAULT_THETA_SCALE
+    theta_scale: float = DEFAULT_PRIORS.theta_scale
     # with the cell effect: each judgment is random (uniform) at a learned rate, the rest
     # graded responses
     lapse: bool = False
@@ -121,6 +116,17 @@ class FitConfig:
             raise ValueError(
                 f"unknown parameterization {self.parameterization!r}; expected one of {PARAMETERIZATIONS}"
             )
+
+    def priors(self) -> Priors:
+        """The model's priors and variants, as every fit below this takes them."""
+        return Priors(
+            alpha_scale=self.alpha_scale,
+            b_scale=self.b_scale,
+            theta_scale=self.theta_scale,
+            tau_scale=self.tau_scale,
+            symmetric=self.thresholds == "symmetric",
+            lapse=self.lapse,
+        ).canonical()
 
 
 def model_data(
@@ -203,22 +209,17 @@ def fit_cells(
             rng_key=rng_key,
             init=init,
             num_draws=config.num_draws,
-            alpha_scale=config.alpha_scale,
-            b_scale=config.b_scale,
-            symmetric_thresholds=config.thresholds == "symmetric",
-            tau_scale=config.tau_scale,
+            priors=config.priors(),
             integrate_tau=config.integrate_tau,
             exact_items=config.exact_items,
             refine_sweeps=config.refine_sweeps,
             refine_below=config.refine_below,
-            lapse=config.lapse,
-            theta_scale=config.theta_scale,
             robust_cluster=cell_of_observations(cells, config.likelihood)
             if config.robust
             else None,
         )
     # the whitened sampler can also sample until an ESS target (FitConfig.min_ess)
-    extra: dict[str, Any] = {"lapse": config.lapse, "theta_scale": config.theta_scale}
+    extra: dict[str, Any] = {}
     nuts: Any = fit_nuts
     if config.sampler == "whitened":
         nuts, extra = fit_nuts_whitened, extra | {"min_ess": config.min_ess}
@@ -229,10 +230,7 @@ def fit_cells(
         num_warmup=config.num_warmup,
         num_samples=config.num_samples,
         progress=config.progress,
-        alpha_scale=config.alpha_scale,
-        b_scale=config.b_scale,
-        symmetric_thresholds=config.thresholds == "symmetric",
-        tau_scale=config.tau_scale,
+        priors=config.priors(),
         **extra,
     )
     if not config.robust:

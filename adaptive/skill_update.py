@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # JAX is imported on first fit, so a process that only reads 
     from adaptive.cells import CellData
     from adaptive.fitting import FitConfig
     from adaptive.streaming import Source
+    from stan_free_models.model_key import Priors
     from stan_free_models.posterior import Posterior
 
 
@@ -43,8 +44,7 @@ class SkillBase:
     item_term: np.ndarray  # (S, S)
     pair_table: pl.DataFrame  # system_a, system_b -> comparison, sign (both orientations)
     item_table: pl.DataFrame  # item_id -> item
-    symmetric: bool
-    theta_scale: float  # the skills' prior sd (the full fit's FitConfig.theta_scale)
+    priors: Priors  # the full fit's (FitConfig.priors()): its thresholds and skills' prior
 
     @property
     def num_judgments(self) -> int:
@@ -68,11 +68,11 @@ def skill_base(
         or cells.num_items != len(cells.prompts)  # redundancy groups: items are not prompts
     ):
         return None
-    symmetric = config.thresholds == "symmetric"
+    priors = config.priors()
     data = model_data(cells, likelihood="judgment", parameterization="system")
     items = ItemPoint.from_mode(
         posterior.mode["items"][: cells.num_items],
-        symmetric=symmetric,
+        priors=priors,
         num_categories=data.num_categories,
     )
     s_real = len(cells.systems)
@@ -84,7 +84,7 @@ def skill_base(
         rng_key=jax.random.PRNGKey(config.seed),
         max_steps=0,
         num_draws=1,
-        theta_scale=config.theta_scale,
+        priors=priors,
     )
     names = np.asarray(cells.systems, dtype=object)
     a, b = names[cells.pair_a], names[cells.pair_b]
@@ -113,8 +113,7 @@ def skill_base(
         item_term=item_uncertainty(posterior.info["cov_global"], at_mode.conditional_cov),
         pair_table=pair_table,
         item_table=item_table,
-        symmetric=symmetric,
-        theta_scale=config.theta_scale,
+        priors=priors,
     )
 
 
@@ -210,7 +209,7 @@ def skill_snapshot(
         item_term=base.item_term,
         rng_key=jax.random.PRNGKey(seed),
         num_draws=num_draws,
-        theta_scale=base.theta_scale,
+        priors=base.priors,
     )
     if not fit.converged:
         return None

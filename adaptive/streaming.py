@@ -37,6 +37,7 @@ from adaptive.snapshot import (
 if TYPE_CHECKING:  # JAX is imported on first fit, so a process that only reads starts fast
     from adaptive.cells import CellData
     from adaptive.fitting import FitConfig
+    from stan_free_models.model_key import Priors
 
 
 @dataclass(frozen=True)
@@ -83,16 +84,19 @@ def stream_config(method: str = "fast", **kwargs: Any) -> FitConfig:
 
 
 def remap_init(
-    previous: Snapshot | None, cells: CellData, *, symmetric: bool = True
+    previous: Snapshot | None, cells: CellData, *, priors: Priors | None = None
 ) -> dict[str, np.ndarray] | None:
-    """The previous mode re-indexed by name onto ``cells`` (new systems/items start at default)."""
+    """The previous mode re-indexed by name onto ``cells`` (new systems/items start at default).
+
+    ``priors``: the fit's (its thresholds set the items' shape); default: symmetric thresholds.
+    """
     if previous is None or previous.mode is None:
         return None
     from adaptive.fitting import model_data
-    from stan_free_models.inference import default_init
+    from stan_free_models.inference import Priors, default_init
 
     data = model_data(cells, likelihood="judgment", parameterization="system")
-    init = default_init(data, symmetric)
+    init = default_init(data, Priors(symmetric=True) if priors is None else priors)
     for name in ("log_tau", "logit_lapse"):
         if name in previous.mode:
             init[name] = np.asarray(previous.mode[name], np.float32).reshape(1)
@@ -140,11 +144,7 @@ def fit_snapshot(
     from adaptive.fitting import fit_cells
 
     cells = build_cells(judgments, dimension=dimension, systems=list(systems))
-    init = (
-        remap_init(previous, cells, symmetric=config.thresholds == "symmetric")
-        if config.method == "fast"
-        else None
-    )
+    init = remap_init(previous, cells, priors=config.priors()) if config.method == "fast" else None
     posterior = fit_cells(cells, config, init=init)
     snapshot = snapshot_from_posterior(
         posterior,

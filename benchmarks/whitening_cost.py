@@ -51,7 +51,7 @@ def main() -> int:
 
     data = _data(args)
     padded = pad_data(data)
-    static = _static_key(padded, 1.0, 2.0, False, 1.0)
+    static = _static_key(padded)
     x0 = wn._mode_vector(data, static)
     dyn = _dynamic_args(padded)
     y0 = wn.to_sampler(x0, static, "softplus")

@@ -34,11 +34,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from stan_free_models.graded_response import (
-    DEFAULT_THETA_SCALE,
     NUM_CELL_NODES,
     cell_counts_log_lik,
     symmetric_from_half,
 )
+from stan_free_models.model_key import Priors
 
 #: candidates per prompt and draw, and how much wider than the Laplace conditional they are
 NUM_CANDIDATES = 8
@@ -46,7 +46,7 @@ PROPOSAL_SCALE = 1.3
 
 
 def item_log_prior(
-    items: jax.Array, alpha_scale: float, b_scale: float, symmetric: bool, num_categories: int
+    items: jax.Array, priors: Priors, num_categories: int
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """(log prior density in the unconstrained space up to a constant, alpha, b) of item vectors.
 
@@ -59,13 +59,15 @@ def item_log_prior(
     steps = jnp.concatenate([raw[..., :1], jnp.exp(raw[..., 1:])], axis=-1)
     ordered = jnp.cumsum(steps, axis=-1)
     log_jac = jnp.sum(raw[..., 1:], axis=-1)
-    if symmetric:
+    if priors.symmetric:
         half = jnp.exp(ordered)
         log_jac = log_jac + jnp.sum(ordered, axis=-1)
         b = symmetric_from_half(half, num_categories)
     else:
         b = ordered
-    lp = -0.5 * (log_alpha / alpha_scale) ** 2 - 0.5 * jnp.sum((b / b_scale) ** 2, axis=-1)
+    lp = -0.5 * (log_alpha / priors.alpha_scale) ** 2 - 0.5 * jnp.sum(
+        (b / priors.b_scale) ** 2, axis=-1
+    )
     return lp + log_jac, jnp.exp(log_alpha), b
 
 
@@ -78,15 +80,15 @@ def candidate_weights(
     tau: jax.Array,
     cells: tuple[jax.Array, jax.Array, jax.Array],
     num_items: int,
-    prior: tuple[float, float, bool, int],
+    num_categories: int,
+    priors: Priors,
     num_nodes: int = NUM_CELL_NODES,
     lapse: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """Candidates for every prompt from N(mean, (scale chol)(scale chol)ᵀ) and their SIR weights.
 
     z: (S, P, m) standard normal coordinates of the candidates; cells: the cells'
-    comparison, item and category counts; prior: (alpha_scale, b_scale, symmetric,
-    num_categories); num_nodes: quadrature nodes of the cell effect (1 when tau = 0);
+    comparison, item and category counts; priors: the model's (:class:`Priors`); num_nodes: quadrature nodes of the cell effect (1 when tau = 0);
     lapse: the draw's lapse rate (None: judgments do not lapse).
     Returns the (S, P, m) candidates, (S, P) log weights (exact conditional given theta
     and tau over proposal, up to a constant per prompt), and the candidates' alpha (S, P)
@@ -94,7 +96,7 @@ def candidate_weights(
     """
     cell_comp, cell_item, counts = cells
     cand = mean[None] + scale * jnp.einsum("jkl,sjl->sjk", chol, z)
-    lp, alpha, b = item_log_prior(cand, *prior)
+    lp, alpha, b = item_log_prior(cand, priors, num_categories)
 
     def loglik(alpha_s, b_s):
         per_cell = cell_counts_log_lik(
@@ -119,14 +121,11 @@ def _num_nodes(tau: np.ndarray) -> int:
 def _compiled(
     num_items: int,
     num_categories: int,
-    alpha_scale: float,
-    b_scale: float,
-    symmetric: bool,
+    priors: Priors,
     num_candidates: int,
     scale: float,
     num_nodes: int,
 ):
-    prior = (alpha_scale, b_scale, symmetric, num_categories)
 
     def one(draw, cell_comp, cell_item, counts):
         # (C,), (), () or None (judgments do not lapse), (P, m), (P, m, m)
@@ -141,7 +140,8 @@ def _compiled(
             tau,
             (cell_comp, cell_item, counts),
             num_items,
-            prior,
+            num_categories,
+            priors,
             num_nodes,
             lapse,
         )
@@ -171,9 +171,7 @@ def resample_items(
     cell_item: np.ndarray,
     counts: np.ndarray,
     *,
-    alpha_scale: float,
-    b_scale: float,
-    symmetric: bool,
+    priors: Priors,
     num_categories: int,
     num_candidates: int = NUM_CANDIDATES,
     scale: float = PROPOSAL_SCALE,
@@ -187,6 +185,7 @@ def resample_items(
             items given each draw's abilities (the proposal).
         cell_comparison, cell_item, counts: the cells' sufficient statistics
             (:func:`stan_free_models.graded_response.cell_counts`).
+        priors: the model's priors of the items (:class:`Priors`).
         lapse: (D,) each draw's lapse rate, or None (judgments do not lapse).
 
     Returns:
@@ -196,9 +195,7 @@ def resample_items(
     fn = _compiled(
         int(cond_mean.shape[1]),
         int(num_categories),
-        float(alpha_scale),
-        float(b_scale),
-        bool(symmetric),
+        priors.canonical(),
         int(num_candidates),
         float(scale),
         _num_nodes(tau),
@@ -234,17 +231,14 @@ def _compiled_refine(
     num_items: int,
     num_comparisons: int,
     num_categories: int,
-    alpha_scale: float,
-    b_scale: float,
-    symmetric: bool,
+    priors: Priors,
     num_candidates: int,
     scale: float,
     sweeps: int,
     theta_steps: int,
     num_nodes: int,
-    theta_scale: float,
 ):
-    prior = (alpha_scale, b_scale, symmetric, num_categories)
+    theta_scale, b_scale = priors.theta_scale, priors.b_scale
 
     def one(draw, cells, proposal):
         theta, items, tau, lapse, comp, key = draw  # lapse: () or None
@@ -278,13 +272,24 @@ def _compiled_refine(
             )
             z = jnp.concatenate([z_now[None], z_new], axis=0)  # (S + 1, P, m)
             cand, log_w, alpha_c, b_c = candidate_weights(
-                z, mean, chol, scale, theta, tau, cells, num_items, prior, num_nodes, lapse
+                z,
+                mean,
+                chol,
+                scale,
+                theta,
+                tau,
+                cells,
+                num_items,
+                num_categories,
+                priors,
+                num_nodes,
+                lapse,
             )
             pick = jax.random.categorical(key_pick, log_w, axis=0)  # (P,)
             items = jnp.take_along_axis(cand, pick[None, :, None], axis=0)[0]
             alpha = jnp.take_along_axis(alpha_c, pick[None, :], axis=0)[0]
             b = jnp.take_along_axis(b_c, pick[None, :, None], axis=0)[0]
-            if not symmetric:
+            if not priors.symmetric:
                 # free thresholds: moving every theta and every threshold by the same c
                 # leaves the likelihood unchanged, so the data leave c to the priors and the
                 # two steps above cross it slowly; c given the rest is Gaussian, drawn exactly
@@ -339,16 +344,13 @@ def refine_draws(
     items_mode: np.ndarray,
     item_chol: np.ndarray,
     theta_step: np.ndarray,
-    alpha_scale: float,
-    b_scale: float,
-    symmetric: bool,
+    priors: Priors,
     num_categories: int,
     sweeps: int = REFINE_SWEEPS,
     theta_steps: int = THETA_STEPS,
     num_candidates: int = NUM_CANDIDATES,
     scale: float = PROPOSAL_SCALE,
     lapse: np.ndarray | None = None,
-    theta_scale: float = DEFAULT_THETA_SCALE,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """Gibbs sweeps from every draw towards the exact posterior of abilities and items given tau.
 
@@ -364,9 +366,9 @@ def refine_draws(
             the Laplace conditional of the items given theta, N(items_mode - gain
             (theta - theta_mode), item_chol item_cholᵀ), shapes (K, P, m, C), (K, C),
             (K, P, m), (K, P, m, m); and theta's random-walk step per comparison (K, C).
+        priors: the model's (:class:`Priors`): the items' and theta's.
         lapse: (D,) each draw's lapse rate, held fixed by the sweeps (the exact
             posterior given tau and it), or None (judgments do not lapse).
-        theta_scale: the prior sd of theta (the model's ``theta_scale``).
 
     Returns:
         (D, C) abilities, (D, P, m) items, and per sweep the Metropolis acceptance rate
@@ -376,15 +378,12 @@ def refine_draws(
         int(items.shape[1]),
         int(theta.shape[1]),
         int(num_categories),
-        float(alpha_scale),
-        float(b_scale),
-        bool(symmetric),
+        priors.canonical(),
         int(num_candidates),
         float(scale),
         int(sweeps),
         int(theta_steps),
         _num_nodes(tau),
-        float(theta_scale),
     )
     keys = jax.random.split(rng_key, theta.shape[0])
     f32 = functools.partial(jnp.asarray, dtype=jnp.float32)
@@ -420,14 +419,11 @@ MARGINAL_CANDIDATES = 64
 def _compiled_correction(
     num_items: int,
     num_categories: int,
-    alpha_scale: float,
-    b_scale: float,
-    symmetric: bool,
+    priors: Priors,
     num_candidates: int,
     scale: float,
     num_nodes: int,
 ):
-    prior = (alpha_scale, b_scale, symmetric, num_categories)
 
     def run(key, theta, tau, lapse, mean, chol, cell_comp, cell_item, counts):
         z = jax.random.normal(key, (num_candidates,) + mean.shape, mean.dtype)
@@ -441,7 +437,8 @@ def _compiled_correction(
             tau,
             (cell_comp, cell_item, counts),
             num_items,
-            prior,
+            num_categories,
+            priors,
             num_nodes,
             lapse,
         )
@@ -463,9 +460,7 @@ def item_log_marginal_correction(
     cell_item: np.ndarray,
     counts: np.ndarray,
     *,
-    alpha_scale: float,
-    b_scale: float,
-    symmetric: bool,
+    priors: Priors,
     num_categories: int,
     num_candidates: int = MARGINAL_CANDIDATES,
     scale: float = PROPOSAL_SCALE,
@@ -485,9 +480,7 @@ def item_log_marginal_correction(
     fn = _compiled_correction(
         int(mode.shape[0]),
         int(num_categories),
-        float(alpha_scale),
-        float(b_scale),
-        bool(symmetric),
+        priors.canonical(),
         int(num_candidates),
         float(scale),
         _num_nodes(np.asarray([tau])),

@@ -8,10 +8,10 @@ alpha_j and ordered thresholds b_j1 < ... < b_j(K-1), the response y in
     P(y >= c) = sigmoid(alpha_j * (theta_i - b_jc)),    c = 1..K-1,
     P(y = c)  = P(y >= c) - P(y >= c + 1),
 
-with P(y >= 0) = 1 and P(y >= K) = 0. Priors: theta ~ N(0, 1) (or, per
-system, s ~ N(0, 1) with theta_(A vs B) = s_B - s_A), log alpha ~ N(0,
-alpha_scale), b ~ N(0, b_scale) restricted to ordered vectors (Stan's
-``ordered`` type with a normal prior).
+with P(y >= 0) = 1 and P(y >= K) = 0. Priors (:class:`stan_free_models.model_key.Priors`):
+theta ~ N(0, theta_scale) (or, per system, s ~ N(0, theta_scale) with
+theta_(A vs B) = s_B - s_A), log alpha ~ N(0, alpha_scale), b ~ N(0, b_scale)
+restricted to ordered vectors (Stan's ``ordered`` type with a normal prior).
 
 The likelihood is evaluated in log space (log-sigmoid differences, as Stan's
 ``ordered_logistic``) because ``numpyro.distributions.OrderedLogistic`` works
@@ -30,12 +30,8 @@ import numpyro.distributions as dist
 from numpyro.distributions import constraints
 from numpyro.distributions.util import validate_sample
 
-DEFAULT_ALPHA_SCALE = 1.0
-DEFAULT_B_SCALE = 2.0
-#: prior scale of tau, the sd of the prompt-by-comparison effect (theta's unit)
-DEFAULT_TAU_SCALE = 1.0
-#: prior sd of theta (per system: of each skill); the paper's model uses 1
-DEFAULT_THETA_SCALE = 1.0
+from stan_free_models.model_key import DEFAULT_PRIORS, Priors
+
 #: Gauss-Hermite nodes that integrate the prompt-by-comparison effect out of a cell
 NUM_CELL_NODES = 11
 #: prior of the lapse rate (the share of judgments given at random): Beta(1, 9), mean 0.1
@@ -308,17 +304,12 @@ def graded_response(
     pair_a: jax.Array | None = None,
     pair_b: jax.Array | None = None,
     num_systems: int | None = None,
-    alpha_scale: float = DEFAULT_ALPHA_SCALE,
-    b_scale: float = DEFAULT_B_SCALE,
-    symmetric_thresholds: bool = False,
     cell: jax.Array | None = None,
     num_cells: int | None = None,
-    tau_scale: float = DEFAULT_TAU_SCALE,
     cell_comparison: jax.Array | None = None,
     cell_item: jax.Array | None = None,
     cell_y_counts: jax.Array | None = None,
-    lapse: bool = False,
-    theta_scale: float = DEFAULT_THETA_SCALE,
+    priors: Priors = DEFAULT_PRIORS,
 ) -> None:
     """The graded response model as a NumPyro function.
 
@@ -331,11 +322,6 @@ def graded_response(
             1/m counts a group of m redundant prompts as one.
         pair_a, pair_b, num_systems: give all three for the per-system
             parameterisation theta_i = s[pair_b[i]] - s[pair_a[i]].
-        alpha_scale, b_scale: prior scales of log alpha and of the thresholds.
-        symmetric_thresholds: constrain b_jc = -b_j(K-c), so that theta = 0 means
-            A and B are equally likely to win every prompt (A/B exchangeability).
-            The paper's model (False) leaves the thresholds free; then where
-            theta = 0 lies is set by the priors rather than by the data.
         cell, num_cells: (N,) the cell (a comparison's prompt) of each observation.
             Given, the judgments of a cell share a prompt-by-comparison effect
             eps ~ N(0, tau) added to theta (they judge the same two responses), and
@@ -346,17 +332,26 @@ def graded_response(
             (:func:`cell_counts`); given with ``cell``, the likelihood is computed per
             cell from them (the same value, at a cost that does not grow with the
             judgments per cell).
-        lapse: with cells, each judgment is given at random (uniform over the
-            categories) with a learned probability ``lapse ~ Beta(LAPSE_PRIOR)``, and by
-            the graded response otherwise: an inattentive or random annotator's
-            judgments then neither pull theta nor look like a flat prompt.
-        theta_scale: prior sd of theta, theta ~ N(0, theta_scale) (per system: of each
-            skill). The paper's is 1; the prior pulls a strong comparison, whose judgments
-            are nearly unanimous and tell little about how strong it is, towards 0.
+        priors: the model's priors and variants (:class:`Priors`):
+
+            * ``alpha_scale``, ``b_scale``: prior sds of log alpha and of the thresholds.
+            * ``symmetric``: constrain b_jc = -b_j(K-c), so that theta = 0 means A and B
+              are equally likely to win every prompt (A/B exchangeability). The paper's
+              model (False) leaves the thresholds free; then where theta = 0 lies is set by
+              the priors rather than by the data.
+            * ``tau_scale``: with cells, tau ~ HalfNormal(tau_scale).
+            * ``lapse``: with cells, each judgment is given at random (uniform over the
+              categories) with a learned probability ``lapse ~ Beta(LAPSE_PRIOR)``, and by
+              the graded response otherwise: an inattentive or random annotator's
+              judgments then neither pull theta nor look like a flat prompt.
+            * ``theta_scale``: theta ~ N(0, theta_scale) (per system: each skill). The
+              paper's is 1; the prior pulls a strong comparison, whose judgments are
+              nearly unanimous and tell little about how strong it is, towards 0.
 
     References:
         Samejima (1969); Sedoc & Ungar (2020), section 4.1.
     """
+    lapse, theta_scale = priors.lapse, priors.theta_scale
     if lapse and cell is None:
         raise ValueError(
             "lapse needs cells (cell, num_cells): the lapse lives in the cell likelihood"
@@ -371,9 +366,9 @@ def graded_response(
             "theta", dist.Normal(0.0, theta_scale).expand([num_comparisons]).to_event(1)
         )
     log_alpha = numpyro.sample(
-        "log_alpha", dist.Normal(0.0, alpha_scale).expand([num_items]).to_event(1)
+        "log_alpha", dist.Normal(0.0, priors.alpha_scale).expand([num_items]).to_event(1)
     )
-    if symmetric_thresholds:
+    if priors.symmetric:
         half = numpyro.sample(
             "b_half",
             dist.ImproperUniform(
@@ -386,10 +381,10 @@ def graded_response(
             "b",
             dist.ImproperUniform(constraints.ordered_vector, (), (num_items, num_categories - 1)),
         )
-    numpyro.factor("b_prior", dist.Normal(0.0, b_scale).log_prob(b).sum())
+    numpyro.factor("b_prior", dist.Normal(0.0, priors.b_scale).log_prob(b).sum())
     alpha = jnp.exp(log_alpha)
     if cell is not None:
-        tau = numpyro.sample("tau", dist.HalfNormal(tau_scale))
+        tau = numpyro.sample("tau", dist.HalfNormal(priors.tau_scale))
         rate = numpyro.sample("lapse", dist.Beta(*LAPSE_PRIOR)) if lapse else None
         if cell_y_counts is not None:
             lik = cell_counts_log_lik(

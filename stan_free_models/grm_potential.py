@@ -41,31 +41,26 @@ def grm_potential(static: ModelKey, params: dict, args: tuple) -> jax.Array:
 
     Args:
         static: the fit's static key (:func:`stan_free_models.inference._static_key`) with
-            no cells (index 8 is None).
+            no cells (``num_cells`` None).
         params: unconstrained ``theta`` or ``skill``, ``log_alpha``, ``b`` or ``b_half``
             (:func:`stan_free_models.inference._split_params`).
         args: :func:`stan_free_models.inference._dynamic_args` of the padded data.
     """
     assert static.num_cells is None, "the direct potential has no cell effect"
     num_categories, per_system = static.num_categories, static.num_systems is not None
-    alpha_scale, b_scale, symmetric, theta_scale = (
-        static.alpha_scale,
-        static.b_scale,
-        static.symmetric,
-        static.theta_scale,
-    )
+    priors = static.priors
     comparison, item, y, weight, pair_a, pair_b = args[:6]
     log_joint = jnp.asarray(0.0)
     if per_system:
         skill = params["skill"]
         theta = skill[pair_b] - skill[pair_a]
-        log_joint += _normal_log_prob(skill, theta_scale).sum()
+        log_joint += _normal_log_prob(skill, priors.theta_scale).sum()
     else:
         theta = params["theta"]
-        log_joint += _normal_log_prob(theta, theta_scale).sum()
+        log_joint += _normal_log_prob(theta, priors.theta_scale).sum()
     log_alpha = params["log_alpha"]
-    log_joint += _normal_log_prob(log_alpha, alpha_scale).sum()
-    if symmetric:
+    log_joint += _normal_log_prob(log_alpha, priors.alpha_scale).sum()
+    if priors.symmetric:
         ordered, log_det = _ordered(params["b_half"])
         half = jnp.exp(ordered)
         log_joint += log_det.sum() + ordered.sum()  # the exp's Jacobian too
@@ -73,7 +68,7 @@ def grm_potential(static: ModelKey, params: dict, args: tuple) -> jax.Array:
     else:
         b, log_det = _ordered(params["b"])
         log_joint += log_det.sum()
-    log_joint += _normal_log_prob(b, b_scale).sum()
+    log_joint += _normal_log_prob(b, priors.b_scale).sum()
     cum_logits = jnp.exp(log_alpha)[item][:, None] * (theta[comparison][:, None] - b[item])
     log_lik = graded_log_prob(y, cum_logits)
     log_joint += jnp.sum(jnp.where(weight > 0, log_lik * weight, 0.0))

@@ -37,8 +37,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from stan_free_models.graded_response import DEFAULT_THETA_SCALE, graded_log_prob
+from stan_free_models.graded_response import graded_log_prob
 from stan_free_models.inference import GRMData, _constrain_items, pad_data
+from stan_free_models.model_key import DEFAULT_PRIORS, Priors
 
 #: counts how often the compiled update is traced (a test checks reuse across batches)
 TRACE_COUNTS: dict[str, int] = {"skills": 0}
@@ -52,12 +53,11 @@ class ItemPoint:
     b: np.ndarray  # (P, K-1)
 
     @classmethod
-    def from_mode(
-        cls, items_mode: np.ndarray, *, symmetric: bool, num_categories: int
-    ) -> ItemPoint:
-        """From the unconstrained item block of :attr:`Posterior.mode` (``mode["items"]``)."""
+    def from_mode(cls, items_mode: np.ndarray, *, priors: Priors, num_categories: int) -> ItemPoint:
+        """From the unconstrained item block of :attr:`Posterior.mode` (``mode["items"]``)
+        of a fit with ``priors``."""
         log_alpha, b = _constrain_items(
-            np.asarray(items_mode, dtype=np.float64), symmetric, num_categories
+            np.asarray(items_mode, dtype=np.float64), priors, num_categories
         )
         return cls(alpha=np.exp(log_alpha), b=b)
 
@@ -76,8 +76,9 @@ class SkillFit:
 
 
 @functools.lru_cache(maxsize=16)
-def _compiled_newton(num_systems: int, theta_scale: float):
+def _compiled_newton(num_systems: int, priors: Priors):
     """Newton's method for the skills of one padded shape (jit re-traces per bucket only)."""
+    theta_scale = priors.theta_scale
 
     def derivatives(s, alpha, b, comparison, item, y, weight, pair_a, pair_b):
         def loglik(theta):
@@ -143,7 +144,7 @@ def update_skills(
     num_draws: int = 1000,
     max_steps: int = 25,
     tol: float = 1e-9,
-    theta_scale: float = DEFAULT_THETA_SCALE,
+    priors: Priors = DEFAULT_PRIORS,
 ) -> SkillFit:
     """Mode, covariance and draws of the skills given fixed item parameters.
 
@@ -157,7 +158,7 @@ def update_skills(
         num_draws: draws of the Gaussian approximation.
         max_steps, tol: Newton limits (stops when the Newton decrement
             ``grad^T H^-1 grad`` falls below ``tol``).
-        theta_scale: the skills' prior sd (the full fit's ``theta_scale``).
+        priors: the full fit's (:class:`Priors`); the skills' prior sd is its ``theta_scale``.
     """
     padded, alpha, b = _padded(data, items)
     s_real = data.num_systems
@@ -168,7 +169,7 @@ def update_skills(
         s0[:n] = np.asarray(init, np.float32)[:n]
     # the step limit is a runtime value: evaluating at a given point (max_steps=0) reuses
     # the compiled update instead of compiling a second one
-    run = _compiled_newton(int(padded.num_systems), float(theta_scale))
+    run = _compiled_newton(int(padded.num_systems), priors.canonical())
     s, hess, grad_norm, steps = jax.device_get(
         run(
             jnp.asarray(s0),

@@ -28,13 +28,10 @@ from stan_free_models.engine import MODEL_LOCK as MODEL_LOCK  # the fits' lock, 
 from stan_free_models.engine import TRACE_COUNTS as TRACE_COUNTS  # one counter, every model
 from stan_free_models.engine import ModelSpec
 from stan_free_models.engine import lbfgs_minimise as lbfgs_minimise  # the fast path's optimiser
-from stan_free_models.graded_response import (
-    DEFAULT_THETA_SCALE,
-    cell_counts,
-    graded_response,
-    symmetric_from_half,
-)
+from stan_free_models.graded_response import cell_counts, graded_response, symmetric_from_half
+from stan_free_models.model_key import DEFAULT_PRIORS as DEFAULT_PRIORS
 from stan_free_models.model_key import ModelKey as ModelKey  # the compile key, re-exported
+from stan_free_models.model_key import Priors as Priors  # the model's priors, re-exported
 
 
 @dataclass(frozen=True)
@@ -142,36 +139,19 @@ def pad_data(data: GRMData) -> GRMData:
     return out
 
 
-def _static_key(
-    data: GRMData,
-    alpha_scale: float,
-    b_scale: float,
-    symmetric: bool,
-    tau_scale: float = 1.0,
-    lapse: bool = False,
-    theta_scale: float = DEFAULT_THETA_SCALE,
-) -> ModelKey:
-    """The :class:`ModelKey` of padded ``data`` and the model's settings."""
-    return ModelKey(
-        data.num_obs,
-        data.num_comparisons,
-        data.num_items,
-        data.num_categories,
-        data.num_systems if data.per_system else None,
-        float(alpha_scale),
-        float(b_scale),
-        bool(symmetric),
-        data.num_cells if data.has_cells else None,
-        float(tau_scale),
-        _lapse_flag(lapse, data),
-        float(theta_scale),
-    )
-
-
-def _lapse_flag(lapse: bool, data: GRMData) -> bool:
-    if lapse and not data.has_cells:
+def _static_key(data: GRMData, priors: Priors = DEFAULT_PRIORS) -> ModelKey:
+    """The :class:`ModelKey` of padded ``data`` and the model's priors."""
+    if priors.lapse and not data.has_cells:
         raise ValueError("lapse needs the cells of the judgment likelihood (the cell effect)")
-    return bool(lapse)
+    return ModelKey(
+        num_obs=data.num_obs,
+        num_comparisons=data.num_comparisons,
+        num_items=data.num_items,
+        num_categories=data.num_categories,
+        num_systems=data.num_systems if data.per_system else None,
+        num_cells=data.num_cells if data.has_cells else None,
+        priors=priors.canonical(),
+    )
 
 
 _CELL_STATS = ("cell_comparison", "cell_item", "cell_y_counts")
@@ -209,11 +189,10 @@ def _grm_model(static: ModelKey):
     """The graded response model with the key's sizes and priors bound."""
     sizes = static._asdict()
     del sizes["num_obs"]
-    sizes["symmetric_thresholds"] = sizes.pop("symmetric")
     if static.num_systems is None:
         del sizes["num_systems"]
     if static.num_cells is None:
-        del sizes["num_cells"], sizes["tau_scale"], sizes["lapse"]
+        del sizes["num_cells"]
     return functools.partial(graded_response, **sizes)
 
 
@@ -259,10 +238,11 @@ def _global_name(static: ModelKey) -> str:
 def _split_params(static: ModelKey, g: jax.Array, items: jax.Array) -> dict:
     """The global block is the abilities (or skills), then logit lapse when judgments may
     lapse, then log tau when cells are modelled."""
-    params = {"log_alpha": items[:, 0], ("b_half" if static.symmetric else "b"): items[:, 1:]}
-    end = g.shape[0] - (static.num_cells is not None) - bool(static.lapse)
+    symmetric, lapse = static.priors.symmetric, static.priors.lapse
+    params = {"log_alpha": items[:, 0], ("b_half" if symmetric else "b"): items[:, 1:]}
+    end = g.shape[0] - (static.num_cells is not None) - bool(lapse)
     params[_global_name(static)] = g[:end]
-    if static.lapse:
+    if lapse:
         params["lapse"] = g[end]  # unconstrained: logit lapse
     if static.num_cells is not None:
         params["tau"] = g[-1]  # unconstrained: log tau
@@ -273,12 +253,10 @@ def _split_params(static: ModelKey, g: jax.Array, items: jax.Array) -> dict:
 LAPSE_START = 0.05
 
 
-def default_init(
-    data: GRMData, symmetric: bool = False, lapse: bool = False
-) -> dict[str, np.ndarray]:
+def default_init(data: GRMData, priors: Priors = DEFAULT_PRIORS) -> dict[str, np.ndarray]:
     """A deterministic starting point: abilities 0, alpha 1, thresholds spread over [-1, 1]."""
     k = data.num_categories - 1
-    if symmetric:
+    if priors.symmetric:
         # positive ordered half d = exp(ordered(x)): d spread over [0.25, 1]
         d = np.linspace(0.25, 1.0, k // 2) if k // 2 > 1 else np.full(k // 2, 0.5)
         logd = np.log(d)
@@ -297,7 +275,7 @@ def default_init(
     }
     if data.has_cells:
         out["log_tau"] = np.full(1, np.log(0.3), np.float32)
-        if lapse:
+        if priors.lapse:
             out["logit_lapse"] = np.full(1, np.log(LAPSE_START / (1 - LAPSE_START)), np.float32)
     return out
 
@@ -320,11 +298,11 @@ def _ordered(raw: np.ndarray) -> np.ndarray:
 
 
 def _constrain_items(
-    items: np.ndarray, symmetric: bool = False, num_categories: int = 0
+    items: np.ndarray, priors: Priors, num_categories: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Unconstrained item vectors (..., 1 + m) -> (log_alpha, ordered b)."""
     log_alpha = items[..., 0]
     raw = items[..., 1:]
-    if symmetric:
+    if priors.symmetric:
         return log_alpha, symmetric_from_half(np.exp(_ordered(raw)), num_categories)
     return log_alpha, _ordered(raw)

@@ -21,13 +21,8 @@ import numpy as np
 import optax.tree_utils as otu
 
 from stan_free_models.conditional import REFINE_BELOW, REFINE_SWEEPS, THETA_STEP_SCALE
-from stan_free_models.graded_response import (
-    DEFAULT_ALPHA_SCALE,
-    DEFAULT_B_SCALE,
-    DEFAULT_TAU_SCALE,
-    DEFAULT_THETA_SCALE,
-)
 from stan_free_models.inference import (
+    DEFAULT_PRIORS,
     TRACE_COUNTS,
     GRMData,
     _cell_stats,
@@ -56,7 +51,7 @@ from stan_free_models.laplace_grid import (
     log_mass,
     sweep_grid,
 )
-from stan_free_models.model_key import ModelKey
+from stan_free_models.model_key import ModelKey, Priors
 from stan_free_models.posterior import Diagnostics, Posterior
 from stan_free_models.robust import robust_moments
 
@@ -87,7 +82,7 @@ def _compiled_laplace(
     """
     potential = _potential_fn(static)
     num_cat = static.num_categories
-    num_item_params = 1 + ((num_cat - 1) // 2 if static.symmetric else num_cat - 1)
+    num_item_params = 1 + ((num_cat - 1) // 2 if static.priors.symmetric else num_cat - 1)
 
     def objective(g, items, args, log_tau):
         if fixed_tau:
@@ -183,16 +178,11 @@ def fit_laplace(
     num_draws: int = 1000,
     max_iter: int = 500,
     tol: float = 1e-3,
-    alpha_scale: float = DEFAULT_ALPHA_SCALE,
-    b_scale: float = DEFAULT_B_SCALE,
-    symmetric_thresholds: bool = False,
-    tau_scale: float = DEFAULT_TAU_SCALE,
+    priors: Priors = DEFAULT_PRIORS,
     integrate_tau: bool = True,
     exact_items: bool = True,
     refine_sweeps: int = REFINE_SWEEPS,
     refine_below: float = REFINE_BELOW,
-    lapse: bool = False,
-    theta_scale: float = DEFAULT_THETA_SCALE,
     robust_cluster: np.ndarray | None = None,
 ) -> Posterior:
     """MAP + Laplace approximation, warm-started from ``init`` (a previous ``Posterior.mode``).
@@ -205,6 +195,13 @@ def fit_laplace(
         num_draws: draws from the Gaussian approximation.
         max_iter, tol: L-BFGS limits; it stops when the gradient norm of the
             potential falls below ``tol * max(1, sqrt(num_obs / 1000))``.
+        priors: the model's priors and variants (:class:`stan_free_models.model_key.Priors`).
+            With ``lapse`` and cells, judgments may be given at random at a learned rate
+            (:func:`stan_free_models.graded_response.graded_response`), integrated on a
+            grid of its logit (``LAPSE_GRID``), each point with its own column of tau grid
+            fits; each fit's Laplace marginal is corrected by importance sampling of the
+            prompts' integrals (:func:`stan_free_models.laplace_grid._item_correction`);
+            every draw's items and refinement use that draw's rate (needs the tau grid).
         integrate_tau: with a cell effect, integrate tau out over a grid (nested
             Laplace: a conditional mode and Gaussian at every grid value of tau,
             weighted by the Laplace estimate of p(y | tau) p(tau)) instead of fixing it
@@ -227,13 +224,6 @@ def fit_laplace(
             average: with more, each prompt's Gaussian is close to its posterior and the
             joint mode's bias is small against the interval (coverage of Δ 0.96-0.97 at
             60 judgments per prompt unrefined), while the sweeps cost about 3x the fit.
-        lapse: with cells, judgments may be given at random at a learned rate
-            (:func:`stan_free_models.graded_response.graded_response`), integrated on a
-            grid of its logit (``LAPSE_GRID``), each point with its own column of tau grid
-            fits; each fit's Laplace marginal is corrected by importance sampling of the
-            prompts' integrals (:func:`stan_free_models.laplace_grid._item_correction`);
-            every draw's items and refinement use that draw's rate (needs the tau grid).
-        theta_scale: prior sd of theta (per system: of each skill).
         robust_cluster: (N,) the cell (a comparison's prompt) of every observation, for
             cluster-robust intervals (:mod:`stan_free_models.robust`): every ability's
             draws are widened about the mode to the larger of its model and sandwich sd
@@ -252,11 +242,10 @@ def fit_laplace(
     """
     start = time.perf_counter()
     padded = pad_data(data)
-    static = _static_key(
-        padded, alpha_scale, b_scale, symmetric_thresholds, tau_scale, lapse, theta_scale
-    )
-    lapse = bool(static.lapse)
-    x0 = default_init(padded, symmetric_thresholds, lapse)
+    static = _static_key(padded, priors)
+    priors = static.priors
+    lapse = priors.lapse
+    x0 = default_init(padded, priors)
     if init is not None:
         g_prev, i_prev = np.asarray(init["global"]), np.asarray(init["items"])
         ng = min(len(g_prev), len(x0["global"]))
@@ -316,7 +305,7 @@ def fit_laplace(
         out = run(rng_key, _global_start(x0), x0["items"], 0.0)
         if init is not None and not usable(out):
             # a warm start that lands somewhere unusable: start again from the default point
-            x0 = default_init(padded, symmetric_thresholds, lapse)
+            x0 = default_init(padded, priors)
             out = run(rng_key, _global_start(x0), x0["items"], 0.0)
             restarted = True
         components: list[tuple[float, Any, float | None]] = [(1.0, out, None)]
@@ -340,7 +329,7 @@ def fit_laplace(
                 nonlocal restarted
                 out = run(key, g0, items0, log_tau, logit_lapse)
                 if not usable(out):
-                    cold = default_init(padded, symmetric_thresholds, lapse)
+                    cold = default_init(padded, priors)
                     out = run(key, cold["global"], cold["items"], log_tau, logit_lapse)
                     restarted = True
                 if stats is not None:
@@ -350,9 +339,7 @@ def fit_laplace(
                         out,
                         log_tau,
                         logit_lapse,
-                        alpha_scale,
-                        b_scale,
-                        symmetric_thresholds,
+                        priors,
                     )
                 fits[log_tau] = out
                 return out
@@ -362,9 +349,7 @@ def fit_laplace(
                 out = fit_at(log_tau, *warm, next(keys))
                 # a point whose Gaussian is not used does not steer the sweep either
                 return (
-                    float(out["log_marginal"])
-                    if _gaussian_sound(out, g_real, theta_scale)
-                    else -np.inf
+                    float(out["log_marginal"]) if _gaussian_sound(out, g_real, priors) else -np.inf
                 )
 
             log_grid = np.log(np.asarray(TAU_GRID))
@@ -375,7 +360,7 @@ def fit_laplace(
             """Grid points, their weights, and log of the column's mass (its integral over log tau)."""
             lt = np.array(sorted(fits))
             lm = np.array([float(fits[t]["log_marginal"]) for t in lt])
-            sound = np.array([_gaussian_sound(fits[t], g_real, theta_scale) for t in lt])
+            sound = np.array([_gaussian_sound(fits[t], g_real, priors) for t in lt])
             if sound.any():  # (none sound: every point keeps its weight, as before)
                 lm = np.where(sound, lm, -np.inf)
             return lt, _tau_weights(lt, lm), log_mass(lt, lm)
@@ -467,12 +452,9 @@ def fit_laplace(
             item_draws,
             tau_parts,
             jax.random.fold_in(rng_key, 11),
-            alpha_scale=alpha_scale,
-            b_scale=b_scale,
-            symmetric=symmetric_thresholds,
+            priors=priors,
             sweeps=int(refine_sweeps),
             lapse=lapse_draws,
-            theta_scale=theta_scale,
         )
     elif exact_items:
         item_draws, ess = _exact_item_draws(
@@ -481,12 +463,10 @@ def fit_laplace(
             g_draws,
             tau_parts,
             jax.random.fold_in(rng_key, 7),
-            alpha_scale=alpha_scale,
-            b_scale=b_scale,
-            symmetric=symmetric_thresholds,
+            priors=priors,
             lapse=lapse_draws,
         )
-    log_alpha, b = _constrain_items(item_draws[:, :p], symmetric_thresholds, data.num_categories)
+    log_alpha, b = _constrain_items(item_draws[:, :p], priors, data.num_categories)
     draws: dict[str, np.ndarray] = {
         "log_alpha": log_alpha[None],
         "alpha": np.exp(log_alpha)[None],
@@ -508,7 +488,7 @@ def fit_laplace(
         g_mode = np.asarray(out["g"], np.float64)
         la_mode, b_mode = _constrain_items(
             np.asarray(out["items"], dtype=np.float64)[:p],
-            symmetric_thresholds,
+            priors,
             data.num_categories,
         )
         if data.per_system:
@@ -556,7 +536,7 @@ def fit_laplace(
         "grad_norm": float(out["grad_norm"]),
         "potential": float(out["potential"]),
         "restarted_cold": restarted,
-        "padded_shape": static[:5],
+        "padded_shape": static.sizes,
         "cov_global": cov_global,
         # the mode in the model's own terms: a plug-in for functions of the parameters, whose
         # mean over the Gaussian draws shifts where the transforms (exp, ordering) bend

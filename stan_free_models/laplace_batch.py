@@ -44,12 +44,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from stan_free_models.graded_response import (
-    DEFAULT_ALPHA_SCALE,
-    DEFAULT_B_SCALE,
-    DEFAULT_TAU_SCALE,
-)
 from stan_free_models.inference import (
+    DEFAULT_PRIORS,
     MODEL_LOCK,
     GRMData,
     _constrain_items,
@@ -60,7 +56,7 @@ from stan_free_models.inference import (
     pad_data,
 )
 from stan_free_models.laplace import _compiled_laplace
-from stan_free_models.model_key import ModelKey
+from stan_free_models.model_key import ModelKey, Priors
 from stan_free_models.posterior import Diagnostics, Posterior
 
 
@@ -98,7 +94,7 @@ def batch_shape(datas: Sequence[GRMData]) -> BatchShape:
 def _program(static: ModelKey, max_iter: int, num_draws: int, vmap: bool):
     """The fast fit at the common shape, from a key and the fit's own padded sizes."""
     fit = _compiled_laplace(static, max_iter, num_draws, False, False)
-    num_cat, symmetric = static.num_categories, static.symmetric
+    num_cat, symmetric = static.num_categories, static.priors.symmetric
     width = 1 + ((num_cat - 1) // 2 if symmetric else num_cat - 1)
 
     def run(rng_key, c_own, p_own, g0, items0, args, tol, log_tau):
@@ -163,9 +159,7 @@ def fit_laplace_batch(
     num_draws: int = 1000,
     max_iter: int = 500,
     tol: float = 1e-3,
-    alpha_scale: float = DEFAULT_ALPHA_SCALE,
-    b_scale: float = DEFAULT_B_SCALE,
-    symmetric_thresholds: bool = False,
+    priors: Priors = DEFAULT_PRIORS,
     shape: BatchShape | None = None,
     vmap: bool = False,
 ) -> tuple[list[Posterior], BatchShape]:
@@ -175,8 +169,8 @@ def fit_laplace_batch(
         datas: observations without cells (no prompt-by-comparison effect), per
             comparison (no per-system abilities); any sizes.
         rng_keys: one key per data set (the key ``fit_laplace`` would get).
-        num_draws, max_iter, tol, alpha_scale, b_scale, symmetric_thresholds: as
-            :func:`stan_free_models.laplace.fit_laplace`.
+        num_draws, max_iter, tol, priors: as :func:`stan_free_models.laplace.fit_laplace`
+            (no lapse: there are no cells).
         shape: pad to at least this shape (with ``vmap``, the batch size too: unused
             slots repeat the first fit and are dropped), so that later calls reuse one
             program.
@@ -205,8 +199,8 @@ def fit_laplace_batch(
         num_comparisons=common.num_comparisons,
         num_items=common.num_items,
     )
-    static = _static_key(template, alpha_scale, b_scale, symmetric_thresholds, DEFAULT_TAU_SCALE)
-    x0 = default_init(template, symmetric_thresholds)
+    static = _static_key(template, priors)
+    x0 = default_init(template, static.priors)
     g0, items0 = jnp.asarray(_global_start(x0)), jnp.asarray(x0["items"])
     slots = list(range(len(datas))) + [0] * (common.batch - len(datas))
     args = [_dynamic_args(_pad_to(own[i], common.num_obs)) for i in slots]
@@ -238,9 +232,7 @@ def fit_laplace_batch(
             own[i],
             {k: v[i] for k, v in out.items()},
             grad_limit=max(tol * 10, 1e-2) * scales[i],
-            alpha_scale=alpha_scale,
-            b_scale=b_scale,
-            symmetric=symmetric_thresholds,
+            priors=static.priors,
             seconds=seconds,
         )
         for i in range(len(datas))
@@ -254,9 +246,7 @@ def _posterior(
     out: dict,
     *,
     grad_limit: float,
-    alpha_scale: float,
-    b_scale: float,
-    symmetric: bool,
+    priors: Priors,
     seconds: float,
 ) -> Posterior:
     """``fit_laplace``'s posterior of one fit (one component, Gaussian item draws)."""
@@ -266,20 +256,20 @@ def _posterior(
     items = np.asarray(out["items"])[:p_own]
     g_draws = np.asarray(out["g_draws"], np.float64)
     item_draws = np.asarray(out["item_draws"], np.float64)
-    log_alpha, b = _constrain_items(item_draws[:, :p], symmetric, k)
+    log_alpha, b = _constrain_items(item_draws[:, :p], priors, k)
     draws = {
         "log_alpha": log_alpha[None],
         "alpha": np.exp(log_alpha)[None],
         "b": b[None],
         "theta": g_draws[:, :c][None],
     }
-    la_mode, b_mode = _constrain_items(np.asarray(items, np.float64)[:p], symmetric, k)
+    la_mode, b_mode = _constrain_items(np.asarray(items, np.float64)[:p], priors, k)
     converged = bool(out["finite"]) and float(out["grad_norm"]) < grad_limit
     info = {
         "grad_norm": float(out["grad_norm"]),
         "potential": float(out["potential"]),
         "restarted_cold": False,
-        "padded_shape": _static_key(own, alpha_scale, b_scale, symmetric)[:5],
+        "padded_shape": _static_key(own, priors).sizes,
         "cov_global": np.asarray(out["cov_g"], np.float64)[:c, :c],
         "mode_values": {
             "theta": np.asarray(g, np.float64)[:c],

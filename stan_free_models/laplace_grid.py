@@ -19,6 +19,7 @@ import numpy as np
 
 from stan_free_models.graded_response import cell_counts
 from stan_free_models.inference import GRMData, _cell_stats
+from stan_free_models.model_key import Priors
 
 #: the coarse grid of tau (sd of the prompt-by-comparison effect) that the fast path
 #: integrates over: log-uniform from "no cell effect" to well past HalfNormal(1)'s bulk
@@ -137,9 +138,7 @@ def _item_correction(
     out: dict,
     log_tau: float,
     logit_lapse: float,
-    alpha_scale: float,
-    b_scale: float,
-    symmetric: bool,
+    priors: Priors,
 ) -> float:
     """The grid point's Laplace marginal's error in the prompts' integrals, estimated by
     importance sampling at its mode (:func:`stan_free_models.conditional.item_log_marginal_correction`).
@@ -166,19 +165,17 @@ def _item_correction(
         np.asarray(out["items"], np.float64),
         np.asarray(out["item_chol"], np.float64),
         *stats,
-        alpha_scale=alpha_scale,
-        b_scale=b_scale,
-        symmetric=symmetric,
+        priors=priors,
         num_categories=padded.num_categories,
     )
     return float(correction.sum())
 
 
-def _gaussian_sound(out: dict, g_real: int, theta_scale: float) -> bool:
+def _gaussian_sound(out: dict, g_real: int, priors: Priors) -> bool:
     """The grid point's Gaussian has no direction of the abilities with a variance above
     ``MAX_GLOBAL_VARIANCE`` times their prior's (the covariance's largest eigenvalue)."""
     cov = np.asarray(out["cov_g"], np.float64)[:g_real, :g_real]
-    limit = MAX_GLOBAL_VARIANCE * theta_scale**2
+    limit = MAX_GLOBAL_VARIANCE * priors.theta_scale**2
     return bool(np.all(np.isfinite(cov)) and np.linalg.eigvalsh(cov).max() <= limit)
 
 
@@ -217,12 +214,9 @@ def _refined_draws(
     tau_parts: list,
     rng_key: jax.Array,
     *,
-    alpha_scale: float,
-    b_scale: float,
-    symmetric: bool,
+    priors: Priors,
     sweeps: int,
     lapse: np.ndarray | None = None,
-    theta_scale: float,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """Every draw's abilities and items after Gibbs sweeps towards the exact posterior."""
     from stan_free_models.conditional import refine_draws
@@ -245,13 +239,10 @@ def _refined_draws(
         items_mode=np.stack([np.asarray(o["items"]) for o in outs]),
         item_chol=np.stack([np.asarray(o["item_chol"]) for o in outs]),
         theta_step=np.stack([np.asarray(o["g_step"])[:c] for o in outs]),
-        alpha_scale=alpha_scale,
-        b_scale=b_scale,
-        symmetric=symmetric,
+        priors=priors,
         num_categories=padded.num_categories,
         sweeps=sweeps,
         lapse=lapse,
-        theta_scale=theta_scale,
     )
     g_draws = np.array(g_draws, np.float64)
     g_draws[:, :c] = theta
@@ -265,9 +256,7 @@ def _exact_item_draws(
     tau_parts: list,
     rng_key: jax.Array,
     *,
-    alpha_scale: float,
-    b_scale: float,
-    symmetric: bool,
+    priors: Priors,
     lapse: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every draw's items from their exact conditional (SIR from the Laplace conditional)."""
@@ -292,9 +281,7 @@ def _exact_item_draws(
         np.concatenate(means),
         np.concatenate(chols),
         *stats,
-        alpha_scale=alpha_scale,
-        b_scale=b_scale,
-        symmetric=symmetric,
+        priors=priors,
         num_categories=padded.num_categories,
         lapse=lapse,
     )

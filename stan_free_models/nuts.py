@@ -21,13 +21,8 @@ from stan_free_models.engine import (
     run_nuts,
     sample_mcmc,
 )
-from stan_free_models.graded_response import (
-    DEFAULT_ALPHA_SCALE,
-    DEFAULT_B_SCALE,
-    DEFAULT_TAU_SCALE,
-    DEFAULT_THETA_SCALE,
-)
 from stan_free_models.inference import (
+    DEFAULT_PRIORS,
     GRM_SPEC,
     GRMData,
     _dynamic_args,
@@ -35,17 +30,18 @@ from stan_free_models.inference import (
     _static_key,
     pad_data,
 )
+from stan_free_models.model_key import Priors
 from stan_free_models.posterior import Posterior
 
 
-def checked_sites(draws: dict[str, np.ndarray], symmetric: bool) -> dict[str, np.ndarray]:
+def checked_sites(draws: dict[str, np.ndarray], priors: Priors) -> dict[str, np.ndarray]:
     """The sampled sites whose R-hat and ESS a fit reports (b only when it is sampled freely)."""
     checked = {
         k: v
         for k, v in draws.items()
         if k in ("theta", "log_alpha", "b_half", "skill", "tau", "lapse")
     }
-    if not symmetric:
+    if not priors.symmetric:
         checked["b"] = draws["b"]
     return checked
 
@@ -59,28 +55,21 @@ def fit_nuts(
     num_samples: int = 1000,
     progress: bool = False,
     target_accept: float = 0.8,
-    alpha_scale: float = DEFAULT_ALPHA_SCALE,
-    b_scale: float = DEFAULT_B_SCALE,
-    symmetric_thresholds: bool = False,
     chain_method: str | None = None,
-    tau_scale: float = DEFAULT_TAU_SCALE,
-    lapse: bool = False,
-    theta_scale: float = DEFAULT_THETA_SCALE,
+    priors: Priors = DEFAULT_PRIORS,
 ) -> Posterior:
     """Full posterior by NUTS, with split R-hat, bulk ESS and divergences.
 
-    ``lapse`` (with cells): judgments may be given at random, at a learned rate
-    (:func:`stan_free_models.graded_response.graded_response`). ``theta_scale``: prior sd
-    of theta (per system: of each skill).
+    ``priors``: the model's priors and variants (:class:`stan_free_models.model_key.Priors`;
+    with ``lapse`` and cells, judgments may be given at random at a learned rate,
+    :func:`stan_free_models.graded_response.graded_response`).
 
     Chains run in parallel when JAX sees at least ``num_chains`` devices
     (``numpyro.set_host_device_count``), otherwise vectorised.
     """
     start = time.perf_counter()
     padded = pad_data(data)
-    static = _static_key(
-        padded, alpha_scale, b_scale, symmetric_thresholds, tau_scale, lapse, theta_scale
-    )
+    static = _static_key(padded, priors)
     settings = NutsSettings.of(
         num_chains, num_warmup, num_samples, progress, target_accept, chain_method
     )
@@ -95,16 +84,16 @@ def fit_nuts(
     }
     if data.per_system:
         draws["skill"] = samples["skill"][:, :, : data.num_systems]
-    if symmetric_thresholds:
+    if priors.symmetric:
         draws["b_half"] = samples["b_half"][:, :, :p]
     if data.has_cells:
         draws["tau"] = samples["tau"]
-    if static.lapse:
+    if priors.lapse:
         draws["lapse"] = samples["lapse"]
-    checked = checked_sites(draws, symmetric_thresholds)
+    checked = checked_sites(draws, priors)
     diagnostics = nuts_diagnostics(checked, diverging, num_samples, start)
     return Posterior(
-        draws=draws, method="nuts", diagnostics=diagnostics, info={"padded_shape": static[:5]}
+        draws=draws, method="nuts", diagnostics=diagnostics, info={"padded_shape": static.sizes}
     )
 
 

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import functools
 import time
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -60,13 +61,8 @@ from jax.flatten_util import ravel_pytree
 from numpyro.distributions import constraints
 
 from stan_free_models.engine import ModelSpec, NutsSettings, cached_mcmc
-from stan_free_models.graded_response import (
-    DEFAULT_ALPHA_SCALE,
-    DEFAULT_B_SCALE,
-    DEFAULT_TAU_SCALE,
-    DEFAULT_THETA_SCALE,
-)
 from stan_free_models.inference import (
+    DEFAULT_PRIORS,
     MODEL_LOCK,
     GRMData,
     _constrain_items,
@@ -78,7 +74,7 @@ from stan_free_models.inference import (
     pad_data,
 )
 from stan_free_models.laplace import fit_laplace
-from stan_free_models.model_key import ModelKey
+from stan_free_models.model_key import ModelKey, Priors
 from stan_free_models.nuts import checked_sites, nuts_diagnostics
 from stan_free_models.posterior import Posterior
 from stan_free_models.whitening import Arrowhead, apply_arrowhead, whitening
@@ -93,13 +89,13 @@ def _example_params(static: ModelKey) -> dict[str, jax.Array]:
         static.num_items,
         static.num_categories,
         static.num_systems,
-        static.symmetric,
+        static.priors.symmetric,
     )
     width = (num_cat - 1) // 2 if symmetric else num_cat - 1
     g_size = (
         (num_systems if num_systems is not None else static.num_comparisons)
         + (1 if static.num_cells is not None else 0)
-        + (1 if static.lapse else 0)
+        + (1 if static.priors.lapse else 0)
     )
     return _split_params(static, jnp.zeros(g_size), jnp.zeros((num_items, 1 + width)))
 
@@ -137,7 +133,7 @@ GAPS = ("log", "softplus")
 
 def gap_index(static: ModelKey) -> np.ndarray:
     """Flat coordinates that are log gaps between free thresholds (none when symmetric)."""
-    if static.symmetric:
+    if static.priors.symmetric:
         return np.zeros(0, np.int64)
     params = _example_params(static)
     start = 0
@@ -270,8 +266,15 @@ def arrowhead_whitening(hess: np.ndarray, static: ModelKey) -> Arrowhead:
     return Arrowhead(hess, *colouring(static))
 
 
-def _whitened_model(key: tuple):
-    static, gaps = ModelKey(*key[:-1]), key[-1]
+class WhitenedKey(NamedTuple):
+    """The whitened sampler's compile key: the model's, and the coordinates of the gaps."""
+
+    static: ModelKey
+    gaps: str
+
+
+def _whitened_model(key: WhitenedKey):
+    static, gaps = key.static, key.gaps
     flat_potential = _flat_potential(static, gaps)
     size = len(colouring(static)[0])
 
@@ -284,13 +287,12 @@ def _whitened_model(key: tuple):
     return model
 
 
-#: the whitened model as the engine sees it (key: the static key, then the gaps'
-#: coordinates): its compiled sampler is cached per padded shape and settings like
+#: the whitened model as the engine sees it (key: :class:`WhitenedKey`): its compiled sampler is cached per padded shape and settings like
 #: every other NUTS fit's
 WHITENED_SPEC = ModelSpec("graded_response_whitened", _whitened_model)
 
 
-def _mode_vector(data: GRMData, static: ModelKey, **priors) -> np.ndarray:
+def _mode_vector(data: GRMData, static: ModelKey) -> np.ndarray:
     """The joint mode (log tau and logit lapse included) in the model's unconstrained coordinates."""
     lap = fit_laplace(
         data,
@@ -298,7 +300,7 @@ def _mode_vector(data: GRMData, static: ModelKey, **priors) -> np.ndarray:
         num_draws=8,
         integrate_tau=False,
         exact_items=False,
-        **priors,
+        priors=static.priors,
     )
     mode = lap.mode
     assert mode is not None  # the fast path always returns its mode
@@ -316,17 +318,12 @@ def fit_nuts_whitened(
     num_samples: int = 1000,
     progress: bool = False,
     target_accept: float = 0.8,
-    alpha_scale: float = DEFAULT_ALPHA_SCALE,
-    b_scale: float = DEFAULT_B_SCALE,
-    symmetric_thresholds: bool = False,
     chain_method: str | None = None,
-    tau_scale: float = DEFAULT_TAU_SCALE,
-    lapse: bool = False,
     min_ess: float | None = None,
     max_rhat: float = 1.01,
     max_samples: int | None = None,
     gaps: str = "softplus",
-    theta_scale: float = DEFAULT_THETA_SCALE,
+    priors: Priors = DEFAULT_PRIORS,
 ) -> Posterior:
     """Full posterior by NUTS on Laplace-whitened coordinates (see the module docstring).
 
@@ -342,33 +339,23 @@ def fit_nuts_whitened(
 
     ``gaps``: the coordinates of the gaps between free thresholds the sampler moves in
     (:data:`GAPS`, :func:`_flat_potential`); the posterior is the same either way.
-    ``theta_scale``: prior sd of theta (per system: of each skill).
+    ``priors``: the model's priors and variants (:class:`stan_free_models.model_key.Priors`).
     """
     if gaps not in GAPS:
         raise ValueError(f"unknown gaps {gaps!r}; expected one of {GAPS}")
     start = time.perf_counter()
     padded = pad_data(data)
-    static = _static_key(
-        padded, alpha_scale, b_scale, symmetric_thresholds, tau_scale, lapse, theta_scale
-    )
+    static = _static_key(padded, priors)
     if len(gap_index(static)) == 0:
         gaps = "log"  # no free gaps (symmetric thresholds): the model's own coordinates
-    priors = dict(
-        alpha_scale=alpha_scale,
-        b_scale=b_scale,
-        symmetric_thresholds=symmetric_thresholds,
-        tau_scale=tau_scale,
-        lapse=lapse,
-        theta_scale=theta_scale,
-    )
-    x0 = to_sampler(_mode_vector(data, static, **priors), static, gaps)
+    x0 = to_sampler(_mode_vector(data, static), static, gaps)
     args = _dynamic_args(padded)
     chol = arrowhead_whitening(laplace_hessian(static, x0, args, gaps), static)
     prep_seconds = time.perf_counter() - start
     settings = NutsSettings.of(
         num_chains, num_warmup, num_samples, progress, target_accept, chain_method
     )
-    mcmc = cached_mcmc(WHITENED_SPEC, static + (gaps,), settings)
+    mcmc = cached_mcmc(WHITENED_SPEC, WhitenedKey(static, gaps), settings)
     key_init, key_run = jax.random.split(rng_key)
     size = chol.size
     w_init = jax.random.normal(key_init, (num_chains, size) if num_chains > 1 else (size,))
@@ -388,7 +375,7 @@ def fit_nuts_whitened(
             while min_ess is not None:
                 draws = _constrained_draws(static, data, _whole(blocks, x0, chol, static, gaps))
                 stopped = stop_rule(
-                    checked_sites(draws, symmetric_thresholds), min_ess=min_ess, max_rhat=max_rhat
+                    checked_sites(draws, priors), min_ess=min_ess, max_rhat=max_rhat
                 )
                 if stopped == "target":
                     break
@@ -410,14 +397,14 @@ def fit_nuts_whitened(
     diverging = np.concatenate([b[1] for b in blocks], axis=1)
     num_steps = np.concatenate([b[2] for b in blocks], axis=1)
     draws = _constrained_draws(static, data, x)
-    checked = checked_sites(draws, symmetric_thresholds)
+    checked = checked_sites(draws, priors)
     diagnostics = nuts_diagnostics(checked, diverging, x.shape[1], start)
     return Posterior(
         draws=draws,
         method="nuts",
         diagnostics=diagnostics,
         info={
-            "padded_shape": static[:5],
+            "padded_shape": static.sizes,
             "sampler": "nuts-whitened",
             "gaps": gaps,
             "prep_seconds": prep_seconds,
@@ -483,11 +470,11 @@ def _constrained_draws(static: ModelKey, data: GRMData, x: np.ndarray) -> dict[s
         lo, hi, shape = offsets[name]
         return x[..., lo:hi].reshape(x.shape[:-1] + shape)
 
-    symmetric = bool(static.symmetric)
+    symmetric = bool(static.priors.symmetric)
     c, p = data.num_comparisons, data.num_items
     b_name = "b_half" if symmetric else "b"
     items = np.concatenate([site("log_alpha")[..., None], site(b_name)], axis=-1)
-    log_alpha, b = _constrain_items(items, symmetric, data.num_categories)
+    log_alpha, b = _constrain_items(items, static.priors, data.num_categories)
     draws = {
         "log_alpha": log_alpha[..., :p],
         "alpha": np.exp(log_alpha[..., :p]),
@@ -503,7 +490,7 @@ def _constrained_draws(static: ModelKey, data: GRMData, x: np.ndarray) -> dict[s
         draws["theta"] = site("theta")[..., :c]
     if data.has_cells:
         draws["tau"] = np.exp(site("tau"))
-    if static.lapse:
+    if static.priors.lapse:
         draws["lapse"] = 1.0 / (1.0 + np.exp(-site("lapse")))
     return draws
 

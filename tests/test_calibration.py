@@ -366,7 +366,7 @@ def test_the_default_preset_is_robust_and_the_model_based_treatment_is_asked_for
 
 
 def test_a_lapse_rate_is_refused_where_it_would_be_dropped_or_collapse():
-    from stan_free_models.inference import _static_key, pad_data
+    from stan_free_models.inference import Priors, _static_key, pad_data
 
     data = GRMData(
         comparison=np.array([0, 1]),
@@ -378,7 +378,7 @@ def test_a_lapse_rate_is_refused_where_it_would_be_dropped_or_collapse():
         num_categories=3,
     )
     with pytest.raises(ValueError, match="lapse needs the cells"):
-        _static_key(pad_data(data), 1.0, 2.0, False, 1.0, True)
+        _static_key(pad_data(data), Priors(lapse=True))
     with pytest.raises(ValueError, match="lapse needs cell_effect=True"):
         preset_config("paper", lapse=True)
     with pytest.raises(ValueError, match="needs integrate_tau=True"):
@@ -391,5 +391,5 @@ def test_a_lapse_rate_is_refused_where_it_would_be_dropped_or_collapse():
 
     with pytest.raises(ValueError, match="lapse needs cells"):
         seeded(graded_response, 0)(
-            np.array([0]), np.array([0]), 1, 1, 3, y=np.array([1]), lapse=True
+            np.array([0]), np.array([0]), 1, 1, 3, y=np.array([1]), priors=Priors(lapse=True)
         )

@@ -83,7 +83,7 @@ def test_compiled_fast_path_is_keyed_the_same_way_for_every_model(model):
 
 def test_sampler_cache_builds_once_per_model_shape_and_settings():
     static_bt = bt_inference._static_key(bt_inference.pad_data(bt_data()), 1.0, 1.0)
-    static_grm = inference._static_key(inference.pad_data(grm_data()), 1.0, 2.0, False)
+    static_grm = inference._static_key(inference.pad_data(grm_data()))
     settings = NutsSettings.of(1, 10, 10, False, 0.8, None)
     before = engine.TRACE_COUNTS["nuts"]
     bt_mcmc = engine.cached_mcmc(BT_SPEC, static_bt, settings)

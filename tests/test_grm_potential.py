@@ -17,6 +17,7 @@ from stan_free_models.inference import (
     _static_key,
     pad_data,
 )
+from stan_free_models.model_key import Priors
 
 
 def _data(rng, num_categories: int, per_system: bool) -> GRMData:
@@ -52,7 +53,10 @@ def test_the_direct_potential_is_numpyros(num_categories, per_system, symmetric,
     rng = np.random.default_rng(num_categories + 10 * per_system + 100 * symmetric)
     padded = pad_data(_data(rng, num_categories, per_system))
     alpha_scale, b_scale, theta_scale = scales
-    static = _static_key(padded, alpha_scale, b_scale, symmetric, theta_scale=theta_scale)
+    priors = Priors(
+        alpha_scale=alpha_scale, b_scale=b_scale, theta_scale=theta_scale, symmetric=symmetric
+    )
+    static = _static_key(padded, priors)
     args = _dynamic_args(padded)
     reference = GRM_SPEC.potential(static)
     assert isinstance(GRM_SPEC, ModelSpec)

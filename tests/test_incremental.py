@@ -18,6 +18,7 @@ from stan_free_models.incremental import (
     update_skills,
 )
 from stan_free_models.laplace import fit_laplace
+from stan_free_models.model_key import Priors
 from stan_free_models.simulate import simulate_judgments
 
 SYSTEMS = [f"s{i}" for i in range(6)]
@@ -41,15 +42,10 @@ def _data(frame: pl.DataFrame):
 
 def _base(frame: pl.DataFrame, symmetric: bool, theta_scale: float = 1.0):
     cells, data = _data(frame)
-    full = fit_laplace(
-        data,
-        rng_key=KEY,
-        num_draws=200,
-        symmetric_thresholds=symmetric,
-        theta_scale=theta_scale,
-    )
+    priors = Priors(symmetric=symmetric, theta_scale=theta_scale)
+    full = fit_laplace(data, rng_key=KEY, num_draws=200, priors=priors)
     items = ItemPoint.from_mode(
-        full.mode["items"][: data.num_items], symmetric=symmetric, num_categories=3
+        full.mode["items"][: data.num_items], priors=priors, num_categories=3
     )
     s = len(SYSTEMS)
     at_mode = update_skills(
@@ -58,7 +54,7 @@ def _base(frame: pl.DataFrame, symmetric: bool, theta_scale: float = 1.0):
         init=full.mode["global"][:s],
         rng_key=KEY,
         max_steps=0,
-        theta_scale=theta_scale,
+        priors=priors,
     )
     term = item_uncertainty(full.info["cov_global"], at_mode.conditional_cov)
     return cells, data, full, items, term
@@ -72,7 +68,12 @@ def test_on_the_full_fits_data_an_update_reproduces_its_mode_and_covariance(
     s = len(SYSTEMS)
     # from a cold start: Newton has to find the mode itself
     fit = update_skills(
-        data, items, init=np.zeros(s), item_term=term, rng_key=KEY, theta_scale=theta_scale
+        data,
+        items,
+        init=np.zeros(s),
+        item_term=term,
+        rng_key=KEY,
+        priors=Priors(symmetric=symmetric, theta_scale=theta_scale),
     )
     assert fit.converged and fit.num_steps >= 2
     np.testing.assert_allclose(fit.mode, full.mode["global"][:s], atol=1e-4)
@@ -99,7 +100,7 @@ def test_with_five_percent_more_judgments_an_update_tracks_a_full_refit(log, sym
     assert (cells1.pair_a == cells0.pair_a).all() and (cells1.pair_b == cells0.pair_b).all()
     s = len(SYSTEMS)
     update = update_skills(data1, items, init=base.mode["global"][:s], item_term=term, rng_key=KEY)
-    refit = fit_laplace(data1, rng_key=KEY, num_draws=200, symmetric_thresholds=symmetric)
+    refit = fit_laplace(data1, rng_key=KEY, num_draws=200, priors=Priors(symmetric=symmetric))
     sd = np.sqrt(np.diag(refit.info["cov_global"]))
     shift = (update.mode - refit.mode["global"][:s]) / sd
     assert np.abs(shift).max() < 0.1, shift

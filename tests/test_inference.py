@@ -9,6 +9,7 @@ import pytest
 from stan_free_models import inference, laplace
 from stan_free_models.inference import GRMData, bucket, pad_data
 from stan_free_models.laplace import fit_laplace
+from stan_free_models.model_key import Priors
 from stan_free_models.nuts import fit_nuts
 from stan_free_models.simulate import draw_truth, simulate_net_ratings
 
@@ -143,7 +144,7 @@ def test_symmetric_thresholds_recover_and_stay_symmetric():
     d = np.abs(rng.normal(0.0, 1.5, 100)) + 0.1
     truth = type(truth)(theta=truth.theta, alpha=truth.alpha, b=np.stack([-d, d], axis=1))
     data = simulate_net_ratings(rng, truth)
-    post = fit_laplace(data, rng_key=KEY, symmetric_thresholds=True, num_draws=DRAWS)
+    post = fit_laplace(data, rng_key=KEY, priors=Priors(symmetric=True), num_draws=DRAWS)
     b = post.flat("b")
     assert b.shape[-1] == 2
     assert np.allclose(b[..., 0], -b[..., 1])
@@ -298,7 +299,7 @@ def test_item_prior_matches_the_models_potential(symmetric):
     from stan_free_models.conditional import item_log_prior
 
     padded = pad_data(_unobserved(num_categories=5))
-    static = inference._static_key(padded, 1.0, 2.0, symmetric)
+    static = inference._static_key(padded, Priors(symmetric=symmetric))
     potential = inference._potential_fn(static)
     args = inference._dynamic_args(padded)
     rng = np.random.default_rng(0)
@@ -306,7 +307,8 @@ def test_item_prior_matches_the_models_potential(symmetric):
     items = [rng.normal(0, 0.7, (padded.num_items, size)).astype(np.float32) for _ in range(2)]
     g = jnp.zeros(padded.num_comparisons)
     u = [float(potential(inference._split_params(static, g, jnp.asarray(i)), *args)) for i in items]
-    lp = [float(item_log_prior(jnp.asarray(i), 1.0, 2.0, symmetric, 5)[0].sum()) for i in items]
+    priors = Priors(symmetric=symmetric)
+    lp = [float(item_log_prior(jnp.asarray(i), priors, 5)[0].sum()) for i in items]
     assert lp[0] - lp[1] == pytest.approx(u[1] - u[0], abs=1e-3)
 
 
@@ -324,7 +326,7 @@ def test_theta_prior_scale_is_the_models_potential(per_system):
     items = jnp.zeros((padded.num_items, 3))
 
     def potential(scale):
-        static = inference._static_key(padded, 1.0, 2.0, False, theta_scale=scale)
+        static = inference._static_key(padded, Priors(theta_scale=scale))
         u = inference._potential_fn(static)(inference._split_params(static, g, items), *args)
         return float(u)
 
@@ -355,9 +357,7 @@ def test_exact_item_draws_undo_a_misplaced_proposal():
         np.zeros(8, np.int64),
         np.zeros(8, np.int64),
         np.zeros((8, 3)),
-        alpha_scale=1.0,
-        b_scale=2.0,
-        symmetric=False,
+        priors=Priors(),
         num_categories=3,
         num_candidates=64,
     )
@@ -435,12 +435,9 @@ def test_refinement_sweeps_keep_the_exact_posterior_and_ignore_a_misplaced_propo
         items_mode=np.broadcast_to(np.array([1.0, 1.0, 0.5]), (1, 3, 3)).copy(),
         item_chol=np.broadcast_to(0.6 * np.eye(3), (1, 3, 3, 3)).copy(),
         theta_step=np.full((1, 2), 1.5),
-        alpha_scale=1.0,
-        b_scale=2.0,
-        symmetric=False,
+        priors=Priors(theta_scale=theta_scale),
         num_categories=3,
         sweeps=6,
-        theta_scale=theta_scale,
     )
     assert np.all(info["accept"] > 0.1) and np.all(info["moved"] > 0.05)  # the sweeps moved
     after = {"theta": out_theta, "log_alpha": out_items[..., 0], "b1": out_items[..., 1]}
@@ -469,7 +466,7 @@ def test_the_item_marginal_correction_matches_a_brute_force_integral(lapse):
     lapse_j = None if lapse is None else jnp.float32(lapse)
 
     def log_joint(items):  # (N, 2) -> (N,)
-        lp, alpha, b = item_log_prior(jnp.asarray(items, jnp.float32), 1.0, 2.0, True, 3)
+        lp, alpha, b = item_log_prior(jnp.asarray(items, jnp.float32), Priors(symmetric=True), 3)
 
         def one(a, bb):
             return cell_counts_log_lik(
@@ -502,9 +499,7 @@ def test_the_item_marginal_correction_matches_a_brute_force_integral(lapse):
         cell_comp,
         cell_item,
         counts,
-        alpha_scale=1.0,
-        b_scale=2.0,
-        symmetric=True,
+        priors=Priors(symmetric=True),
         num_categories=3,
         num_candidates=20_000,
     )

@@ -81,7 +81,7 @@ def test_the_sandwich_of_the_block_solve_matches_a_dense_one():
     _, cells = _split_cells()
     data = model_data(cells, likelihood="judgment")
     padded = pad_data(data)
-    static = _static_key(padded, 1.0, 2.0, False)
+    static = _static_key(padded)
     x0 = start_of(padded)
     args = _dynamic_args(padded)
     fit = _compiled_laplace(static, 500, 4, False, True)

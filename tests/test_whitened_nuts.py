@@ -12,6 +12,7 @@ from jax.flatten_util import ravel_pytree
 from adaptive.cells import build_cells
 from adaptive.fitting import model_data
 from stan_free_models.inference import _dynamic_args, _potential_fn, _static_key, pad_data
+from stan_free_models.model_key import Priors
 from stan_free_models.nuts import fit_nuts
 from stan_free_models.simulate import simulate_campaign
 from stan_free_models.whitened_nuts import (
@@ -48,8 +49,8 @@ def campaign_data(
 def test_coloured_hessian_equals_the_dense_hessian(parameterization, symmetric):
     data = campaign_data(3, 4, 12, parameterization)
     padded = pad_data(data)
-    static = _static_key(padded, 1.0, 2.0, symmetric, 1.0)
-    x0 = _mode_vector(data, static, symmetric_thresholds=symmetric)
+    static = _static_key(padded, Priors(symmetric=symmetric))
+    x0 = _mode_vector(data, static)
     args = _dynamic_args(padded)
     coloured = laplace_hessian(static, x0, args)
     # reference: jax.hessian, one column per parameter
@@ -82,7 +83,7 @@ def test_arrowhead_whitening_floors_a_prompt_block_that_is_not_positive_definite
     """A flat or concave prompt block gets curvature ``MIN_CURVATURE``: the factor stays finite."""
     data = campaign_data(3, 4, 12)
     padded = pad_data(data)
-    static = _static_key(padded, 1.0, 2.0, False, 1.0)
+    static = _static_key(padded)
     x0 = _mode_vector(data, static)
     hess = laplace_hessian(static, x0, _dynamic_args(padded))
     arrow = arrowhead_whitening(hess, static)
@@ -113,7 +114,9 @@ def test_whitened_and_diagonal_nuts_give_the_same_posterior(lapse):
     start; with the lapse (the default model), on a campaign with 25% random annotators."""
     data = campaign_data(5, 5, 40, random_annotators=0.25 if lapse else 0.0)
     key = jax.random.PRNGKey(2)
-    opts = dict(rng_key=key, num_chains=2, num_warmup=300, num_samples=300, lapse=lapse)
+    opts = dict(
+        rng_key=key, num_chains=2, num_warmup=300, num_samples=300, priors=Priors(lapse=lapse)
+    )
     plain = fit_nuts(data, **opts)
     white = fit_nuts_whitened(data, **opts)
     assert white.diagnostics.max_rhat() < 1.05
@@ -185,7 +188,7 @@ def test_softplus_gaps_are_a_change_of_variables_of_the_same_density():
 
     data = paper_data(1, 4, 12)
     padded = pad_data(data)
-    static = _static_key(padded, 1.0, 2.0, False, 1.0)
+    static = _static_key(padded)
     index = gap_index(static)
     params = _example_params(static)
     assert len(index) == params["b"][:, 1:].size and len(index) > 0
@@ -219,7 +222,7 @@ def test_softplus_gaps_are_a_change_of_variables_of_the_same_density():
     expected = float(u_log(jnp.asarray(x, jnp.float32), args)) - log_jac
     assert abs(float(u_soft(y32, args)) - expected) < 1e-3 * max(1.0, abs(expected))
     # symmetric thresholds have no free gaps: the sampler's coordinates are the model's
-    sym = _static_key(padded, 1.0, 2.0, True, 1.0)
+    sym = _static_key(padded, Priors(symmetric=True))
     assert len(gap_index(sym)) == 0
 
 
@@ -263,7 +266,7 @@ def test_softplus_coordinates_at_the_extremes():
     from stan_free_models.whitened_nuts import gap_index, to_model, to_sampler
 
     data = paper_data(1, 4, 12)
-    static = _static_key(pad_data(data), 1.0, 2.0, False, 1.0)
+    static = _static_key(pad_data(data))
     index = gap_index(static)
     y = np.zeros(len(_mode_vector(data, static)))
     y[index[: len(ys)]] = ys[: len(index)]
@@ -281,11 +284,16 @@ def test_the_sampler_in_softplus_coordinates_has_its_own_hessian_and_compiled_sa
     """The coloured Hessian of the softplus potential against jax.hessian (7 categories),
     and the cache keeps the two coordinate systems' samplers apart."""
     from stan_free_models.engine import NutsSettings, cached_mcmc
-    from stan_free_models.whitened_nuts import WHITENED_SPEC, _flat_potential, to_sampler
+    from stan_free_models.whitened_nuts import (
+        WHITENED_SPEC,
+        WhitenedKey,
+        _flat_potential,
+        to_sampler,
+    )
 
     data = paper_data(2, 4, 12)
     padded = pad_data(data)
-    static = _static_key(padded, 1.0, 2.0, False, 1.0)
+    static = _static_key(padded)
     args = _dynamic_args(padded)
     y0 = to_sampler(_mode_vector(data, static), static, "softplus")
     coloured = laplace_hessian(static, y0, args, "softplus")
@@ -297,10 +305,10 @@ def test_the_sampler_in_softplus_coordinates_has_its_own_hessian_and_compiled_sa
     # the log-coordinates Hessian at the same point is a different matrix
     assert np.max(np.abs(laplace_hessian(static, y0, args, "log") - coloured)) > 1e-2
     settings = NutsSettings.of(1, 5, 5, False, 0.8, None)
-    soft = cached_mcmc(WHITENED_SPEC, static + ("softplus",), settings)
-    log = cached_mcmc(WHITENED_SPEC, static + ("log",), settings)
+    soft = cached_mcmc(WHITENED_SPEC, WhitenedKey(static, "softplus"), settings)
+    log = cached_mcmc(WHITENED_SPEC, WhitenedKey(static, "log"), settings)
     assert soft is not log
-    assert cached_mcmc(WHITENED_SPEC, static + ("softplus",), settings) is soft
+    assert cached_mcmc(WHITENED_SPEC, WhitenedKey(static, "softplus"), settings) is soft
     key = jax.random.PRNGKey(0)
     fits = {
         g: fit_nuts_whitened(
@@ -312,6 +320,11 @@ def test_the_sampler_in_softplus_coordinates_has_its_own_hessian_and_compiled_sa
     assert not np.allclose(fits["log"].draws["theta"], fits["softplus"].draws["theta"])
     # symmetric thresholds have no free gaps: the model's coordinates, and it says so
     sym = fit_nuts_whitened(
-        data, rng_key=key, num_chains=2, num_warmup=100, num_samples=30, symmetric_thresholds=True
+        data,
+        rng_key=key,
+        num_chains=2,
+        num_warmup=100,
+        num_samples=30,
+        priors=Priors(symmetric=True),
     )
     assert sym.info["gaps"] == "log"
