@@ -60,27 +60,19 @@ def stream_config(method: str = "fast", **kwargs: Any) -> FitConfig:
     free thresholds rank GPT-3 above Blender, against the raw win shares and Tack &
     Piech; symmetric thresholds give Teacher > Blender > GPT-3).
 
-    As the default model (``adaptive.fitting.preset_config``): one MAP + Laplace fit with
-    the abilities' intervals widened to their cluster-robust sd, so a cell judged three
-    times does not count as three independent prompts, at the cost of one fit: every
-    update refits the items with the skills. ``cell_effect=True`` (or a lapse) asks for
-    the model-based treatment instead (a grid of fits over the cell effect's sd; skill-only
-    updates then cannot be used, as they take judgments as independent).
+    The default model (``adaptive.fitting.preset_config``, which resolves ``kwargs``): one
+    MAP + Laplace fit with the abilities' intervals widened to their cluster-robust sd, so
+    a cell judged three times does not count as three independent prompts, at the cost of
+    one fit: every update refits the items with the skills. ``cell_effect=True`` (or a
+    lapse) asks for the model-based treatment instead (a grid of fits over the cell
+    effect's sd; skill-only updates then cannot be used, as they take judgments as
+    independent).
     """
-    from adaptive.fitting import FitConfig
+    from adaptive.fitting import preset_config
 
-    kwargs.setdefault("thresholds", "symmetric")
-    kwargs.setdefault("cell_effect", False)
-    kwargs.setdefault("refine_sweeps", 0)
-    kwargs.setdefault("exact_items", False)
-    modelled = (
-        kwargs["cell_effect"]
-        or kwargs.get("lapse")
-        or kwargs["exact_items"]
-        or kwargs["refine_sweeps"]
+    return preset_config(
+        "default", method=method, likelihood="judgment", parameterization="system", **kwargs
     )
-    kwargs.setdefault("robust", not modelled)
-    return FitConfig(method=method, likelihood="judgment", parameterization="system", **kwargs)
 
 
 def remap_init(

@@ -107,31 +107,42 @@ def fit(
             the model's cell effect and turns the default's robust intervals off.
         group_redundant: group prompts whose judgments correlate > 0.6.
     """
-    from adaptive.fitting import preset_config
     from adaptive.pipeline import analyze
 
     judgments = read(data)
-    overrides: dict[str, Any] = {}
-    if likelihood is not None:
-        overrides["likelihood"] = likelihood
-        if likelihood == "net":
-            overrides["cell_effect"] = False
-    if lapse is not None:
-        overrides["lapse"] = lapse
-    if parameterization == "system":
-        overrides["thresholds"] = "symmetric"
-    config = preset_config(
-        preset,
-        method=_method(method),
+    config = _fit_config(
+        method=method,
+        preset=preset,
+        likelihood=likelihood,
         parameterization=parameterization,
+        lapse=lapse,
         num_draws=num_draws,
         num_chains=num_chains,
         num_warmup=num_warmup,
         num_samples=num_samples,
         seed=seed,
-        **overrides,
     )
     return analyze(judgments, dimension=dimension, config=config, group_redundant=group_redundant)
+
+
+def _fit_config(
+    *,
+    method: str = "fast",
+    preset: str = "default",
+    likelihood: str | None = None,
+    parameterization: str = "comparison",
+    lapse: bool | None = None,
+    **run: Any,
+):
+    """The FitConfig of :func:`fit`'s arguments: what the user chose, resolved by
+    :func:`adaptive.fitting.preset_config` (the command line's and the service's too)."""
+    from adaptive.fitting import preset_config
+
+    chosen: dict[str, Any] = {"likelihood": likelihood, "lapse": lapse}
+    overrides = {k: v for k, v in chosen.items() if v is not None}
+    return preset_config(
+        preset, method=_method(method), parameterization=parameterization, **run, **overrides
+    )
 
 
 def significance(

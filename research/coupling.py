@@ -26,6 +26,7 @@ from adaptive.cells import build_cells  # noqa: E402
 from adaptive.data import read_judgments  # noqa: E402
 from adaptive.decisions import decide_cells  # noqa: E402
 from adaptive.fitting import FitConfig, fit_cells  # noqa: E402
+from stan_free_models.conditional import REFINE_SWEEPS  # noqa: E402
 
 
 def z_of(posterior):
@@ -41,8 +42,11 @@ def main() -> int:
     args = parser.parse_args()
     judgments = read_judgments(ROOT / "data" / "chateval_ncm" / "judgments.csv")
     rng = np.random.default_rng(args.seed)
+    # the model-based fast path of the time: exact item draws and Gibbs sweeps, no robust
+    # intervals (FitConfig's defaults are the default model's, which has neither)
+    model_based = dict(exact_items=True, refine_sweeps=REFINE_SWEEPS, robust=False)
     if args.model == "paper":
-        config = FitConfig(method="fast", likelihood="net", num_draws=2000)
+        config = FitConfig(method="fast", likelihood="net", num_draws=2000, **model_based)
     else:
         config = FitConfig(
             method="fast",
@@ -50,6 +54,7 @@ def main() -> int:
             thresholds="symmetric",
             cell_effect=True,
             num_draws=2000,
+            **model_based,
         )
     full_cells = build_cells(judgments)
     z_full = z_of(fit_cells(full_cells, config))

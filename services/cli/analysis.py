@@ -97,8 +97,9 @@ def _add_fit_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--b-scale",
         type=float,
-        default=2.0,
-        help="prior sd of the thresholds b (it also pins where theta = 0 lies; see docs/statistics.md)",
+        default=None,
+        help="prior sd of the thresholds b (it also pins where theta = 0 lies; see "
+        "docs/statistics.md); default: the model's, 2",
     )
     parser.add_argument(
         "--thresholds",
@@ -133,7 +134,12 @@ def _add_fit_args(parser: argparse.ArgumentParser) -> None:
         "annotators); implies --cell-effect; refused with --preset paper, --likelihood net "
         "or --no-cell-effect",
     )
-    parser.add_argument("--alpha-scale", type=float, default=1.0, help="prior sd of log alpha")
+    parser.add_argument(
+        "--alpha-scale",
+        type=float,
+        default=None,
+        help="prior sd of log alpha; default: the model's, 1",
+    )
     parser.add_argument(
         "--theta-scale",
         type=float,
@@ -153,20 +159,18 @@ def _add_fit_args(parser: argparse.ArgumentParser) -> None:
 
 def fit_config(args: argparse.Namespace) -> Any:
     """The FitConfig of ``significance`` / ``items`` arguments (exits with the reason when
-    they do not make one)."""
+    they do not make one). Only what the user chose goes to the resolver
+    (:func:`adaptive.fitting.preset_config`), which fills in the rest from the preset."""
     from adaptive.fitting import preset_config
     from stan_free_models.conditional import REFINE_SWEEPS
 
-    overrides = {}
-    if args.likelihood is not None:
-        overrides["likelihood"] = args.likelihood
-    if args.thresholds is not None:
-        overrides["thresholds"] = args.thresholds
-    elif args.preset == "paper" and args.parameterization == "system":
-        overrides["thresholds"] = "symmetric"  # free thresholds leave per-system skills adrift
-    if args.no_cell_effect or overrides.get("likelihood") == "net":
+    overrides: dict[str, Any] = {}
+    for name in ("likelihood", "thresholds", "b_scale", "alpha_scale"):
+        if getattr(args, name) is not None:
+            overrides[name] = getattr(args, name)
+    if args.no_cell_effect:
         overrides["cell_effect"] = False
-    elif args.cell_effect or args.lapse:
+    elif args.cell_effect:
         overrides["cell_effect"] = True
     draws: dict[str, int] = {"num_samples": NUTS_DRAWS} if args.method == "nuts" else {}
     if args.draws is not None:
@@ -207,8 +211,6 @@ def fit_config(args: argparse.Namespace) -> Any:
             num_warmup=args.warmup,
             **draws,
             seed=args.seed,
-            b_scale=args.b_scale,
-            alpha_scale=args.alpha_scale,
             progress=not args.quiet,
             **overrides,
         )

@@ -87,6 +87,7 @@ def recommend_from_file(args: argparse.Namespace) -> list[dict[str, Any]]:
         # the batch needs the decisions and the systems' order, not calibrated intervals
         exact_items=False,
         integrate_tau=False,
+        robust=False,
     )
     fits = []
     for dim in dims:
