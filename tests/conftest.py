@@ -59,3 +59,26 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 def thread_server():
     """Factory: ``with thread_server(settings) as srv: httpx.get(srv.url + ...)``."""
     return ThreadServer
+
+
+#: the test files that took longest in a measured default run (--durations), started first:
+#: ``--dist loadfile`` hands whole files to the workers in collection order, and the
+#: alphabetical order left the longest files (whitened_nuts, inference) for the end, where one
+#: worker ran them while the other waited. Longest first keeps both busy to the end.
+LONGEST_FIRST = (
+    "test_inference.py",
+    "test_whitened_nuts.py",
+    "test_loco.py",
+    "test_engine.py",
+    "test_fit_threads.py",
+    "test_cli.py",
+    "test_incremental.py",
+    "test_calibration.py",
+    "test_streaming.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Longest test files first, each file's own order kept (a stable sort)."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
