@@ -13,7 +13,12 @@ each variant of var(ȳ_c):
   (1 - h) v / k), the residual where the data can speak and the model's variance for the
   share of the cell's noise the fit absorbed;
 * ``blend3``: (ȳ_c - m̂_c)^2 / (1 - h_c) over the uncapped part plus the model's variance
-  beyond the cap.
+  beyond the cap;
+* ``hc25``: (ȳ_c - m̂_c)^2 / (1 - h_c)^1.5, between the two;
+* ``hc2_cap95``: HC2 with leverages capped at 0.95;
+* ``hc2_satt``: HC2 with the Student t's degrees of freedom of a sum of independent
+  one-degree terms (Welch-Satterthwaite: (sum a_c)^2 / sum a_c^2, a_c the cells' terms)
+  instead of cells - 1.
 
     python research/net_se_variants.py --kinds rough net-split varied paper \\
         --fractions 0.05 0.15 --campaigns 20 --jsonl research/calibration/net_se_variants.jsonl
@@ -39,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-VARIANTS = ("hc2", "hc3", "blend", "blend3")
+VARIANTS = ("hc2", "hc3", "blend", "blend3", "hc25", "hc2_cap95", "hc2_satt")
 
 
 def variant_sds(y, k, comp, num_comparisons, fit, cap) -> dict[str, np.ndarray]:  # noqa: ANN001
@@ -53,12 +58,21 @@ def variant_sds(y, k, comp, num_comparisons, fit, cap) -> dict[str, np.ndarray]:
         "hc3": resid_sq / (1.0 - hc) ** 2,
         "blend": resid_sq + h * model_var,
         "blend3": resid_sq / (1.0 - hc) + np.maximum(h - hc, 0.0) * model_var,
+        "hc25": resid_sq / (1.0 - hc) ** 1.5,
+        "hc2_cap95": resid_sq / (1.0 - np.minimum(h, 0.95)),
     }
     n = np.bincount(comp, minlength=num_comparisons).astype(float)
-    return {
+    out = {
         name: np.sqrt(np.bincount(comp, weights=v, minlength=num_comparisons)) / np.maximum(n, 1)
         for name, v in per_cell.items()
     }
+    a = per_cell["hc2"]
+    total = np.bincount(comp, weights=a, minlength=num_comparisons)
+    squares = np.bincount(comp, weights=a**2, minlength=num_comparisons)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["df_satt"] = np.nan_to_num(total**2 / squares, nan=1.0)
+    out["hc2_satt"] = out["hc2"]
+    return out
 
 
 def one_fit(kind: str, seed: int, fraction: float, comparisons: int, prompts: int) -> dict:
@@ -107,7 +121,8 @@ def one_fit(kind: str, seed: int, fraction: float, comparisons: int, prompts: in
         "truth": fitted_truth(camp, cells).tolist(),
         "cells": n.tolist(),
         "high_leverage_share": float(np.mean(fit.leverage > MAX_LEVERAGE)),
-        **{f"sd_{name}": v.tolist() for name, v in sds.items()},
+        **{f"sd_{name}": v.tolist() for name, v in sds.items() if name != "df_satt"},
+        "df_satt": sds["df_satt"].tolist(),
     }
 
 
@@ -117,15 +132,18 @@ def summarize(path: str) -> None:
     rows = [json.loads(line) for line in open(path)]
     keys = sorted({(r["kind"], r["fraction"]) for r in rows})
     print(f"{'kind':10} {'share':>6} {'fits':>4} " + " ".join(f"{v:>16}" for v in VARIANTS))
+    rows = [r for r in rows if "df_satt" in r]
     for kind, frac in keys:
         rr = [r for r in rows if r["kind"] == kind and r["fraction"] == frac]
         est = np.concatenate([r["est"] for r in rr])
         truth = np.concatenate([r["truth"] for r in rr])
         n = np.concatenate([r["cells"] for r in rr])
-        q = stats.t.ppf(0.975, np.maximum(n - 1, 1))
+        q_cells = stats.t.ppf(0.975, np.maximum(n - 1, 1))
+        df_satt = np.concatenate([r["df_satt"] for r in rr])
         cols = []
         for v in VARIANTS:
             sd = np.concatenate([r[f"sd_{v}"] for r in rr])
+            q = stats.t.ppf(0.975, np.maximum(df_satt, 1)) if v.endswith("satt") else q_cells
             z = (est - truth) / sd
             cover = np.mean(np.abs(z) <= q)
             cols.append(f"{cover:.3f} sdz {np.std(z):.2f}")
