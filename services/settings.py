@@ -142,6 +142,12 @@ class Settings(BaseSettings):
     poll_seconds: float = Field(
         default=5.0, gt=0, description="how often to look for judgments written elsewhere"
     )
+    prepare_next_shape: bool = Field(
+        default=True,
+        description="past 80% of the judgments the fits' compiled programs are padded to, "
+        "compile the next padded size on a thread of its own, so the update that crosses "
+        "into it does not wait on a compile",
+    )
     nuts: bool = Field(default=True, description="run the scheduled NUTS refits at all")
     nuts_max_judgments: int = Field(
         default=30_000,

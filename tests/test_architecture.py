@@ -353,6 +353,6 @@ def test_the_compile_key_is_read_by_name_never_by_position():
         num_items=1,
         num_categories=3,
     )
-    key = _static_key(data, 1.0, 2.0, False)
-    assert isinstance(key, ModelKey) and key.num_cells is None and key.b_scale == 2.0
+    key = _static_key(data)
+    assert isinstance(key, ModelKey) and key.num_cells is None and key.priors.b_scale == 2.0
     assert hash(key) == hash(tuple(key))  # the same compile key as before it had names

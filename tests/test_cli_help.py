@@ -39,7 +39,7 @@ def test_the_command_table_names_what_each_module_registers():
         sub = argparse.ArgumentParser().add_subparsers()
         importlib.import_module(module).register(sub)
         assert tuple(sub.choices) == commands, module
-    for module, commands in COMMANDS.items():
+    for commands in COMMANDS.values():
         for command in commands:
             parser = build_parser(command)
             (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]

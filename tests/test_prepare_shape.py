@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 
 from adaptive import streaming as st
-from services.api.refresher import PREPARE_SHARE, Refresher, next_shape
+from services.api.refresher import Refresher
+from services.api.schedule import PREPARE_SHARE, next_shape
 from services.settings import Settings
 from stan_free_models.engine import TRACE_COUNTS
 from stan_free_models.inference import OBS_BUCKET_MINIMUM, bucket

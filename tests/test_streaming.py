@@ -275,7 +275,11 @@ def test_batches_reuse_the_compiled_fit_and_warm_start() -> None:
         latest_fn=memory.latest,
         # every fast update a full fit (the skill-only updates have their own test)
         config=Settings(
-            nuts=False, fast_num_draws=200, snapshot_max_draws=200, skill_updates=False
+            nuts=False,
+            fast_num_draws=200,
+            snapshot_max_draws=200,
+            skill_updates=False,
+            prepare_next_shape=False,  # its own test: tests/test_prepare_shape.py
         ),
     )
     memory.visible = 200  # 200..256 judgments share one padded shape bucket
@@ -317,7 +321,9 @@ def test_background_worker_publishes_after_notify() -> None:
         load_fn=memory.load,
         publish_fn=memory.publish,
         latest_fn=memory.latest,
-        config=Settings(nuts=False, fast_num_draws=200, snapshot_max_draws=200),
+        config=Settings(
+            nuts=False, fast_num_draws=200, snapshot_max_draws=200, prepare_next_shape=False
+        ),
     ).start()
     try:
         memory.visible = 200

@@ -55,8 +55,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                 continue  # that group of commands is not installed
             raise
         module.register(sub)
-    for command in sub.choices.values():
-        _show_defaults(command)
+    for child in sub.choices.values():
+        _show_defaults(child)
     return parser
 
 
