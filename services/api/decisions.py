@@ -3,6 +3,9 @@
 Model-free: each comparison's decision uses its own judgments only, in arrival order
 (:mod:`adaptive.decisions`). Comparisons are all pairs of the project's systems in each
 dimension with judgments, the same family the next-batch recommender splits alpha over.
+The decisions are a running state per project and dimension (:mod:`services.api.tally`),
+advanced by the judgments stored since the last read, so a read costs the new judgments
+and the comparisons, not the campaign.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from pydantic import BaseModel, Field
 from adaptive.decisions import DecisionRule, decide, decision_rows
 from services.api.deps import ProjectId, State
 from services.api.errors import error_responses
-from services.store import repository as repo
+from services.api.tally import concat, take
 
 router = APIRouter()
 
@@ -102,19 +105,27 @@ def decisions(
     """Each comparison's decision from its own judgments, valid at every look: the error
     bound holds however often anyone asks. Alpha is split evenly across all pairs of
     systems in every dimension with judgments (Bonferroni)."""
-    with state.store.read() as conn:
-        systems = [r["system_id"] for r in repo.list_systems(conn=conn, project_id=project_id)]
-        dims = [d["dimension_id"] for d in repo.list_dimensions(conn=conn, project_id=project_id)]
-        rows_by_dim = {
-            d: repo.fetch_judgments(conn=conn, project_id=project_id, dimension=d) for d in dims
-        }
-    rows_by_dim = {d: r for d, r in rows_by_dim.items() if r}
-    names, comp, prompt, signed = campaign_comparisons(systems, rows_by_dim)
     rule = DecisionRule(alpha=alpha, margin=margin, unit=unit)
-    result = decide(comp, prompt, signed, len(names), rule)
+    tally = state.tallies.project(project_id)
+    with tally.lock:
+        state.tallies.advance(state.store, project_id)
+        systems = sorted(tally.systems)
+        dims = [d for d, t in sorted(tally.dimensions.items()) if t.num_judgments]
+        pairs = [frozenset((a, b)) for i, a in enumerate(systems) for b in systems[i + 1 :]]
+        names: list[tuple[str, str, str]] = []
+        parts = []
+        for d in dims:
+            dim = tally.dimensions[d]
+            ids = np.array([dim.pairs[p] for p in pairs], np.int64)
+            names += [(d, *dim.orient[c]) for c in ids.tolist()]
+            parts.append(take(dim.decisions(rule, len(pairs) * len(dims)), ids))
+        num_judgments = sum(tally.dimensions[d].num_judgments for d in dims)
+    if not parts:  # no judgment yet: no comparison
+        parts = [decide(np.zeros(0), np.zeros(0), np.zeros(0), 0, rule)]
+    result = concat(parts)
     rows = decision_rows(result, names)
     return DecisionsPublic(
         rule=result.rule,
-        num_judgments=int(len(comp)),
+        num_judgments=num_judgments,
         rows=[DecisionRow(**{k: v for k, v in r.items() if k != "rule"}) for r in rows],
     )

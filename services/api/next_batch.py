@@ -18,12 +18,15 @@ from collections import OrderedDict
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any
 
+import numpy as np
 from fastapi import APIRouter, Header
 from pydantic import BaseModel, ConfigDict, Field
 
+from adaptive.decisions import DecisionRule
 from adaptive.recommend import DEFAULT_BURN_IN, CellState, RecommenderState, Request
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError, error_responses
+from services.api.tally import ProjectTally, concat, flip, take
 from services.recommend_adapter import (
     CellNames,
     NamedFit,
@@ -155,36 +158,54 @@ def _replay(lease: repo.LeaseRow, key: str, fingerprint: str) -> NextBatchPublic
 
 
 def _prepare(
-    state: ServiceState, project_id: str, dims: list[str], seed: int
+    state: ServiceState, project_id: str, dims: list[str], seed: int, annotator: str
 ) -> tuple[RecommenderState, dict[str, Any]]:
-    """The recommender snapshot of the project's newest posteriors, with names."""
+    """The recommender snapshot of the project's newest posteriors, with names.
+
+    The judgments come from the project's running tally (:mod:`services.api.tally`):
+    a request reads those stored since the last one, not the campaign's.
+    """
     found = {d: state.snapshot(project_id, d) for d in dims}
     snaps = {d: s for d, s in found.items() if s is not None}
     if not snaps:
         raise ApiError(409, "no_snapshot", "no posterior snapshot yet: post judgments first")
+    tally = state.tallies.project(project_id)
+    with tally.lock:
+        state.tallies.advance(state.store, project_id)
+        key = (
+            project_id,
+            tuple((d, s.version) for d, s in sorted(snaps.items())),
+            tuple(tally.dimensions[d].num_judgments for d in sorted(snaps)),
+            seed,
+        )
+        with _CACHE_LOCK:
+            hit = _CACHE.get(key)
+            if hit is not None:
+                _CACHE.move_to_end(key)
+        if hit is None:
+            hit = _build(state, project_id, tally, snaps, seed)
+            with _CACHE_LOCK:
+                _CACHE[key] = hit
+                while len(_CACHE) > _CACHE_SIZE:
+                    _CACHE.popitem(last=False)
+        snapshot, maps = hit
+        exclude = _judged_by(tally, maps["names"], annotator) if annotator else None
+    return snapshot, {**maps, "exclude": exclude}
+
+
+def _build(
+    state: ServiceState, project_id: str, tally: ProjectTally, snaps: dict[str, Any], seed: int
+) -> tuple[RecommenderState, dict[str, Any]]:
+    """The recommender snapshot and the cells' state from the posteriors and the tally."""
     with state.store.read() as conn:
-        systems = [r["system_id"] for r in repo.list_systems(conn=conn, project_id=project_id)]
         prompt_rows = repo.list_prompts(conn=conn, project_id=project_id)
-        rows = {
-            d: repo.fetch_judgments(conn=conn, project_id=project_id, dimension=d) for d in snaps
-        }
-    key = (
-        project_id,
-        tuple((d, s.version) for d, s in sorted(snaps.items())),
-        tuple(len(r) for _, r in sorted(rows.items())),
-        seed,
-    )
-    with _CACHE_LOCK:
-        if key in _CACHE:
-            _CACHE.move_to_end(key)
-            return _CACHE[key]
     # every pair of known systems is a candidate comparison; pairs a snapshot
     # compared keep its orientation, the per-system skill gives the others
     # (systems it never saw get prior draws)
     snapshot, names = prepare(
         [NamedFit(d, s.systems, s.pair_a, s.pair_b, None, s.skill) for d, s in snaps.items()],
-        rows,
-        systems=[*systems, *(x for s in snaps.values() for x in s.systems)],
+        {},
+        systems=[*tally.systems, *(x for s in snaps.values() for x in s.systems)],
         prompts=[
             *(r["prompt_id"] for r in prompt_rows),
             *(x for s in snaps.values() for x in s.items),
@@ -197,20 +218,78 @@ def _prepare(
         for r in prompt_rows
         for system, text in (r.get("responses") or {}).items()
     }
-    cells, _ = cell_state(
-        names, (r for d in names.dimensions for r in rows[d]), responses=responses
+    cells, _ = cell_state(names, (), responses=responses)
+    num_c, num_p = len(names.comparisons), len(names.prompts)
+    judged = np.zeros(num_c * num_p, np.int64)
+    prompt_index = {p: i for i, p in enumerate(names.prompts)}
+    parts, total = [], 0
+    system_judgments = np.zeros_like(snapshot.system_judgments)
+    for d_index, d in enumerate(names.dimensions):
+        dim = tally.dimensions[d]
+        block = np.flatnonzero(snapshot.dimension == d_index)
+        ids = np.array([dim.pair_id(*names.comparisons[g][1:]) for g in block.tolist()], np.int64)
+        flipped = np.array(
+            [dim.orient[c] != names.comparisons[g][1:] for c, g in zip(ids, block)], bool
+        )
+        parts.append(flip(take(dim.decisions(DecisionRule(), num_c), ids), flipped))
+        comp_map = np.full(len(dim.orient), -1, np.int64)
+        comp_map[ids] = block
+        flip_of = np.zeros(len(dim.orient), bool)
+        flip_of[ids] = flipped
+        prompt_map = np.array([prompt_index.get(p, -1) for p in dim.prompts] or [-1], np.int64)
+        c = comp_map[dim.comparison.view()]
+        p = prompt_map[dim.prompt.view()]
+        ok = (c >= 0) & (p >= 0)
+        flat = c[ok] * num_p + p[ok]
+        judged += np.bincount(flat, minlength=num_c * num_p)
+        shown = dim.shown.view()[ok]
+        side_a = (shown == 1) != flip_of[dim.comparison.view()[ok]]
+        for counts, side in ((cells.shown_a, side_a), (cells.shown_b, ~side_a)):
+            counts += np.bincount(flat[(shown > 0) & side], minlength=num_c * num_p).reshape(
+                num_c, num_p
+            )
+        per_comparison = judged.reshape(num_c, num_p)[block].sum(axis=1)
+        system_judgments[d_index] = np.bincount(
+            snapshot.pair_a[block], weights=per_comparison, minlength=system_judgments.shape[1]
+        ) + np.bincount(
+            snapshot.pair_b[block], weights=per_comparison, minlength=system_judgments.shape[1]
+        )
+        total += int(ok.sum())
+    snapshot = snapshot._replace(
+        version=total,
+        num_judgments=total,
+        decisions=concat(parts),
+        judged=judged.reshape(num_c, num_p),
+        system_judgments=system_judgments,
     )
     maps = {
         "names": names,
         "cells": cells,
         "versions": {d: snaps[d].version for d in names.dimensions},
-        "rows": rows,
     }
-    with _CACHE_LOCK:
-        _CACHE[key] = (snapshot, maps)
-        while len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
     return snapshot, maps
+
+
+def _judged_by(tally: ProjectTally, names: CellNames, annotator: str) -> np.ndarray:
+    """(C, P) the cells ``annotator`` judged (call with the tally's lock held)."""
+    exclude = np.zeros((len(names.comparisons), len(names.prompts)), bool)
+    prompt_index = {p: i for i, p in enumerate(names.prompts)}
+    comparison_index = {name: g for g, name in enumerate(names.comparisons)}
+    for d in names.dimensions:
+        dim = tally.dimensions[d]
+        who = dim.annotators.get(annotator)
+        if who is None:
+            continue
+        mine = dim.annotator.view() == who
+        prompts = list(dim.prompts)  # in id order
+        cells = set(zip(dim.comparison.view()[mine].tolist(), dim.prompt.view()[mine].tolist()))
+        for c, p in cells:
+            a, b = dim.orient[c]
+            g = comparison_index.get((d, a, b), comparison_index.get((d, b, a)))
+            q = prompt_index.get(prompts[p])
+            if g is not None and q is not None:
+                exclude[g, q] = True
+    return exclude
 
 
 @router.post(
@@ -253,14 +332,11 @@ def next_batch(
     unknown = sorted(set(dims) - set(known))
     if unknown:
         raise ApiError(404, "not_found", f"unknown dimension(s) {unknown}; the project has {known}")
-    snapshot, maps = _prepare(state, project_id, list(dims), body.seed)
+    snapshot, maps = _prepare(state, project_id, list(dims), body.seed, body.annotator_id)
     names: CellNames = maps["names"]
     now = _now()
     cells: CellState = maps["cells"]
-    exclude = None
-    if body.annotator_id:
-        own = (r for d in names.dimensions for r in maps["rows"][d])
-        _, exclude = cell_state(names, own, annotator=body.annotator_id)
+    exclude = maps["exclude"]
     try:
         chosen = targets(
             snapshot,

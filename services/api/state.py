@@ -29,6 +29,7 @@ from adaptive.snapshot import FAST, Snapshot, decode_snapshot, encode_snapshot
 from adaptive.streaming import Source
 from services.api.limits import TokenCache
 from services.api.refresher import Refresher, RefreshEvent
+from services.api.tally import Tallies
 from services.settings import Settings
 from services.store import Store
 from services.store import repository as repo
@@ -160,6 +161,8 @@ class ServiceState:
     #: token hash -> project, trusted for settings.token_cache_seconds (one per app, as a
     #: replica has one)
     tokens: TokenCache = field(default_factory=TokenCache)
+    #: running decisions and cell counts per project, advanced by each stored batch
+    tallies: Tallies = field(default_factory=Tallies)
 
     @classmethod
     def create(cls, settings: Settings, *, worker_fn: NotifierFn | None = None) -> ServiceState:
