@@ -29,8 +29,12 @@ tstamp``) are read as well, from JSON arrays, JSONL or Parquet (or a frame):
 shows model A on the left), ``timestamp`` = ``tstamp`` (ISO, UTC). Both kinds of
 tie become ``winner = tie``; ``tie (bothbad)`` is kept apart in the extra column
 ``both_bad`` (``true`` for it, ``false`` for every other battle), so the models
-see a tie and the flag stays available for analysis. ``turn`` and the
-conversations are not kept.
+see a tie and the flag stays available for analysis. ``turn``: where one
+``question_id`` was judged at several turns (MT-Bench's human judgments judge turn 1
+and turn 2 of each question apart), each turn is an item of its own,
+``<question_id>-t<turn>``; where every question has one turn (Chatbot Arena's dumps,
+where ``turn`` counts the turns of one battle's conversation) the item is the
+``question_id``. The conversations are not kept.
 
 Everywhere a file is accepted, a polars or pandas DataFrame is accepted too.
 """
@@ -134,7 +138,7 @@ ARENA_WINNERS: dict[str, str] = {
 }
 ARENA_COLUMNS: tuple[str, ...] = ("model_a", "model_b", "winner")
 #: columns of an Arena log that are read (the rest, e.g. the conversations, are not)
-_ARENA_READ = ARENA_COLUMNS + ("question_id", "id", "judge", "tstamp")
+_ARENA_READ = ARENA_COLUMNS + ("question_id", "id", "judge", "tstamp", "turn")
 _KNOWN = REQUIRED_COLUMNS + OPTIONAL_COLUMNS + _ARENA_READ
 
 
@@ -170,6 +174,8 @@ def arena_to_judgments(frame: pl.DataFrame, *, source: str = "<arena>") -> pl.Da
         raise DataError(source, problems)
     if "question_id" in text:
         item = text["question_id"]
+        if "turn" in text and _judged_per_turn(item, text["turn"]):
+            item = item + "-t" + text["turn"].fill_null("")
     elif "id" in text:
         item = text["id"]
     else:
@@ -193,6 +199,17 @@ def arena_to_judgments(frame: pl.DataFrame, *, source: str = "<arena>") -> pl.Da
     elif "tstamp" in frame.columns:
         out = out.with_columns(frame["tstamp"].cast(pl.Utf8).alias("timestamp"))
     return out
+
+
+def _judged_per_turn(question: pl.Series, turn: pl.Series) -> bool:
+    """Whether some question was judged at more than one turn.
+
+    Example:
+        >>> _judged_per_turn(pl.Series(["q1", "q1"]), pl.Series(["1", "2"]))
+        True
+    """
+    frame = pl.DataFrame({"q": question, "t": turn})
+    return int(frame.group_by("q").agg(pl.col("t").n_unique())["t"].max() or 0) > 1  # type: ignore[arg-type]
 
 
 def _as_text(frame: pl.DataFrame, *, source: str) -> pl.DataFrame:

@@ -130,3 +130,23 @@ def test_arena_leaderboard_matches_a_plain_bradley_terry_mle(battles, files, cap
     assert rho > 0.99 and tau > 0.95
     # the leaderboard recovers the generating order at least as well as the plain MLE
     assert tau_truth >= tau_mle_truth - 0.03
+
+
+def test_mtbench_turns_stay_separate_items_and_arena_battles_keep_their_question_id() -> None:
+    raw = Path(__file__).parents[1] / "data" / "mtbench" / "raw" / "human.jsonl"
+    frame = read_judgments(raw)
+    bundled = pl.read_csv(Path(__file__).parents[1] / "data" / "mtbench" / "judgments.csv")
+    # the same 160 items (80 questions x 2 turns) as the bundled, converted file
+    assert frame["item_id"].n_unique() == bundled["item_id"].n_unique() == 160
+    assert set(frame["item_id"].str.replace("^", "q")) == set(bundled["item_id"])
+    # Arena dumps: `turn` counts a battle's turns, one battle per question_id
+    battles = pl.DataFrame(
+        {
+            "question_id": ["a1", "a2"],
+            "model_a": ["x", "x"],
+            "model_b": ["y", "y"],
+            "winner": ["model_a", "tie"],
+            "turn": [1, 3],
+        }
+    )
+    assert read_judgments(battles)["item_id"].to_list() == ["a1", "a2"]
