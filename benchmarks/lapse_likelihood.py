@@ -36,7 +36,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))  # the calibration's simulators and subsample
+sys.path.insert(0, str(ROOT / "research"))  # the calibration's simulators and subsample
 
 
 def log_space_mixture(cum_logits, lapse):

@@ -328,7 +328,7 @@ def strong_note(
             f"note: {len(capped)} strong comparison(s) disagree with their own judgments "
             "(ppc_flag); with the lapse rate on, a net preference is at most 1 - the rate, so "
             "these are held below what their judgments show: refit with --no-lapse to compare "
-            "(docs/statistics.md, 'A lapse rate')"
+            "(research/how_the_defaults_were_chosen.md, 'A lapse rate')"
         )
     return "\n".join(notes) or None
 
