@@ -4,10 +4,12 @@ from validated requests to store calls (the answers from snapshots are in
 
 from __future__ import annotations
 
+import hashlib
+import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -23,6 +25,7 @@ from services.api.fit_health import (
 )
 from services.api.limits import admin_token_ok
 from services.store import repository as repo
+from services.store.validation import id_problem
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -352,20 +355,45 @@ def list_dimensions(project_id: ProjectId, state: State) -> list[s.DimensionPubl
     "/projects/{project_id}/judgments",
     operation_id="add_judgments",
     tags=["judgments"],
+    responses=error_responses(422),
 )
 def add_judgments(
-    project_id: ProjectId, body: s.JudgmentsCreate, state: State
+    project_id: ProjectId,
+    body: s.JudgmentsCreate,
+    state: State,
+    response: Response,
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> s.JudgmentBatchResult:
     """Append a batch, all or nothing; a ``judgment_id`` already stored is a no-op (retry).
 
     The whole batch is rejected, with one problem per bad row, if any row names an
     unknown system, prompt or dimension, compares a system with itself, has a bad
-    winner, or reuses a ``judgment_id`` for a different judgment.
+    winner, or reuses a ``judgment_id`` for a different judgment. With an
+    ``Idempotency-Key`` header, the same key and batch again get the first answer
+    (header ``Idempotent-Replayed: true``; nothing is stored twice), and the key with
+    another batch is a 422 ``idempotency_key_reused``.
     """
     rows = [j.model_dump() for j in body.judgments]
     _refuse_repeated([r["judgment_id"] for r in rows], "judgment_id")
+    if idempotency_key is not None and (problem := id_problem(idempotency_key)) is not None:
+        raise ApiError(
+            422,
+            "validation_error",
+            f"invalid Idempotency-Key: {problem}",
+            [{"field": "Idempotency-Key", "message": problem}],
+        )
+    fingerprint = hashlib.sha256(
+        json.dumps(body.model_dump(mode="json"), sort_keys=True).encode()
+    ).hexdigest()
     dims = sorted({r["dimension"] for r in rows})
     with state.store.write() as conn:
+        if idempotency_key:
+            repo.lock_judgments(conn=conn, project_id=project_id)
+            stored = repo.get_batch_by_key(
+                conn=conn, project_id=project_id, idempotency_key=idempotency_key
+            )
+            if stored is not None:
+                return _replayed_batch(idempotency_key, fingerprint, stored, response)
         result = repo.add_judgments(conn=conn, project_id=project_id, judgments=rows)
         if result.inserted:
             repo.announce_judgments(conn=conn, project_id=project_id)
@@ -373,14 +401,42 @@ def add_judgments(
         metas = [
             repo.latest_snapshot_meta(conn=conn, project_id=project_id, dimension=d) for d in dims
         ]
+        answer = s.JudgmentBatchResult(
+            accepted=result.inserted,
+            duplicates=result.duplicates,
+            num_judgments=total,
+            snapshots=[snapshot_public(m) for m in metas if m is not None],
+        )
+        if idempotency_key:
+            repo.save_batch_key(
+                conn=conn,
+                project_id=project_id,
+                idempotency_key=idempotency_key,
+                request_hash=fingerprint,
+                response=answer.model_dump(mode="json"),
+            )
     # re-estimation happens on the worker thread, never in the request
     state.notify(project_id, result.dimensions, result.last_seq)
-    return s.JudgmentBatchResult(
-        accepted=result.inserted,
-        duplicates=result.duplicates,
-        num_judgments=total,
-        snapshots=[snapshot_public(m) for m in metas if m is not None],
-    )
+    return answer
+
+
+def _replayed_batch(
+    key: str, fingerprint: str, stored: tuple[str, dict[str, object]], response: Response
+) -> s.JudgmentBatchResult:
+    """The first answer of ``key``, if it was given to this same batch (else a 422)."""
+    request_hash, answer = stored
+    if request_hash != fingerprint:
+        message = (
+            f"Idempotency-Key {key!r} was used for another batch; use a new key for a new batch"
+        )
+        raise ApiError(
+            422,
+            "idempotency_key_reused",
+            message,
+            [{"field": "Idempotency-Key", "message": message}],
+        )
+    response.headers["Idempotent-Replayed"] = "true"
+    return s.JudgmentBatchResult.model_validate(answer)
 
 
 @router.get("/projects/{project_id}/judgments", operation_id="list_judgments", tags=["judgments"])

@@ -140,6 +140,17 @@ leases = Table(
     Index("ix_leases_project_expires", "project_id", "expires_at"),
 )
 
+# the answer a judgment batch got under its Idempotency-Key (0003): a retry gets it again
+judgment_batches = Table(
+    "judgment_batches",
+    metadata,
+    Column("project_id", String(ID), ForeignKey("projects.project_id"), primary_key=True),
+    Column("idempotency_key", String(ID), primary_key=True),
+    Column("request_hash", String(64), nullable=False),  # SHA-256 of the batch
+    Column("response", JSON, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
 # what the re-estimation worker did: every fast update and NUTS refit with its outcome
 events = Table(
     "events",

@@ -43,8 +43,11 @@ from services.store.repository.judgments import (
     count_judgments,
     fetch_judgment_columns,
     fetch_judgments,
+    get_batch_by_key,
     judgment_counts_by_dimension,
     list_annotators,
+    lock_judgments,
+    save_batch_key,
 )
 from services.store.repository.leases import (
     active_leased_cells,
@@ -111,6 +114,9 @@ __all__ = [
     "create_token",
     "fetch_judgment_columns",
     "fetch_judgments",
+    "get_batch_by_key",
+    "lock_judgments",
+    "save_batch_key",
     "get_lease_by_key",
     "get_project",
     "hash_token",

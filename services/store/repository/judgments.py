@@ -70,6 +70,57 @@ def _check_judgments(judgments: Sequence[dict[str, Any]]) -> None:
     _refuse(problems, "validation_error", "invalid field(s)")
 
 
+def lock_judgments(*, conn: Connection, project_id: str) -> None:
+    """Be the project's one judgment writer until the transaction ends (in a write transaction).
+
+    One writer per project at a time: sequence numbers are then committed in order, so a
+    reader tailing by ``seq`` never sees a later batch before an earlier one (PostgreSQL
+    hands out numbers at insert, not at commit), and a judgment_id (or an idempotency key)
+    raced by two batches is checked against the stored one. SQLite's BEGIN IMMEDIATE
+    already serialises. FOR NO KEY UPDATE: inserts that reference the project (snapshots,
+    leases) go on.
+    """
+    conn.execute(
+        select(t.projects.c.project_id)
+        .where(t.projects.c.project_id == project_id)
+        .with_for_update(key_share=True)
+    )
+
+
+def get_batch_by_key(
+    *, conn: Connection, project_id: str, idempotency_key: str
+) -> tuple[str, dict[str, Any]] | None:
+    """(request hash, stored answer) of the batch first posted with this key, or None."""
+    b = t.judgment_batches.c
+    row = conn.execute(
+        select(b.request_hash, b.response).where(
+            b.project_id == project_id, b.idempotency_key == idempotency_key
+        )
+    ).first()
+    return None if row is None else (str(row.request_hash), dict(row.response))
+
+
+def save_batch_key(
+    *,
+    conn: Connection,
+    project_id: str,
+    idempotency_key: str,
+    request_hash: str,
+    response: dict[str, Any],
+    now: datetime | None = None,
+) -> None:
+    """Bind a key to its batch and answer (with :func:`lock_judgments` held)."""
+    conn.execute(
+        t.judgment_batches.insert().values(
+            project_id=project_id,
+            idempotency_key=idempotency_key,
+            request_hash=request_hash,
+            response=response,
+            created_at=now or utcnow(),
+        )
+    )
+
+
 def add_judgments(
     *,
     conn: Connection,
@@ -92,16 +143,7 @@ def add_judgments(
     """
     now = now or utcnow()
     _check_judgments(judgments)
-    # One writer per project at a time: sequence numbers are then committed in order, so a
-    # reader tailing by ``seq`` never sees a later batch before an earlier one (PostgreSQL
-    # hands out numbers at insert, not at commit), and a judgment_id raced by two batches
-    # is checked against the stored one. SQLite's BEGIN IMMEDIATE already serialises.
-    # FOR NO KEY UPDATE: inserts that reference the project (snapshots, leases) go on
-    conn.execute(
-        select(t.projects.c.project_id)
-        .where(t.projects.c.project_id == project_id)
-        .with_for_update(key_share=True)
-    )
+    lock_judgments(conn=conn, project_id=project_id)
     rows: list[dict[str, Any]] = [{k: j.get(k) for k in JUDGMENT_FIELDS} for j in judgments]
     for r in rows:
         # an empty optional field is a missing one (CSV round trips)
