@@ -4,9 +4,12 @@ Starts ``evalset serve`` on a free loopback port (a fresh SQLite file unless
 ``--database-url``), registers a campaign, posts a warm-up so that a first
 snapshot exists, then for ``--duration`` seconds posts batches of ``--batch``
 judgments from ``--writers`` client threads while ``--readers`` threads ask for
-significance. Prints throughput and p50/p99 latencies as JSON, with the offered
-rate (``--rate`` batches/s x ``--batch``), the CPU seconds the server and its
-worker process spent while measuring, and the load average before and after.
+significance, one thread reads ``GET /decisions`` and one asks ``POST /next-batch``
+(each every ``--read-interval`` seconds). Prints throughput and p50/p99 latencies as
+JSON (each read's p99 also as a ratio to the POST p99 of the same run), with the
+offered rate (``--rate`` batches/s x ``--batch``), the judgments stored when the
+reads ended, the CPU seconds the server and its worker process spent while
+measuring, and the load average before and after.
 
 Example:
     python benchmarks/load_test.py --duration 30 --rate 10 --worker process  # 500/s offered
@@ -142,6 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--writers", type=int, default=2)
     parser.add_argument("--readers", type=int, default=1)
     parser.add_argument(
+        "--read-interval",
+        type=float,
+        default=0.05,
+        help="seconds between the reads of each reader (significance, decisions, next-batch)",
+    )
+    parser.add_argument(
         "--rate",
         type=float,
         default=0.0,
@@ -222,6 +231,9 @@ def main(argv: list[str] | None = None) -> int:
 
         post_lat: list[float] = []
         get_lat: list[float] = []
+        decisions_lat: list[float] = []
+        next_batch_lat: list[float] = []
+        decisions_seen = [0]
         errors: list[str] = []
         accepted = [0]
         versions: set[int] = set()
@@ -259,10 +271,41 @@ def main(argv: list[str] | None = None) -> int:
                             versions.add(r.json()["snapshot"]["version"])
                         elif not (args.no_wait and r.status_code == 409):
                             errors.append(f"GET {r.status_code}")
-                    time.sleep(0.05)
+                    time.sleep(args.read_interval)
+
+        def decisions_reader() -> None:
+            with httpx.Client(base_url=base, timeout=60, headers=headers) as c:
+                while time.monotonic() < stop_at:
+                    t0 = time.perf_counter()
+                    r = c.get(f"/projects/{project}/decisions")
+                    dt = time.perf_counter() - t0
+                    with lock:
+                        decisions_lat.append(dt)
+                        if r.status_code == 200:
+                            decisions_seen[0] = max(decisions_seen[0], r.json()["num_judgments"])
+                        else:
+                            errors.append(f"decisions {r.status_code}")
+                    time.sleep(args.read_interval)
+
+        def next_batch_reader() -> None:
+            with httpx.Client(base_url=base, timeout=60, headers=headers) as c:
+                while time.monotonic() < stop_at:
+                    body = {"size": 10, "lease_seconds": 1.0, "annotator_id": "ann3"}
+                    t0 = time.perf_counter()
+                    r = c.post(f"/projects/{project}/next-batch", json=body)
+                    dt = time.perf_counter() - t0
+                    with lock:
+                        next_batch_lat.append(dt)
+                        if r.status_code != 200 and not (args.no_wait and r.status_code == 409):
+                            errors.append(f"next-batch {r.status_code}")
+                    time.sleep(args.read_interval)
 
         threads = [threading.Thread(target=writer) for _ in range(args.writers)]
         threads += [threading.Thread(target=reader) for _ in range(args.readers)]
+        threads += [
+            threading.Thread(target=decisions_reader),
+            threading.Thread(target=next_batch_reader),
+        ]
         load_before = os.getloadavg()
         cpu_before = cpu_seconds(proc.pid) if proc is not None else {}
         t_start = time.monotonic()
@@ -274,6 +317,14 @@ def main(argv: list[str] | None = None) -> int:
         cpu_after = cpu_seconds(proc.pid) if proc is not None else {}
         with httpx.Client(base_url=base, timeout=60, headers=headers) as c:
             status = c.get(f"/projects/{project}").json()
+        post_p99 = percentiles(post_lat).get("p99_ms", 0.0) or 0.0
+
+        def read(values: list[float]) -> dict:
+            out = dict(percentiles(values))
+            if post_p99 and "p99_ms" in out:
+                out["p99_over_post_p99"] = round(float(out["p99_ms"]) / float(post_p99), 2)
+            return out
+
         report = {
             "duration_s": round(elapsed, 2),
             "worker": args.worker,
@@ -284,6 +335,9 @@ def main(argv: list[str] | None = None) -> int:
             "throughput_judgments_per_s": round(accepted[0] / elapsed, 1),
             "post": percentiles(post_lat),
             "significance_get": percentiles(get_lat),
+            "decisions_get": read(decisions_lat),
+            "next_batch_post": read(next_batch_lat),
+            "judgments_seen_by_decisions": decisions_seen[0],
             "errors": len(errors),
             "error_statuses": sorted(set(errors)),
             "first_snapshot_s": round(first_snapshot_s, 2),

@@ -336,6 +336,9 @@ def test_a_worker_process_re_estimates_outside_the_api_process(database_url: str
         state = api.server.state  # type: ignore[attr-defined]
         worker = state._worker
         assert worker is not None and state.refresher is None
+        deadline = time.monotonic() + 30  # the worker starts a moment after the service
+        while not worker.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert worker.alive() and worker.process.pid != os.getpid()
         assert api.get("/health").json()["streaming"] is True
         project_id, headers = new_project(api)

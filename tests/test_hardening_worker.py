@@ -64,6 +64,9 @@ def test_a_dead_worker_is_restarted_without_traffic(tmp_path: Path) -> None:
             "restarts": 0,
             "last_restart_at": None,
         }
+        deadline = time.monotonic() + 30  # the worker starts a moment after the service
+        while srv.state._worker.process.pid is None and time.monotonic() < deadline:
+            time.sleep(0.05)
         os.kill(srv.state._worker.process.pid, signal.SIGKILL)
         start = time.monotonic()
         while time.monotonic() - start < 10:
@@ -90,8 +93,10 @@ def test_the_worker_process_leaves_the_requests_a_cpu(tmp_path: Path) -> None:
     expected = worker_cpu_set(os.sched_getaffinity(0), 0)
     assert len(expected) == max(1, len(os.sched_getaffinity(0)) - 1)
     with ThreadServer(settings) as srv:
+        deadline = time.monotonic() + 30  # the worker starts a moment after the service
+        while srv.state._worker.process.pid is None and time.monotonic() < deadline:
+            time.sleep(0.05)
         pid = srv.state._worker.process.pid
-        deadline = time.monotonic() + 30
         while time.monotonic() < deadline and os.sched_getscheduler(pid) != os.SCHED_BATCH:
             time.sleep(0.05)
         assert os.sched_getscheduler(pid) == os.SCHED_BATCH

@@ -55,30 +55,72 @@ def test_replicas_script_refuses_sqlite() -> None:
     assert out.returncode == 2 and "PostgreSQL" in out.stderr
 
 
-def test_replicas_script_stops_the_set_when_one_replica_exits(tmp_path: Path) -> None:
-    """A replica that exits (even with status 0) takes the others down, and the script fails,
-    so that its supervisor restarts the set."""
+def _fake_evalset(tmp_path: Path, first_run: str) -> Path:
+    """An ``evalset`` that records its pid per port; port 1 runs ``first_run`` (shell)."""
     fake = tmp_path / "evalset"
     fake.write_text(
         "#!/usr/bin/env bash\n"
         'port="${@: -1}"\n'
-        '[ "$port" = 1 ] && { sleep 1; exit 0; }\n'
-        f'echo $$ > {tmp_path}/"$port".pid\n'
+        f'echo $$ >> {tmp_path}/"$port".pids\n'
+        f'[ "$port" = 1 ] && {{ {first_run} }}\n'
         "exec sleep 120\n"
     )
     fake.chmod(0o755)
+    return fake
+
+
+def _pids(path: Path) -> list[int]:
+    return [int(x) for x in path.read_text().split()] if path.exists() else []
+
+
+def test_replicas_script_restarts_the_replica_that_exits(tmp_path: Path) -> None:
+    """A replica that exits is started again on its port; the others keep running (issue 40:
+    the death of one replica used to stop them all); SIGTERM then stops the set."""
+    fake = _fake_evalset(
+        tmp_path, f"[ -e {tmp_path}/once ] || {{ touch {tmp_path}/once; exit 3; }};"
+    )
     env = {
         **os.environ,
         "EVALSET_DATABASE_URL": "postgresql+psycopg://x@127.0.0.1/x",
         "EVALSET": str(fake),
     }
-    started = time.monotonic()
+    proc = subprocess.Popen(
+        ["bash", str(SCRIPT), "1", "2"], env=env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while len(_pids(tmp_path / "1.pids")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(_pids(tmp_path / "1.pids")) == 2, "the replica that exited was not restarted"
+        time.sleep(1.5)
+        assert proc.poll() is None
+        (other,) = _pids(tmp_path / "2.pids")
+        assert Path(f"/proc/{other}").exists(), "the other replica was stopped"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "exited (status 3); starting it again" in err
+    for pid in (*_pids(tmp_path / "1.pids"), *_pids(tmp_path / "2.pids")):
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
+
+
+def test_replicas_script_gives_up_on_a_replica_that_keeps_failing(tmp_path: Path) -> None:
+    """A replica that exits at every start stops the set, and the script fails, so that its
+    supervisor sees it (restarting it forever would hide a broken configuration)."""
+    fake = _fake_evalset(tmp_path, "exit 0;")
+    env = {
+        **os.environ,
+        "EVALSET_DATABASE_URL": "postgresql+psycopg://x@127.0.0.1/x",
+        "EVALSET": str(fake),
+        "REPLICAS_MAX_FAST_EXITS": "3",
+    }
     out = subprocess.run(
         ["bash", str(SCRIPT), "1", "2"], env=env, capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 1, out.stderr
-    assert time.monotonic() - started < 30
-    other = int((tmp_path / "2.pid").read_text())
+    assert "giving up" in out.stderr and len(_pids(tmp_path / "1.pids")) == 3
+    (other,) = _pids(tmp_path / "2.pids")
     assert not Path(f"/proc/{other}").exists() or "Z" in Path(f"/proc/{other}/stat").read_text()
 
 

@@ -65,10 +65,7 @@ def _reference(state, project_id: str, rule: DecisionRule) -> list[dict]:
     """The decisions recomputed from every stored judgment (what the route did before)."""
     with state.store.read() as conn:
         systems = [r["system_id"] for r in repo.list_systems(conn=conn, project_id=project_id)]
-        rows = {
-            d: FETCH(conn=conn, project_id=project_id, dimension=d)
-            for d in DIMENSIONS
-        }
+        rows = {d: FETCH(conn=conn, project_id=project_id, dimension=d) for d in DIMENSIONS}
     names, comp, prompt, signed = campaign_comparisons(
         systems, {d: r for d, r in rows.items() if r}
     )
@@ -167,9 +164,7 @@ def test_next_batch_state_from_the_tally_equals_the_one_from_every_judgment(serv
     dims = list(DIMENSIONS)
     snapshot, maps = nb._prepare(state, project_id, dims, 7, "w3")
     with state.store.read() as conn:
-        stored = {
-            d: FETCH(conn=conn, project_id=project_id, dimension=d) for d in dims
-        }
+        stored = {d: FETCH(conn=conn, project_id=project_id, dimension=d) for d in dims}
         prompts = [p["prompt_id"] for p in repo.list_prompts(conn=conn, project_id=project_id)]
     snaps = {d: state.snapshot(project_id, d) for d in dims}
     expected, names = prepare(

@@ -66,6 +66,12 @@ class ServiceHealth(s.HealthPublic):
         "fit of some dimension and kind failed (fits.failing)"
     )
     fits: FitsPublic
+    catching_up: bool = Field(
+        default=False,
+        description="this replica answers but is not current yet: it is still loading its "
+        "running decision tallies after a start, or a project shown has judgments its newest "
+        "snapshot does not include (judgments_behind > 0)",
+    )
 
 
 def fit_failures(conn: Connection) -> list[FitFailurePublic]:

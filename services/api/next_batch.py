@@ -27,22 +27,16 @@ from adaptive.recommend import DEFAULT_BURN_IN, CellState, RecommenderState, Req
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError, error_responses
 from services.api.tally import ProjectTally, concat, flip, take
-from services.recommend_adapter import (
-    CellNames,
-    NamedFit,
-    UnknownName,
-    cell_state,
-    hold_leased,
-    prepare,
-    recommend_named,
-    targets,
-)
 from services.schemas import Id, Name
 from services.store import repository as repo
 from services.store.validation import id_problem
 
 if TYPE_CHECKING:
     from services.api.state import ServiceState
+    from services.recommend_adapter import CellNames
+
+# services.recommend_adapter (and with it JAX, a second to import) loads at the first
+# request, not when the service starts: /health answers sooner after a restart
 
 router = APIRouter()
 
@@ -197,6 +191,8 @@ def _build(
     state: ServiceState, project_id: str, tally: ProjectTally, snaps: dict[str, Any], seed: int
 ) -> tuple[RecommenderState, dict[str, Any]]:
     """The recommender snapshot and the cells' state from the posteriors and the tally."""
+    from services.recommend_adapter import NamedFit, cell_state, prepare
+
     with state.store.read() as conn:
         prompt_rows = repo.list_prompts(conn=conn, project_id=project_id)
     # every pair of known systems is a candidate comparison; pairs a snapshot
@@ -311,6 +307,8 @@ def next_batch(
     Cells that cannot be annotated (a system without a response to the prompt, or
     two identical responses) are never served. The cells are leased until
     ``expires_at`` and handed to nobody else meanwhile."""
+    from services.recommend_adapter import UnknownName, hold_leased, recommend_named, targets
+
     key = body.idempotency_key or idempotency_key
     if key is not None and (problem := id_problem(key)) is not None:
         raise ApiError(

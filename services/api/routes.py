@@ -127,6 +127,7 @@ def health(
         ),
         projects=projects,
         fits=fits,
+        catching_up=state.starting or any(p.judgments_behind > 0 for p in projects or ()),
     )
 
 

@@ -29,7 +29,7 @@ from adaptive.snapshot import FAST, Snapshot, decode_snapshot, encode_snapshot
 from adaptive.streaming import Source
 from services.api.limits import TokenCache
 from services.api.refresher import Refresher, RefreshEvent
-from services.api.tally import Tallies
+from services.api.tally import PROJECTS, Tallies
 from services.settings import Settings
 from services.store import Store
 from services.store import repository as repo
@@ -39,6 +39,9 @@ Key = tuple[str, str]  # (project_id, dimension)
 
 log = logging.getLogger("evalset.refit")
 REPLICA = f"{socket.gethostname()}:{os.getpid()}"
+#: after a start, the worker process and the tallies' loading wait this long, so that the
+#: service answers its first requests (``/health``) without competing with them for the CPU
+STARTUP_GRACE_SECONDS = 1.0
 
 
 class Notifier(Protocol):
@@ -151,6 +154,7 @@ class ServiceState:
     _poller: threading.Thread | None = None
     _worker: Notifier | None = None  # with settings.worker == "process"
     _worker_fn: NotifierFn | None = None  # builds a replacement when it exits
+    _worker_started: bool = False  # the supervisor starts it (STARTUP_GRACE_SECONDS)
     _supervisor: threading.Thread | None = None
     _listener: threading.Thread | None = None
     _events: queue.Queue[Any] = field(default_factory=queue.Queue)
@@ -163,6 +167,9 @@ class ServiceState:
     tokens: TokenCache = field(default_factory=TokenCache)
     #: running decisions and cell counts per project, advanced by each stored batch
     tallies: Tallies = field(default_factory=Tallies)
+    #: the running tallies are being loaded after a start (``/health`` says catching up)
+    warming: bool = False
+    _warmer: threading.Thread | None = None
 
     @classmethod
     def create(cls, settings: Settings, *, worker_fn: NotifierFn | None = None) -> ServiceState:
@@ -195,16 +202,23 @@ class ServiceState:
 
     # -- lifecycle
 
-    def start(self) -> None:
-        """Start the worker and queue every dimension whose snapshot is behind its judgments.
+    def start(self, *, warm: bool = True) -> None:
+        """Start the worker and queue every dimension whose snapshot is behind its judgments;
+        with ``warm``, load the projects' running tallies on a thread (a process that serves
+        requests; the worker process does not).
 
         The same check then runs every ``settings.poll_seconds``, so that judgments
         written by another process (``evalset import``, another replica) get fitted too.
         """
         self._stop_poll.clear()
+        # requests are served at once; the projects' running tallies load behind them
+        if warm:
+            self.warming = True
+            self._warmer = threading.Thread(target=self._warm, name="tally-warm", daemon=True)
+            self._warmer.start()
         if self._worker is not None:
-            self._worker.start()  # it catches up and polls the store itself
-            # a worker that exits is restarted without waiting for the next batch
+            # the supervisor starts the worker (it catches up and polls the store itself)
+            # and restarts it when it exits, without waiting for the next batch
             self._supervisor = threading.Thread(
                 target=self._supervise, name="worker-supervisor", daemon=True
             )
@@ -224,6 +238,25 @@ class ServiceState:
             # batches stored by other replicas wake this one at once (LISTEN/NOTIFY)
             self._listener = threading.Thread(target=self._listen, name="store-listen", daemon=True)
             self._listener.start()
+
+    def _warm(self) -> None:
+        """Load every project's running tally (decisions then read only new judgments)."""
+        if self._stop_poll.wait(STARTUP_GRACE_SECONDS):  # after the first requests
+            self.warming = False
+            return
+        try:
+            with self.store.read() as conn:
+                project_ids = repo.list_project_ids(conn=conn)
+            for project_id in project_ids[-PROJECTS:]:
+                if self._stop_poll.is_set():
+                    return
+                tally = self.tallies.project(project_id)
+                with tally.lock:
+                    self.tallies.advance(self.store, project_id)
+        except Exception:  # a request loads its project's tally itself
+            log.exception("could not load the running tallies")
+        finally:
+            self.warming = False
 
     def _listen(self) -> None:
         """Catch up a project as soon as any replica stores a batch of it (PostgreSQL NOTIFY);
@@ -248,12 +281,20 @@ class ServiceState:
                 self._stop_poll.wait(self.settings.poll_seconds)
 
     def _supervise(self) -> None:
+        # a starting worker is a second Python importing the fit stack: it would take the
+        # CPU this process needs to answer its first requests, so it starts a moment later
+        if self._stop_poll.wait(STARTUP_GRACE_SECONDS):
+            return
+        with self._lock:
+            if self._worker is not None and not self._stop_poll.is_set():
+                self._worker.start()
+                self._worker_started = True
         while not self._stop_poll.wait(self.settings.supervise_seconds):
             self.ensure_worker()
 
     def ensure_worker(self) -> None:
         """Replace a dead worker process; the new one catches up from the store."""
-        if self._worker is None or self._worker_fn is None:
+        if self._worker is None or self._worker_fn is None or not self._worker_started:
             return
         with self._lock:
             if self._worker.alive() or self._stop_poll.is_set():
@@ -265,9 +306,14 @@ class ServiceState:
             self.last_restart_at = datetime.now(UTC)
         log.warning("re-estimation worker exited (code %s); restarted", code)
 
+    @property
+    def starting(self) -> bool:
+        """Still loading the running tallies, or the worker process not started yet."""
+        return self.warming or (self._worker is not None and not self._worker_started)
+
     def worker_alive(self) -> bool:
         if self._worker is not None:
-            return bool(self._worker.alive())
+            return bool(self._worker.alive()) or not self._worker_started  # starting
         if isinstance(self.refresher, RecordingRefresher):
             return self.refresher.threads_alive()
         return False
@@ -348,14 +394,17 @@ class ServiceState:
 
     def stop(self) -> None:
         self._stop_poll.set()
-        if self._worker is not None:
-            self._worker.stop()
+        with self._lock:  # not between the supervisor's start of the worker and its flag
+            if self._worker is not None and self._worker_started:
+                self._worker.stop()
         if self._poller is not None:
             self._poller.join(10)
         if self._supervisor is not None:
             self._supervisor.join(10)
         if self._listener is not None:
             self._listener.join(10)
+        if self._warmer is not None:
+            self._warmer.join(10)
         if self.refresher is not None:
             self.refresher.stop()
         if self._event_writer is not None:

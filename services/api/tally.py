@@ -20,7 +20,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,7 +43,7 @@ class _Column:
     """A growing 1-d array (amortised appends)."""
 
     def __init__(self, dtype: type) -> None:
-        self.data = np.zeros(1024, dtype)
+        self.data: np.ndarray = np.zeros(1024, dtype)
         self.size = 0
 
     def extend(self, values: Sequence[float] | np.ndarray) -> None:
@@ -140,7 +140,9 @@ class DimensionTally:
             if state.outcome.shape[0] != len(self.orient):
                 del self.states[key]  # new comparisons: rebuilt when next asked for
             else:
-                self.states[key] = update(state, np.asarray(comp), np.asarray(prompt), signed)
+                self.states[key] = update(
+                    state, np.asarray(comp), np.asarray(prompt), np.asarray(signed)
+                )
 
     def decisions(self, rule: DecisionRule, num_tests: int) -> Decisions:
         """Every comparison's decision (by comparison id) under ``rule`` and ``num_tests``."""
@@ -238,7 +240,7 @@ def flip(decisions: Decisions, flipped: np.ndarray) -> Decisions:
 
 def take(decisions: Decisions, index: np.ndarray) -> Decisions:
     """The decisions of the comparisons ``index`` (in that order)."""
-    fields = {
+    fields: dict[str, Any] = {
         name: getattr(decisions, name)[index]
         for name in Decisions._fields
         if isinstance(getattr(decisions, name), np.ndarray)
@@ -249,7 +251,7 @@ def take(decisions: Decisions, index: np.ndarray) -> Decisions:
 def concat(parts: Sequence[Decisions]) -> Decisions:
     """The decisions of several dimensions, one after the other (one family, one rule)."""
     first = parts[0]
-    fields = {
+    fields: dict[str, Any] = {
         name: np.concatenate([getattr(p, name) for p in parts])
         for name in Decisions._fields
         if isinstance(getattr(first, name), np.ndarray)

@@ -84,7 +84,7 @@ def _main(settings_json: str, conn: Connection, parent_pid: int) -> None:
     yield_cpu(settings)  # before JAX is imported (on the first fit)
     configure_jax()
     state = ServiceState.create(settings)
-    state.start()
+    state.start(warm=False)  # it answers no requests
     try:
         while True:
             message = conn.recv()
