@@ -1,0 +1,182 @@
+"""Simulated campaigns with an automatic judge of controlled quality: validity and human judgments saved.
+
+Each campaign: 10 comparisons x 200 cells. A cell has a human verdict v (A, tie, B) drawn with
+the comparison's net preference; a human judgment is v with probability 1 - noise, else one of
+the other two; the truth is Δ = mean over the cells of P(B) - P(A) (what the hybrid estimates).
+Two comparisons are exact nulls (cells in mirrored pairs, Δ = 0). Judges:
+
+* ``agree_XX``: the judge says v on XX% of cells (agreement with the cells' human verdict, the
+  way MT-Bench's "GPT-4 agrees with the human majority on 71%" is counted), else another verdict;
+* ``position_bias``: an 80% judge that says A (shown first) on 30% of cells whatever it thinks;
+* ``verbosity_bias``: an 80% judge that says "the longer answer" on 30% of cells, where which
+  system is longer leans by up to 40 points per comparison;
+* ``random``: a verdict at random; ``adversarial_flip``: always the opposite of v;
+  ``adversarial_wrong_side``: always the side opposite to the comparison's true sign.
+
+Every comparison is decided after every batch of 10 of its human judgments, alpha 0.05 over the
+campaign (Bonferroni), margin 0.1, until it closes or spends 8,000 human judgments. Human-only
+is the same confidence sequence without the judge (:data:`adaptive.hybrid.HUMAN_ONLY`).
+``bound`` is 1 - eta^2, the best variance ratio any calibration of the verdicts can give.
+
+Run: ``nice -n 10 .venv/bin/python research/hybrid_simulation.py`` (a few minutes); rows go to
+``research/hybrid/simulation.jsonl``. ``--stress``: all-null campaigns, alpha 0.05 per
+comparison, every judge: the per-comparison error rate of each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from adaptive.hybrid import HUMAN_ONLY, HybridConfig
+from adaptive.hybrid_replay import Population, population, run, wrong
+
+OUT = Path(__file__).parent / "hybrid" / "simulation.jsonl"
+EFFECTS = np.array([0.0, 0.0, 0.15, -0.2, 0.25, -0.3, 0.4, -0.5, 0.6, -0.7])
+TIE = 0.2
+CELLS = 200
+JUDGES = (
+    "agree_60", "agree_70", "agree_80", "agree_90", "agree_95", "position_bias",
+    "verbosity_bias", "random", "adversarial_flip", "adversarial_wrong_side",
+)  # fmt: skip
+POLICIES = {"hybrid_uniform": HybridConfig(), "hybrid_routed": HybridConfig(routing=True)}
+
+
+def human_verdicts(rng, campaigns: int, effects: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(R, CELLS) verdict codes (0 A, 1 tie, 2 B) and (R,) True for the mirrored nulls."""
+    R = campaigns * effects.shape[0]
+    eff = np.tile(effects, campaigns)
+    p = np.stack([(1 - TIE - eff) / 2, np.full(R, TIE), (1 - TIE + eff) / 2], axis=1)
+    u = rng.random((R, CELLS))
+    v = (u[..., None] > np.cumsum(p, axis=1)[:, None, :]).sum(axis=2).clip(0, 2)
+    null = eff == 0
+    half = CELLS // 2
+    v[null, half:] = 2 - v[null, :half]  # mirrored pairs: Δ exactly 0
+    return v, null
+
+
+def judge_verdicts(rng, name: str, v: np.ndarray) -> np.ndarray:
+    """(R, CELLS) the judge's verdict codes on cells whose human verdict is v."""
+    R, N = v.shape
+    other = (v + rng.integers(1, 3, size=v.shape)) % 3
+    if name.startswith("agree_") or name.endswith("_bias"):
+        a = int(name.split("_")[1]) / 100 if name.startswith("agree_") else 0.8
+        j = np.where(rng.random(v.shape) < a, v, other)
+        if name == "position_bias":
+            j = np.where(rng.random(v.shape) < 0.3, 0, j)
+        if name == "verbosity_bias":
+            lean = rng.uniform(-0.4, 0.4, size=(R, 1))
+            longer = np.where(rng.random(v.shape) < 0.5 + lean, 2, 0)
+            j = np.where(rng.random(v.shape) < 0.3, longer, j)
+        return j
+    if name == "random":
+        return rng.integers(0, 3, size=v.shape)
+    if name == "adversarial_flip":
+        return 2 - v
+    if name == "adversarial_wrong_side":
+        net = (v == 2).mean(axis=1) - (v == 0).mean(axis=1)
+        return np.broadcast_to(np.where(net > 0, 0, 2)[:, None], v.shape).copy()
+    raise ValueError(name)
+
+
+def make_population(v: np.ndarray, j: np.ndarray, noise: float, budget: int) -> Population:
+    R, N = v.shape
+    human = np.full((3, 3), noise / 2)
+    np.fill_diagonal(human, 1 - noise)
+    return population(np.repeat(np.arange(R), N), j.reshape(-1), human[v.reshape(-1)], R, budget)
+
+
+def bound(pop: Population) -> float:
+    """Mean over comparisons of E[Var(Y | verdict)] / Var(Y) (the best a verdict table can do)."""
+    vals = np.array([-1.0, 0.0, 1.0])
+    mu, ey2 = pop.cell_prob @ vals, pop.cell_prob @ vals**2
+    R, K = pop.num_rows, pop.num_verdicts
+    key = pop.cell_row * K + pop.cell_verdict
+    cnt = np.bincount(key, minlength=R * K).reshape(R, K)
+    smu = np.bincount(key, weights=mu, minlength=R * K).reshape(R, K)
+    sey2 = np.bincount(key, weights=ey2, minlength=R * K).reshape(R, K)
+    n = cnt.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        resid = (sey2.sum(axis=1) - np.nansum(smu**2 / cnt, axis=1)) / n
+        total = sey2.sum(axis=1) / n - (smu.sum(axis=1) / n) ** 2
+    return float(np.mean(resid / total))
+
+
+def summarise(res, truth, null, campaigns: int, margin: float) -> dict:
+    C = truth.shape[0] // campaigns
+    bad = wrong(res.outcome, truth, margin).reshape(campaigns, C)
+    used = res.used.reshape(campaigns, C)
+    rep = res.report
+    return {
+        "human_judgments_mean": float(used.sum(axis=1).mean()),
+        "closed_share": float((res.outcome != 0).mean()),
+        "wrong_campaigns": float(bad.any(axis=1).mean()),
+        "wrong_per_comparison": float(bad.mean()),
+        "wrong_null_per_comparison": float(bad.reshape(-1)[null].mean()),
+        "agreement_with_humans": float(np.nanmean(rep.agreement)),
+        "effective_per_human": float(np.nansum(rep.effective_humans) / rep.num_human.sum()),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--campaigns", type=int, default=500)
+    ap.add_argument("--noise", type=float, nargs="+", default=[0.1, 0.2])
+    ap.add_argument("--judges", nargs="+", default=list(JUDGES))
+    ap.add_argument("--budget", type=int, default=8000)
+    ap.add_argument("--alpha", type=float, default=0.05)
+    ap.add_argument("--margin", type=float, default=0.1)
+    ap.add_argument("--stress", action="store_true")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=str(OUT))
+    args = ap.parse_args()
+    effects = np.zeros(10) if args.stress else EFFECTS
+    alpha_each = args.alpha if args.stress else args.alpha / effects.shape[0]
+    budget = 2000 if args.stress else args.budget
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    common = {"campaigns": args.campaigns, "comparisons": int(effects.shape[0]), "cells": CELLS}
+    common |= {"alpha_each": alpha_each, "margin": args.margin, "budget": budget, "batch": 10}
+    common |= {"kind": "stress_nulls" if args.stress else "campaign", "seed": args.seed}
+    with open(args.out, "a") as out:
+        for noise in args.noise:
+            rng = np.random.default_rng([args.seed, int(noise * 1000)])
+            v, null = human_verdicts(rng, args.campaigns, effects)
+            first = make_population(v, v, noise, budget)
+            truth = first.truth
+            base = None
+            if not args.stress:
+                t0 = time.time()
+                res = run(args.seed, first, HUMAN_ONLY, alpha_each=alpha_each, margin=args.margin)
+                base = summarise(res, truth, null, args.campaigns, args.margin)
+                row = {**common, "noise": noise, "judge": None, "policy": "human_only", **base}
+                row["seconds"] = round(time.time() - t0, 1)
+                out.write(json.dumps(row) + "\n")
+                out.flush()
+                print(row, flush=True)
+            for name in args.judges:
+                jrng = np.random.default_rng([args.seed, int(noise * 1000), JUDGES.index(name)])
+                j = judge_verdicts(jrng, name, v)
+                pop = make_population(v, j, noise, budget)
+                for policy, config in POLICIES.items():
+                    t0 = time.time()
+                    res = run(args.seed, pop, config, alpha_each=alpha_each, margin=args.margin)
+                    row = {**common, "noise": noise, "judge": name, "policy": policy}
+                    row |= summarise(res, truth, null, args.campaigns, args.margin)
+                    row["agreement_with_cells"] = float(np.mean(j == v))
+                    row["bound"] = round(bound(pop), 4)
+                    if base is not None:
+                        row["ratio_to_human_only"] = (
+                            row["human_judgments_mean"] / base["human_judgments_mean"]
+                        )
+                    row["seconds"] = round(time.time() - t0, 1)
+                    out.write(json.dumps(row) + "\n")
+                    out.flush()
+                    print(row, flush=True)
+
+
+if __name__ == "__main__":
+    main()

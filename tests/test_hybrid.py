@@ -1,0 +1,169 @@
+"""Hybrid decisions (adaptive/hybrid.py): validity whatever the judge, PPI++ and confseq as references."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from adaptive.evidence import eb_confidence_sequence
+from adaptive.hybrid import HUMAN_ONLY, HybridConfig, fold, plan, ppi_mean, report, start
+from adaptive.hybrid_replay import population, run, wrong
+
+REFERENCE = Path(__file__).parent / "reference"
+
+
+def _reference(module: str):
+    sys.path.insert(0, str(REFERENCE))
+    try:
+        return __import__(module, fromlist=["*"])
+    finally:
+        sys.path.remove(str(REFERENCE))
+
+
+def _null_population(rng, rows: int, cells: int, judge: str):
+    """Comparisons with Δ exactly 0 (cells in mirrored pairs) and a judge of the given kind."""
+    half = cells // 2
+    v = rng.choice(3, size=(rows, half), p=[0.35, 0.3, 0.35])
+    v = np.concatenate([v, 2 - v], axis=1)
+    if judge == "adversarial":  # always "B": pushes towards a wrong sign
+        j = np.full_like(v, 2)
+    else:  # an 80% judge
+        j = np.where(rng.random(v.shape) < 0.8, v, (v + rng.integers(1, 3, v.shape)) % 3)
+    human = np.full((3, 3), 0.1)
+    np.fill_diagonal(human, 0.8)
+    row = np.repeat(np.arange(rows), cells)
+    return population(row, j.reshape(-1), human[v.reshape(-1)], rows, 400)
+
+
+@pytest.mark.parametrize("judge", ["adversarial", "agree_80"])
+@pytest.mark.parametrize("routing", [False, True])
+def test_null_comparisons_err_within_alpha_whatever_the_judge(judge, routing):
+    rng = np.random.default_rng(3)
+    pop = _null_population(rng, 300, 40, judge)
+    assert np.all(pop.truth == 0.0)
+    res = run(1, pop, HybridConfig(routing=routing), alpha_each=0.1, margin=0.1, batch=5)
+    bad = wrong(res.outcome, pop.truth, 0.1)
+    # each comparison errs with probability <= 0.1 (two sides at 0.05); 300 draws
+    assert bad.mean() <= 0.1 + 2.5 * np.sqrt(0.1 * 0.9 / 300)
+
+
+def test_without_a_judge_the_confidence_sequence_is_confseqs():
+    predmix = _reference("confseq.predmix")
+    rng = np.random.default_rng(1)
+    y = rng.choice([-1.0, 0.0, 1.0], size=300, p=[0.2, 0.3, 0.5])
+    config = HybridConfig(use_judge=False, scale="range")
+    state = start(np.ones((1, 1)), 0.01)
+    lows, highs = [], []
+    for t in range(y.shape[0]):
+        state = fold(state, plan(state, config), np.zeros(1, int), y[t : t + 1], np.ones(1, bool))
+        lows.append(state.low[0])
+        highs.append(state.high[0])
+    low, high = predmix.predmix_empbern_twosided_cs(
+        (y + 1) / 2, alpha=0.01, truncation=0.5, running_intersection=True
+    )
+    np.testing.assert_allclose(lows, 2 * np.asarray(low) - 1, atol=1e-10)
+    np.testing.assert_allclose(highs, 2 * np.minimum(high, 1.0) - 1, atol=1e-10)
+    mine_low, _ = eb_confidence_sequence((y + 1) / 2, 0.01)
+    np.testing.assert_allclose(lows, 2 * mine_low - 1, atol=1e-10)
+
+
+def test_ppi_mean_is_ppi_pys():
+    ppi = _reference("ppi_py")
+    rng = np.random.default_rng(2)
+    n_all, n = 2000, 150
+    f_all = rng.choice([-1.0, 0.0, 1.0], size=n_all, p=[0.3, 0.2, 0.5])
+    labeled = rng.choice(n_all, size=n, replace=False)
+    y = np.where(rng.random(n) < 0.75, f_all[labeled], rng.choice([-1.0, 0.0, 1.0], size=n))
+    mine = ppi_mean(y, f_all[labeled], f_all, alpha=0.05)
+    low, high = ppi.ppi_mean_ci(y, f_all[labeled], f_all, alpha=0.05)
+    point = ppi.ppi_mean_pointestimate(y, f_all[labeled], f_all)
+    assert mine.low == pytest.approx(float(low[0]), abs=1e-12)
+    assert mine.high == pytest.approx(float(high[0]), abs=1e-12)
+    assert mine.estimate == pytest.approx(float(np.ravel(point)[0]), abs=1e-12)
+    assert 0.3 < mine.lam <= 1.0
+
+
+def test_the_hybrid_estimate_agrees_with_ppi_at_a_fixed_look():
+    """The online estimate (learnt calibration, uniform sampling) against PPI++ on the same draws."""
+    ppi = _reference("ppi_py")
+    rng = np.random.default_rng(4)
+    cells, n = 4000, 1500
+    v = rng.choice(3, size=cells, p=[0.3, 0.2, 0.5])
+    j = np.where(rng.random(cells) < 0.8, v, (v + rng.integers(1, 3, cells)) % 3)
+    share = np.bincount(j, minlength=3)[None, :] / cells
+    state = start(share, 0.05)
+    config = HybridConfig()
+    ys, js = [], []
+    for _ in range(n):
+        p = plan(state, config)
+        cell = rng.integers(cells)
+        y = v[cell] - 1.0 if rng.random() < 0.8 else rng.integers(3) - 1.0
+        state = fold(state, p, j[cell : cell + 1], np.array([y]), np.ones(1, bool))
+        ys.append(y)
+        js.append(j[cell] - 1.0)
+    rep = report(state, config)
+    # PPI++ on the same draws, with the judge's verdicts read through the calibration learnt;
+    # the cells' verdicts repeated 100 times: Δ here is over these cells, whose mean verdict is
+    # known exactly, where PPI++ counts the unlabeled mean's sampling variance
+    h = plan(state, config).h[0]
+    f_all = np.tile(h[j], 100)
+    low, high = ppi.ppi_mean_ci(np.array(ys), h[np.array(js, int) + 1], f_all, alpha=0.05)
+    half = (high[0] - low[0]) / 2
+    assert abs(rep.estimate[0] - (low[0] + high[0]) / 2) < half / 4
+    # the effective sample size is what PPI++'s variance reduction says, within 10%
+    var_y = np.var(ys)
+    ppi_gain = var_y / (n * (half / 1.959964) ** 2)
+    assert rep.effective_humans[0] / n == pytest.approx(ppi_gain, rel=0.1)
+    # and the CS covers the truth, wider than the fixed-look interval (the price of every look)
+    truth = np.mean(np.array([[0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.1, 0.1, 0.8]])[v] @ [-1, 0, 1])
+    assert rep.low[0] <= truth <= rep.high[0]
+    assert rep.high[0] - rep.low[0] > high[0] - low[0]
+
+
+def test_routing_records_probabilities_and_stays_unbiased():
+    """Rates follow sqrt(residual second moment), keep the floor, sum to one over cells; the
+    inverse-probability-weighted Z is unbiased for Δ under them."""
+    rng = np.random.default_rng(5)
+    cells = 600
+    v = rng.choice(3, size=cells, p=[0.3, 0.2, 0.5])
+    # a judge sure of B (right), unsure elsewhere: residuals small on its B cells
+    j = np.where(v == 2, 2, rng.integers(0, 2, cells))
+    human = np.array([[0.6, 0.2, 0.2], [0.3, 0.4, 0.3], [0.02, 0.03, 0.95]])
+    counts = np.bincount(j, minlength=3)
+    share = (counts / cells)[None, :]
+    config = HybridConfig(routing=True, floor=0.3, burn_in=10)
+    state = start(share, 0.05)
+    zs = []
+    order = np.argsort(j, kind="stable")
+    for _ in range(3000):
+        p = plan(state, config)
+        assert np.sum(p.prob) == pytest.approx(1.0)
+        assert np.all(p.rel >= 0.3 - 1e-12)
+        k = rng.choice(3, p=p.prob[0])
+        cell = order[np.sum(counts[:k]) + rng.integers(counts[k])]
+        y = rng.choice([-1.0, 0.0, 1.0], p=human[v[cell]])
+        zs.append(p.center[0] + (y - p.h[0, k]) / p.rel[0, k])
+        state = fold(state, p, np.array([k]), np.array([y]), np.ones(1, bool))
+    assert p.rel[0, 2] < 0.8 < p.rel[0, 0]  # fewer humans where the judge is reliable
+    truth = np.mean(human[v] @ [-1.0, 0.0, 1.0])
+    se = np.std(zs) / np.sqrt(len(zs))
+    assert abs(np.mean(zs) - truth) < 3.5 * se
+    assert report(state, config).estimate[0] == pytest.approx(np.mean(zs))
+
+
+def test_a_useless_judge_costs_few_human_judgments():
+    rng = np.random.default_rng(6)
+    rows, cells = 200, 100
+    v = rng.choice(3, size=(rows, cells), p=[0.15, 0.2, 0.65])
+    human = np.full((3, 3), 0.05)
+    np.fill_diagonal(human, 0.9)
+    row = np.repeat(np.arange(rows), cells)
+    used = {}
+    for name, config in (("human", HUMAN_ONLY), ("random", HybridConfig())):
+        j = rng.integers(0, 3, v.shape)
+        pop = population(row, j.reshape(-1), human[v.reshape(-1)], rows, 3000)
+        used[name] = run(7, pop, config, alpha_each=0.01, margin=0.05).used.sum()
+    assert used["random"] <= 1.06 * used["human"]
