@@ -276,3 +276,35 @@ def replay_log(
             }
         )
     return rows
+
+
+def replay_files(
+    data: str,
+    judge_data: str,
+    *,
+    seed: int = 0,
+    seeds: int = 20,
+    alpha: float = 0.05,
+    margin: float = 0.1,
+    batch: int = 10,
+    policies: Sequence[str] | None = None,
+) -> list[dict]:
+    """``evalset replay --judge-data``: human-only and the hybrids on a human log and a judge's
+    verdicts (both in the judgments schema), one row per policy and dimension."""
+    from adaptive.data import read_judgments
+
+    humans = read_judgments(data)
+    judge = read_judge(judge_data)
+    rows = []
+    for dim in sorted(set(humans["dimension"].to_list())):
+        logs = log_population(
+            humans.filter(pl.col("dimension") == dim), judge.filter(pl.col("dimension") == dim)
+        )
+        if logs.population.num_rows == 0:
+            continue
+        names = list(policies or HYBRID_POLICIES)
+        for row in replay_log(
+            range(seed, seed + seeds), logs, names, alpha=alpha, margin=margin, batch=batch
+        ):
+            rows.append({"dimension": dim, **row})
+    return rows

@@ -167,3 +167,16 @@ def test_a_useless_judge_costs_few_human_judgments():
         pop = population(row, j.reshape(-1), human[v.reshape(-1)], rows, 3000)
         used[name] = run(7, pop, config, alpha_each=0.01, margin=0.05).used.sum()
     assert used["random"] <= 1.06 * used["human"]
+
+
+def test_mtbench_replay_with_gpt4_prints_the_policies_and_reverses_nothing():
+    from adaptive.hybrid_replay import replay_files
+
+    root = Path(__file__).resolve().parents[1] / "data" / "mtbench"
+    rows = replay_files(str(root / "judgments.csv"), str(root / "judge_gpt4.csv"), seeds=3)
+    assert [r["policy"] for r in rows] == ["human_only", "hybrid_uniform", "hybrid_routed"]
+    for r in rows:
+        assert r["reversals_max"] == 0
+        assert 0 < r["human_judgments_mean"] <= r["log_judgments"]
+        assert 0 <= r["closed_mean"] <= 15
+    assert 0.6 < rows[1]["agreement_mean"] < 0.75  # GPT-4 and single human judgments

@@ -280,6 +280,8 @@ def run_replay(args: argparse.Namespace) -> int:
     )
     from services.cli.decisions import rule_from_args
 
+    if args.judge_data:
+        return _replay_with_judge(args)
     policies = []
     for part in args.policy or list(POLICIES):
         policies += [p.strip() for p in part.split(",") if p.strip()]
@@ -329,6 +331,21 @@ def run_replay(args: argparse.Namespace) -> int:
         log(f"rule: {rule.describe(rows[0]['comparisons'])}")
     if args.plot:
         plot_anytime(rows, args.plot, title=Path(args.data).parent.name)
+    return 0
+
+
+def _replay_with_judge(args: argparse.Namespace) -> int:
+    """Human-only vs hybrid decisions on a human log and a judge's verdicts (adaptive.hybrid)."""
+    from adaptive.hybrid_replay import replay_files
+    from services.cli.decisions import rule_from_args
+
+    rule = rule_from_args(args)
+    rows = replay_files(
+        args.data, args.judge_data, seed=args.seed, seeds=args.seeds, alpha=rule.alpha,
+        margin=rule.margin,
+    )  # fmt: skip
+    columns = ["dimension", "policy", "human_judgments_mean", "closed_mean", "reversals_max"]
+    emit(rows, args.format, columns=None if args.format == "json" else columns)
     return 0
 
 
@@ -480,4 +497,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r.add_argument("--plot", help="write the anytime curves (judgments until k closed) to this PNG")
     r.add_argument("--format", choices=list(FORMATS), default="table", help="output format")
     r.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    r.add_argument(
+        "--judge-data",
+        help="an automatic judge's verdicts (judgments schema, annotator_id naming the judge): "
+        "compare human-only, hybrid_uniform and hybrid_routed (docs/hybrid.md)",
+    )
     r.set_defaults(func=run_replay)
