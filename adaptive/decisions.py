@@ -41,8 +41,12 @@ opposite sign (``alpha_c / 2``) or equivalence (``alpha_c / 2``).
 ``alpha`` evenly, ``alpha_c = alpha / num_tests``, so the probability that *any*
 comparison of the campaign ever gets a wrong decision is at most ``alpha``
 (family-wise, at every look). ``num_tests`` should be fixed when the campaign
-is planned (it defaults to the number of comparisons present). ``none`` uses
-``alpha`` per comparison.
+is planned: it is the size of the comparison family the team declares
+(:mod:`adaptive.rule`; default: the comparisons present). ``e-holm`` closes what
+Bonferroni closes and, at every look (each :func:`update`), what closed testing with
+the comparisons' e-values adds (:func:`adaptive.rule.e_holm_rejections`): family-wise
+at every look too; its decisions depend on when one looks (a look is a batch), so
+``decide`` on all judgments at once is one look. ``none`` uses ``alpha`` per comparison.
 
 **The unit of replication** (``unit``):
 
@@ -67,7 +71,6 @@ References:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -75,69 +78,18 @@ import numpy as np
 from adaptive.evidence import log_sign_evalue
 from adaptive.needed import NEEDED_HORIZON as NEEDED_HORIZON  # the horizon of ``needed``
 from adaptive.needed import needed_equivalence, needed_sign
+from adaptive.rule import CORRECTIONS as CORRECTIONS
+from adaptive.rule import DEFAULT_UNIT, Family, e_holm_rejections
+from adaptive.rule import LOG_E_CAP as LOG_E_CAP
+from adaptive.rule import UNITS as UNITS
+from adaptive.rule import DecisionRule as DecisionRule
 
 #: outcome codes
 UNDECIDED, B_BETTER, A_BETTER, EQUIVALENT = 0, 1, 2, 3
 OUTCOME_NAMES = ("undecided", "B better", "A better", "equivalent")
-UNITS = ("prompt", "judgment")
-CORRECTIONS = ("bonferroni", "none")
-#: e-values are reported up to exp(690) ~ 1e300, so that they stay finite (and JSON numbers)
-LOG_E_CAP = 690.0
 #: the optimistic need (:attr:`Decisions.needed_optimistic`) continues the counts with the
 #: leading side's share at this upper quantile of its Beta(1 + lead, 1 + trail) posterior
 OPTIMISM = 0.8
-
-
-@dataclass(frozen=True)
-class DecisionRule:
-    """How decisions are made.
-
-    Attributes:
-        alpha: campaign-wide error bound (family-wise with ``bonferroni``).
-        margin: region of practical equivalence, |Δ| < margin (Δ in [-1, 1]).
-        unit: ``prompt`` (first judgment of each cell) or ``judgment`` (all).
-        correction: ``bonferroni`` (alpha / num_tests each) or ``none``.
-        mixture: a of the Beta(a, a) mixing prior of the sign e-processes.
-            Larger a suits small effects (|q - 1/2| around 1 / sqrt(8a)).
-    """
-
-    alpha: float = 0.05
-    margin: float = 0.1
-    unit: str = "prompt"
-    correction: str = "bonferroni"
-    mixture: float = 5.0
-
-    def __post_init__(self) -> None:
-        if not 1e-12 <= self.alpha < 1.0:
-            raise ValueError(f"alpha must be in [1e-12, 1), not {self.alpha}")
-        if not 0.0 <= self.margin < 1.0:
-            raise ValueError(f"margin must be in [0, 1), not {self.margin}")
-        if self.unit not in UNITS:
-            raise ValueError(f"unit must be one of {UNITS}, not {self.unit!r}")
-        if self.correction not in CORRECTIONS:
-            raise ValueError(f"correction must be one of {CORRECTIONS}, not {self.correction!r}")
-        if self.mixture <= 0:
-            raise ValueError(f"mixture must be > 0, not {self.mixture}")
-
-    def alpha_each(self, num_tests: int) -> float:
-        """The error bound of one comparison."""
-        if self.correction == "bonferroni":
-            return self.alpha / max(int(num_tests), 1)
-        return self.alpha
-
-    def describe(self, num_tests: int) -> str:
-        """The rule in one line, for outputs."""
-        each = self.alpha_each(num_tests)
-        split = (
-            f"bonferroni: alpha {self.alpha:g} / {num_tests} comparisons = {each:.3g} each"
-            if self.correction == "bonferroni"
-            else f"no correction: alpha {self.alpha:g} each"
-        )
-        return (
-            f"anytime-valid; sign: beta({self.mixture:g}) mixture e-processes at {each / 2:.3g} "
-            f"each side; equivalence |delta| < {self.margin:g}: empirical-Bernstein confidence "
-            f"sequence at {each / 2:.3g} each side; {split}; unit: {self.unit}"
-        )
 
 
 class Decisions(NamedTuple):
@@ -193,7 +145,7 @@ class Decisions(NamedTuple):
 
 
 def decision_observations(
-    comparison: np.ndarray, prompt: np.ndarray, unit: str = "prompt"
+    comparison: np.ndarray, prompt: np.ndarray, unit: str = DEFAULT_UNIT
 ) -> np.ndarray:
     """(N,) True for the judgments a decision uses (arrival order is the array order).
 
@@ -421,7 +373,39 @@ def update(
         new["sum_vpsi_low"][c], new["sum_vpsi_high"][c] = v_low[-1], v_high[-1]
         new["low01"][c], new["high01"][c] = low[-1], high[-1]
         new["log_eb"][c], new["log_ea"][c] = log_eb[-1], log_ea[-1]
+    if rule.correction == "e-holm":
+        _close_by_e_holm(new, rule, state.num_tests)
     return DecisionState(rule, state.num_tests, **new, cells=tally, version=tally.version)
+
+
+def equivalence_log_evalues(state, margin: float) -> tuple[np.ndarray, np.ndarray]:
+    """log e-values against "Δ <= -margin" and "Δ >= margin" now ((C,) each; state or dict).
+
+    The capital of the confidence sequence's own bets at the margin: the sequence's lower
+    bound passes -margin exactly when the first reaches ``2 / alpha_each`` (and its upper
+    bound +margin with the second); 0 (e = 1) before any observation.
+    """
+    get = state.__getitem__ if isinstance(state, dict) else state.__getattribute__
+    edge = (1.0 - margin) / 2.0  # Δ = -margin on the [0, 1] scale of x (and of 1 - x)
+    lam, lam_x = get("sum_lam"), get("sum_lam_x")
+    low = lam_x - edge * lam - get("sum_vpsi_low")
+    high = (lam - lam_x) - edge * lam - get("sum_vpsi_high")
+    return low, high
+
+
+def _close_by_e_holm(new: dict, rule: DecisionRule, num_tests: int) -> None:
+    """Close (in place) the comparisons closed testing with e-values decides at this look."""
+    low, high = equivalence_log_evalues(new, rule.margin)
+    log_e = np.stack([new["log_eb"], new["log_ea"], low, high], axis=1)
+    rejected = e_holm_rejections(log_e, num_tests, rule.alpha, margin=rule.margin)
+    open_ = new["outcome"] == UNDECIDED
+    outcome = np.where(rejected[:, 0], B_BETTER, np.where(rejected[:, 1], A_BETTER, UNDECIDED))
+    outcome = np.where(
+        (outcome == UNDECIDED) & rejected[:, 2] & rejected[:, 3], EQUIVALENT, outcome
+    )
+    closing = open_ & (outcome != UNDECIDED)
+    new["outcome"][closing] = outcome[closing]
+    new["closed_at"][closing] = new["num_judgments"][closing]
 
 
 def _tally_cells(tally: CellTally, comparison, prompt, signed, new: dict) -> np.ndarray:
@@ -518,7 +502,7 @@ def decide(
         comparison, prompt: (N,) integer indices of each judgment.
         signed: (N,) +1 (B chosen), -1 (A chosen), 0 (tie), oriented to the comparison.
         num_comparisons: C.
-        rule: the :class:`DecisionRule` (default: alpha 0.05, margin 0.1, prompt unit).
+        rule: the :class:`DecisionRule` (default: its defaults, :mod:`adaptive.rule`).
         num_tests: comparisons the campaign's alpha is split over (default C).
 
     Returns:
@@ -551,31 +535,52 @@ def decide_cells(
     )
 
 
-def decision_rows(decisions: Decisions, names: list[tuple[str, str, str]]) -> list[dict]:
-    """One flat dict per comparison (``names``: (dimension, system_a, system_b)), for outputs."""
+def decision_rows(
+    decisions: Decisions,
+    names: list[tuple[str, str, str]],
+    *,
+    available_prompts: np.ndarray | None = None,
+    unit: str | None = None,
+    family: Family | None = None,
+) -> list[dict]:
+    """One flat dict per comparison (``names``: (dimension, system_a, system_b)), for outputs.
+
+    With ``available_prompts`` ((C,) the prompts of each comparison's dimension in the
+    campaign) and the rule's ``unit``: ``unused_prompts`` (not yet judged on it) and
+    ``needs_new_prompts`` (undecided, and with the prompt unit it likely needs more
+    judgments than it has unused prompts: the campaign's prompts cannot close it). With
+    ``family``: ``family`` (its kind) and ``family_size``.
+    """
     rows = []
     for c, (dim, a, b) in enumerate(names):
         needed = float(decisions.needed[c])
-        rows.append(
-            {
-                "dimension": dim,
-                "system_a": a,
-                "system_b": b,
-                "decision": OUTCOME_NAMES[int(decisions.outcome[c])],
-                "net_preference": float(decisions.net[c])
-                if np.isfinite(decisions.net[c])
-                else None,
-                "cs_low": float(decisions.cs_low[c]),
-                "cs_high": float(decisions.cs_high[c]),
-                "n_judgments": int(decisions.num_judgments[c]),
-                "n_used": int(decisions.num_obs[c]),
-                "n_prompts": int(decisions.num_prompts[c]),
-                "closed_at": int(decisions.closed_at[c]) or None,
-                "needed": None if not np.isfinite(needed) else int(round(needed)),
-                "e_b_better": float(decisions.e_b[c]),
-                "e_a_better": float(decisions.e_a[c]),
-                "alpha_each": float(decisions.alpha_each),
-                "rule": decisions.rule,
-            }
-        )
+        row = {
+            "dimension": dim,
+            "system_a": a,
+            "system_b": b,
+            "decision": OUTCOME_NAMES[int(decisions.outcome[c])],
+            "net_preference": float(decisions.net[c]) if np.isfinite(decisions.net[c]) else None,
+            "cs_low": float(decisions.cs_low[c]),
+            "cs_high": float(decisions.cs_high[c]),
+            "n_judgments": int(decisions.num_judgments[c]),
+            "n_used": int(decisions.num_obs[c]),
+            "n_prompts": int(decisions.num_prompts[c]),
+            "closed_at": int(decisions.closed_at[c]) or None,
+            "needed": None if not np.isfinite(needed) else int(round(needed)),
+        }
+        if available_prompts is not None:
+            unused = max(int(available_prompts[c]) - int(decisions.num_prompts[c]), 0)
+            row["unused_prompts"] = unused
+            row["needs_new_prompts"] = bool(
+                decisions.outcome[c] == UNDECIDED and unit == "prompt" and needed > unused
+            )
+        row |= {
+            "e_b_better": float(decisions.e_b[c]),
+            "e_a_better": float(decisions.e_a[c]),
+            "alpha_each": float(decisions.alpha_each),
+        }
+        if family is not None:
+            row |= {"family": family.kind, "family_size": family.size}
+        row["rule"] = decisions.rule
+        rows.append(row)
     return rows

@@ -11,7 +11,7 @@ convention everywhere: a comparison "A vs B" has theta > 0 when **B is better**.
 >>> df = evalset.example(num_systems=3, num_prompts=20, seed=1)
 >>> df.columns[:5]
 ['item_id', 'system_a', 'system_b', 'annotator_id', 'winner']
->>> evalset.decisions(df).select("system_a", "system_b", "decision").row(0)
+>>> evalset.decisions(df).select("system_a", "system_b", "decision").row(1)
 ('s0', 's2', 'B better')
 
 ========================= =============================================================
@@ -38,7 +38,6 @@ posterior (minutes); ``"laplace"`` is accepted as another name for ``"fast"``.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -46,8 +45,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from adaptive.rule import DEFAULT_LEVEL
 from evalset._common import _dims, _method, example, read
 from evalset.bradley_terry import annotators, leaderboard
+from evalset.decide import decisions, evidence
 
 __all__ = [
     "annotators",
@@ -151,7 +152,7 @@ def significance(
     dimension: str | None = None,
     method: str = "fast",
     rule: str = "holm",
-    alpha: float = 0.05,
+    alpha: float = DEFAULT_LEVEL,
     level: float = 0.95,
     seed: int = 0,
     **fit_options: Any,
@@ -232,153 +233,40 @@ def inference_data(result: Any):
     )
 
 
-# ---------------------------------------------------------------- decisions
-
-
-def decisions(
-    data: Any,
-    *,
-    dimension: str | None = None,
-    alpha: float = 0.05,
-    margin: float = 0.1,
-    unit: str = "prompt",
-    correction: str = "bonferroni",
-    num_tests: int | None = None,
-) -> pl.DataFrame:
-    """Per comparison: ``B better``, ``A better``, ``equivalent`` or ``undecided``, valid at
-    every look (:mod:`adaptive.decisions`), from its own judgments in row (arrival) order.
-
-    Columns: ``dimension, system_a, system_b, decision, net`` (Δ, the expected signed
-    judgment in [-1, 1]), ``cs_low, cs_high`` (its confidence sequence), ``closed_at``
-    (judgments used when it closed), ``needed`` (judgments likely still needed),
-    ``n_judgments, n_prompts, rule``. Sorted by dimension, then ``net``.
-    """
-    from adaptive.cells import build_cells
-    from adaptive.decisions import DecisionRule, decide
-
-    judgments = read(data)
-    rule = DecisionRule(alpha=alpha, margin=margin, unit=unit, correction=correction)
-    rows = []
-    for dim in _dims(judgments, dimension):
-        cells = build_cells(judgments, dimension=dim)
-        signed = cells.judgment_y.astype(np.int64) - 1
-        d = decide(
-            cells.judgment_comparison,
-            cells.judgment_prompt,
-            signed,
-            cells.num_comparisons,
-            rule,
-            num_tests=num_tests,
-        )
-        names = d.names()
-        for c, (a, b) in enumerate(cells.comparison_names()):
-            rows.append(
-                {
-                    "dimension": dim,
-                    "system_a": a,
-                    "system_b": b,
-                    "decision": names[c],
-                    "net": float(d.net[c]),
-                    "cs_low": float(d.cs_low[c]),
-                    "cs_high": float(d.cs_high[c]),
-                    "closed_at": int(d.closed_at[c]) if d.outcome[c] != 0 else None,
-                    "needed": float(d.needed[c]),
-                    "n_judgments": int(d.num_judgments[c]),
-                    "n_prompts": int(d.num_prompts[c]),
-                    "rule": d.rule,
-                }
-            )
-    return pl.DataFrame(rows, infer_schema_length=None).sort(
-        ["dimension", "net"], descending=[False, True]
-    )
-
-
-def evidence(
-    data: Any,
-    *,
-    dimension: str | None = None,
-    alpha: float = 0.05,
-    margin: float = 0.1,
-    unit: str = "prompt",
-    correction: str = "bonferroni",
-) -> pl.DataFrame:
-    """Each comparison's evidence after each of its judgments, as :func:`decisions` sees it.
-
-    One row per (comparison, observation the decision uses): ``judgments`` (the
-    comparison's judgments so far, the cost), ``log10_e_b`` / ``log10_e_a`` (the
-    e-values against "B not better" / "A not better"), ``threshold`` (log10 of the
-    level each must reach), ``cs_low``/``cs_high`` (the confidence sequence of Δ),
-    ``decision`` (final) and ``closed_at``.
-    """
-    from adaptive.cells import build_cells
-    from adaptive.decisions import DecisionRule, decide, decision_observations
-    from adaptive.evidence import eb_confidence_sequence, log_sign_evalue
-
-    judgments = read(data)
-    rule = DecisionRule(alpha=alpha, margin=margin, unit=unit, correction=correction)
-    frames = []
-    for dim in _dims(judgments, dimension):
-        cells = build_cells(judgments, dimension=dim)
-        signed = cells.judgment_y.astype(np.int64) - 1
-        comp, prompt = cells.judgment_comparison, cells.judgment_prompt
-        d = decide(comp, prompt, signed, cells.num_comparisons, rule)
-        each = d.alpha_each
-        used = decision_observations(comp, prompt, unit)
-        for c, (a, b) in enumerate(cells.comparison_names()):
-            rows = np.flatnonzero(comp == c)
-            cost = np.arange(1, len(rows) + 1)[used[rows]]
-            x = signed[rows][used[rows]].astype(np.float64)
-            if x.size == 0:
-                continue
-            k, m = np.cumsum(x > 0), np.cumsum(x != 0)
-            low, high = eb_confidence_sequence((x + 1.0) / 2.0, each)
-            frames.append(
-                pl.DataFrame(
-                    {
-                        "dimension": dim,
-                        "system_a": a,
-                        "system_b": b,
-                        "judgments": cost,
-                        "log10_e_b": log_sign_evalue(k, m, rule.mixture) / np.log(10),
-                        "log10_e_a": log_sign_evalue(m - k, m, rule.mixture) / np.log(10),
-                        "threshold": float(np.log10(2.0 / each)),
-                        "cs_low": 2.0 * low - 1.0,
-                        "cs_high": 2.0 * high - 1.0,
-                        "decision": d.names()[c],
-                        "closed_at": int(d.closed_at[c]) if d.outcome[c] else None,
-                    },
-                    schema_overrides={"closed_at": pl.Int64},
-                )
-            )
-    return pl.concat(frames)
-
-
 # ---------------------------------------------------------------- thin wrappers
 
 
-def _as_file(judgments: pl.DataFrame, folder: str) -> str:
-    path = Path(folder) / "judgments.parquet"
-    judgments.drop("row").write_parquet(path)
-    return str(path)
-
-
 def recommend(
-    data: Any, *, size: int = 20, seed: int = 0, extra_args: Sequence[str] = ()
+    data: Any,
+    *,
+    texts_from: str | Path | None = None,
+    targets: Sequence[tuple[str, str]] | Sequence[str] = (),
+    **options: Any,
 ) -> pl.DataFrame:
-    """The next annotation batch for a judgments file or frame (``evalset recommend --data``).
+    """The next annotation batch of a judgments file or frame (as ``evalset recommend --data``).
 
-    A thin wrapper: with a file, the prompt and response texts are read from
-    ``items.csv`` / ``responses.csv`` beside it; ``extra_args`` are more command-line
-    flags (e.g. ``["--targets", "A:B"]``).
+    Calls :func:`evalset.batch.recommend_batch`, the command line's library. The prompt
+    and response texts come from ``items.csv`` / ``responses.csv`` in ``texts_from`` (a
+    folder; default: the folder of ``data`` when it is a file). ``targets``: comparisons
+    that matter, as ``("A", "B")`` or ``"A:B"``. ``options``: the fields of
+    :class:`evalset.batch.RecommendRequest` (``size`` 20, ``seed`` 0, ``adjacent``,
+    ``tier``, ``burn_in``, ``max_per_cell``, ``annotator``, ``parameterization``,
+    ``draws``) and of its decision rule (``alpha``, ``margin``, ``unit``, ``correction``);
+    the defaults are those types'.
     """
-    from services.cli import build_parser
-    from services.cli.recommend import recommend_from_file
+    from evalset.batch import RecommendRequest, as_pairs, recommend_batch, side_tables
+    from evalset.decide import rule_of
 
-    with tempfile.TemporaryDirectory() as folder:
-        path = data if isinstance(data, str | Path) else _as_file(read(data), folder)
-        argv = ["recommend", "--data", str(path), "--size", str(size), "--seed", str(seed)]
-        args = build_parser().parse_args([*argv, "--quiet", *extra_args])
-        return pl.DataFrame(recommend_from_file(args), infer_schema_length=None)
+    if texts_from is None and isinstance(data, str | Path):
+        texts_from = Path(data).parent
+    prompt_text, responses = side_tables(texts_from) if texts_from is not None else ({}, {})
+    rule_keys = ("alpha", "margin", "unit", "correction")
+    rule = rule_of(**{k: options.pop(k) for k in rule_keys if k in options})
+    if "tier" in options:
+        options["tier"] = tuple(options["tier"])
+    request = RecommendRequest(rule=rule, targets=as_pairs(targets), **options)
+    rows = recommend_batch(read(data), request, prompt_text=prompt_text, responses=responses)
+    return pl.DataFrame(rows, infer_schema_length=None)
 
 
 def prune(
@@ -452,18 +340,39 @@ def plot_forest(data: Any, path: str | Path, **options: Any) -> Path:
     return plot_leaderboard(leaderboard(judgments), decisions(judgments), path, **options)
 
 
-def plot_annotators(data: Any, path: str | Path, **options: Any) -> Path:
-    """Each annotator's position bias (interval) and agreement with the others."""
+def plot_annotators(
+    data: Any,
+    path: str | Path,
+    *,
+    dimension: str | None = None,
+    method: str = "fast",
+    assume_a_first: bool = False,
+    seed: int = 0,
+    **options: Any,
+) -> Path:
+    """Each annotator's position bias (interval) and agreement with the others
+    (:func:`annotators`'s screens; ``assume_a_first`` as ``evalset plot annotators
+    --assume-a-first``: without a ``shown_first`` column, response a was shown first)."""
     from services.plots import plot_annotators as draw
 
-    return draw(annotators(data), path, **options)
+    table = annotators(
+        data, dimension=dimension, method=method, assume_a_first=assume_a_first, seed=seed
+    )
+    return draw(table, path, **options)
 
 
 def plot_item_information(data: Any, path: str | Path, **options: Any) -> Path:
-    """Item information curves I_j(theta) of the most and least discriminating prompts."""
+    """Item information curves I_j(theta) of the most and least discriminating prompts.
+
+    ``data``: :func:`fit`'s result (drawn as it is) or judgments (fitted first with
+    ``dimension``, ``method``, ``preset``, ... from ``options``, as :func:`fit` takes them).
+    """
     from services.plots import plot_item_information as draw
 
-    return draw(fit(data, dimension=options.pop("dimension", None)), path, **options)
+    if hasattr(data, "posterior") and hasattr(data, "cells"):  # a fit: no second fit
+        return draw(data, path, **options)
+    drawing = {k: options.pop(k) for k in ("num_curves", "title") if k in options}
+    return draw(fit(data, **options), path, **drawing)
 
 
 def plot_matrices(data: Any, path: str | Path, **options: Any) -> Path:

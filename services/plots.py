@@ -328,6 +328,10 @@ def plot_progress(
         ax1.text(k, c, str(c), ha="center", va="bottom", fontsize=8)
     ax1.set_title(f"{n - counts[3]} closed, {counts[3]} open", fontsize=9)
     y = np.arange(n)[::-1]
+    # out of sight: null in the rows (inf in older ones)
+    rows = [
+        {**r, "needed": np.inf if r.get("needed") is None else float(r["needed"])} for r in rows
+    ]
     finite = [
         r["needed"] for r in rows if r["decision"] == "undecided" and np.isfinite(r["needed"])
     ]

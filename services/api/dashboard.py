@@ -37,6 +37,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from adaptive.decisions import DecisionRule, decide, decision_rows
+from adaptive.rule import DEFAULT_LEVEL, DEFAULT_MARGIN, DEFAULT_UNIT
 from services.answers import leaderboard_rows
 from services.api.dashboard_page import FAVICON, render_dashboard
 from services.api.decisions import campaign_comparisons
@@ -228,9 +229,9 @@ def dashboard(
     state: State,
     refresh: Annotated[int, Query(ge=0, le=3600, description="seconds between reloads")] = 15,
     dimension: Annotated[str | None, Query(max_length=200)] = None,
-    alpha: Annotated[float, Query(gt=0.0, lt=1.0)] = 0.05,
-    margin: Annotated[float, Query(ge=0.0, lt=1.0)] = 0.1,
-    unit: Annotated[str, Query(pattern="^(prompt|judgment)$")] = "prompt",
+    alpha: Annotated[float, Query(ge=1e-12, lt=1.0)] = DEFAULT_LEVEL,
+    margin: Annotated[float, Query(ge=0.0, lt=1.0)] = DEFAULT_MARGIN,
+    unit: Annotated[str, Query(pattern="^(prompt|judgment)$")] = DEFAULT_UNIT,
 ) -> Response:
     """The campaign at a glance (HTML). ``?token=`` once sets a cookie for this page."""
     path = request.url.path

@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from services.cli.common import FORMATS, dimensions_of, emit, log
+from adaptive.rule import (
+    CORRECTIONS,
+    DEFAULT_CORRECTION,
+    DEFAULT_FAMILY,
+    DEFAULT_LEVEL,
+    DEFAULT_MARGIN,
+    DEFAULT_UNIT,
+    FAMILIES,
+    UNITS,
+)
+from services.cli import CliError
+from services.cli.common import FORMATS, emit, log
 
 if TYPE_CHECKING:
-    import polars as pl
-
-    from adaptive.decisions import DecisionRule
+    from adaptive.rule import DecisionRule
 
 DECISION_COLUMNS = (
     "dimension",
@@ -25,77 +34,100 @@ DECISION_COLUMNS = (
     "n_prompts",
     "closed_at",
     "needed",
+    "needs_new_prompts",
 )
 
 
-def add_rule_args(parser: argparse.ArgumentParser) -> None:
-    """The decision rule's flags, shared by ``decisions``, ``recommend`` and ``replay``."""
+def add_rule_args(parser: argparse.ArgumentParser, *, with_family: bool = False) -> None:
+    """The decision rule's flags, shared by ``decisions``, ``recommend`` and ``replay``;
+    their defaults are :class:`adaptive.rule.DecisionRule`'s. ``with_family``: the comparison
+    family's flags too (``recommend`` and ``replay`` use the comparisons compared)."""
     parser.add_argument(
         "--alpha",
         type=float,
-        default=0.05,
-        help="campaign-wide error bound, split over the comparisons (default: 0.05)",
+        default=DEFAULT_LEVEL,
+        help="decision level: campaign-wide error bound, shared by the comparison family "
+        "(default: %(default)s)",
     )
     parser.add_argument(
         "--margin",
         type=float,
-        default=0.1,
-        help="equivalence region |net preference| < margin, in [-1, 1] units (default: 0.1)",
+        default=DEFAULT_MARGIN,
+        help="equivalence region |net preference| < margin, in [-1, 1] units "
+        "(default: %(default)s)",
     )
     parser.add_argument(
         "--unit",
-        choices=["prompt", "judgment"],
-        default="prompt",
+        choices=list(UNITS),
+        default=DEFAULT_UNIT,
         help=(
             "prompt: the first judgment of each (comparison, prompt) cell, a claim about new "
-            "prompts (default); judgment: every judgment, a claim about these prompts"
+            "prompts; judgment: every judgment, a claim about these prompts "
+            "(default: %(default)s)"
         ),
     )
     parser.add_argument(
         "--correction",
-        choices=["bonferroni", "none"],
-        default="bonferroni",
-        help="how alpha is split across comparisons (default: bonferroni)",
+        choices=list(CORRECTIONS),
+        default=DEFAULT_CORRECTION,
+        help="multiplicity rule across the family: bonferroni, e-holm (closed testing with "
+        "e-values: decides at least what bonferroni does) or none (default: %(default)s)",
     )
+    if with_family:
+        parser.add_argument(
+            "--family",
+            choices=list(FAMILIES),
+            default=DEFAULT_FAMILY,
+            help="comparisons that share alpha: compared (those with judgments), registered "
+            "(--pairs) or all-pairs (every pair of the systems) (default: %(default)s)",
+        )
+        parser.add_argument(
+            "--pairs",
+            help="the registered family: A:B,C:D (implies --family registered)",
+        )
 
 
 def rule_from_args(args: argparse.Namespace) -> DecisionRule:
-    from adaptive.decisions import DecisionRule
+    from evalset.batch import as_pairs
+    from evalset.decide import rule_of
 
-    return DecisionRule(
-        alpha=args.alpha, margin=args.margin, unit=args.unit, correction=args.correction
-    )
-
-
-def decision_table(
-    judgments: pl.DataFrame, dims: list[str], rule: DecisionRule
-) -> list[dict[str, Any]]:
-    """Rows of :func:`adaptive.decisions.decision_rows` for every dimension (one family)."""
-    from adaptive.cells import build_cells
-    from adaptive.decisions import decide_cells, decision_rows
-
-    cells = [build_cells(judgments, dimension=d) for d in dims]
-    num_tests = sum(c.num_comparisons for c in cells)
-    rows = []
-    for cd in cells:
-        names = [(cd.dimension, a, b) for a, b in cd.comparison_names()]
-        rows += decision_rows(decide_cells(cd, rule, num_tests=num_tests), names)
-    return rows
+    pairs = [p for p in (getattr(args, "pairs", None) or "").split(",") if p.strip()]
+    try:
+        return rule_of(
+            alpha=args.alpha,
+            margin=args.margin,
+            unit=args.unit,
+            correction=args.correction,
+            family=getattr(args, "family", DEFAULT_FAMILY),
+            pairs=as_pairs(pairs),
+        )
+    except ValueError as exc:
+        raise CliError(f"{exc.args[0]} (--pairs wants SYSTEM_A:SYSTEM_B pairs)") from exc
 
 
 def run_decisions(args: argparse.Namespace) -> int:
     from adaptive.data import filter_judgments, read_judgments
+    from evalset.decide import decide_judgments
 
     judgments = read_judgments(args.data)
     if args.dimension:
         judgments = filter_judgments(judgments, dimensions=[args.dimension])
-    rule = rule_from_args(args)
-    rows = decision_table(judgments, dimensions_of(judgments), rule)
+    report = decide_judgments(judgments, rule_from_args(args))
+    rows = report.rows
+    log(f"family: {report.family.describe()}")
+    if report.outside:
+        log(f"note: {len(report.outside)} compared comparisons are outside the family: no decision")
     if rows:
         log(f"rule: {rows[0]['rule']}")
         closed = sum(r["decision"] != "undecided" for r in rows)
         log(f"{closed} of {len(rows)} comparisons decided")
-    emit(rows, args.format, columns=None if args.format == "json" else DECISION_COLUMNS)
+        short = sum(r["needs_new_prompts"] for r in rows)
+        if short:
+            log(
+                f"note: {short} undecided comparisons likely need more judgments than they have "
+                "unused prompts (needs_new_prompts): closing them needs new prompts"
+            )
+    emit(rows, args.format, columns=DECISION_COLUMNS if args.format == "table" else None)
     return 0
 
 
@@ -106,12 +138,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description=(
             "Each comparison's decision from its own judgments, in file order (the order they "
             "arrived): beta-mixture e-processes for the sign, an empirical-Bernstein confidence "
-            "sequence of the net preference for equivalence, alpha split across comparisons. "
-            "See docs/statistics.md#decisions."
+            "sequence of the net preference for equivalence, alpha shared by the comparison family "
+            "(--family). See docs/decisions.md."
         ),
     )
     p.add_argument("--data", required=True, help="judgments file (CSV, JSONL or Parquet)")
     p.add_argument("--dimension", help="only this dimension (default: every dimension)")
     p.add_argument("--format", choices=list(FORMATS), default="table", help="output format")
-    add_rule_args(p)
+    add_rule_args(p, with_family=True)
     p.set_defaults(func=run_decisions)

@@ -1,0 +1,214 @@
+"""Recommend: the next annotation batch of a judgments frame, for the command line and Python.
+
+``evalset recommend --data`` parses its flags into a :class:`RecommendRequest` and calls
+:func:`recommend_batch`; :func:`evalset.recommend` builds the same request from keyword
+arguments and calls it too, so both doors give the same tasks for the same data, request
+and seed (no file, no argv in between).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import polars as pl
+
+from adaptive.recommend.state import DEFAULT_BURN_IN
+from adaptive.rule import DecisionRule
+
+#: Laplace draws of the recommender's fit
+DEFAULT_DRAWS = 1000
+
+
+@dataclass(frozen=True)
+class RecommendRequest:
+    """What the next batch is asked for (every default of ``evalset recommend`` is here).
+
+    Attributes:
+        size: tasks in the batch.
+        seed: same data, request and seed: same batch.
+        rule: the decision rule (which comparisons are closed, how close the others are).
+        targets: comparisons that matter, as (system_a, system_b) (default: the undecided).
+        adjacent: target leaderboard neighbours.
+        tier: target the comparisons within these systems.
+        burn_in: judgments every open comparison gets before the closest-first order.
+        max_per_cell: tasks of one cell per batch (1 when ``annotator`` is given).
+        annotator: never give this annotator a cell they already judged.
+        parameterization: ``comparison`` or ``system`` (the fit's theta).
+        draws: Laplace draws of the fit.
+    """
+
+    size: int = 20
+    seed: int = 0
+    rule: DecisionRule = field(default_factory=DecisionRule)
+    targets: tuple[tuple[str, str], ...] = ()
+    adjacent: bool = False
+    tier: tuple[str, ...] = ()
+    burn_in: int = DEFAULT_BURN_IN
+    max_per_cell: int = 1
+    annotator: str | None = None
+    parameterization: str = "comparison"
+    draws: int = DEFAULT_DRAWS
+
+    def __post_init__(self) -> None:
+        if self.size <= 0:
+            raise ValueError("size must be positive")
+
+
+def recommend_batch(
+    judgments: pl.DataFrame,
+    request: RecommendRequest,
+    *,
+    prompt_text: Mapping[tuple[str, ...], str] | None = None,
+    responses: Mapping[tuple[str, ...], str] | None = None,
+    log: Callable[[str], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Fit each dimension of the judgments (fast path) and recommend a batch of tasks.
+
+    Args:
+        judgments: validated judgments in arrival order.
+        request: the :class:`RecommendRequest`.
+        prompt_text: prompt text by (item_id,); responses: by (item_id, system).
+        log: where progress and notes go (default: nowhere).
+
+    Returns:
+        One task per row, in display order, with ``reason`` and ``needed``.
+
+    Raises:
+        ValueError: a target names a system or pair the data do not have.
+    """
+    from adaptive.cells import build_cells
+    from adaptive.fitting import FitConfig, fit_cells
+    from adaptive.recommend import Request
+    from services.recommend_adapter import (
+        NamedFit,
+        UnknownName,
+        cell_state,
+        prepare,
+        recommend_named,
+        targets,
+    )
+
+    say = log or (lambda _: None)
+    prompt_text = prompt_text or {}
+    responses = responses or {}
+    dims = judgments["dimension"].unique(maintain_order=True).to_list()
+    config = FitConfig(
+        method="fast",
+        likelihood="judgment",
+        parameterization=request.parameterization,
+        num_draws=request.draws,
+        seed=request.seed,
+        # the batch needs the decisions and the systems' order, not calibrated intervals
+        exact_items=False,
+        integrate_tau=False,
+        robust=False,
+    )
+    fits = []
+    for dim in dims:
+        cd = build_cells(judgments, dimension=dim)
+        say(f"fitting {dim!r}: {cd.num_comparisons} comparisons, {cd.num_judgments} judgments")
+        post = fit_cells(cd, config)
+        skill = post.flat("skill") if "skill" in post.draws else None
+        fits.append(NamedFit(dim, cd.systems, cd.pair_a, cd.pair_b, post.flat("theta"), skill))
+    rows = list(judgments.iter_rows(named=True))
+    snapshot, names = prepare(
+        fits,
+        {dim: [r for r in rows if r["dimension"] == dim] for dim in dims},
+        systems=[s for r in rows for s in (r["system_a"], r["system_b"])],
+        prompts=[r["item_id"] for r in rows],
+        rule=request.rule,
+    )
+    state, exclude = cell_state(
+        names,
+        rows,
+        responses=cast(Mapping[tuple[str, str], str], responses),
+        annotator=request.annotator,
+    )
+    try:
+        chosen = targets(
+            snapshot,
+            names,
+            pairs=list(request.targets),
+            adjacent=request.adjacent,
+            tier=list(request.tier),
+        )
+    except UnknownName as exc:
+        raise ValueError(exc.args[0]) from exc
+    batch, info = recommend_named(
+        request.seed,
+        snapshot,
+        names,
+        state,
+        Request(
+            size=request.size,
+            targets=chosen,
+            exclude=exclude,
+            burn_in=request.burn_in,
+            allow_repeats=request.rule.unit == "judgment",
+            max_per_cell=1 if request.annotator else request.max_per_cell,
+        ),
+    )
+    say(
+        f"{len(batch)} tasks from {info.num_candidates} candidate cells; "
+        f"{int(info.decided.sum())}/{snapshot.num_comparisons} comparisons closed (they get "
+        f"no task unless named); {info.unannotatable} cells cannot be annotated (a missing "
+        f"or identical response) and are never served"
+    )
+    if len(batch) < request.size:
+        say(f"note: only {len(batch)} of {request.size} tasks: no other open, annotatable cell")
+    out = []
+    for k, cell in enumerate(batch):
+        item, a, b = cell["item_id"], cell["system_a"], cell["system_b"]
+        first, second = (a, b) if cell["shown_first"] == "a" else (b, a)
+        out.append(
+            {
+                "task_id": f"t{k + 1:05d}",
+                "item_id": item,
+                "dimension": cell["dimension"],
+                "prompt": prompt_text.get((item,), ""),
+                "system_first": first,
+                "response_first": responses.get((item, first), ""),
+                "system_second": second,
+                "response_second": responses.get((item, second), ""),
+                "system_a": a,
+                "system_b": b,
+                "shown_first": cell["shown_first"],
+                "reason": cell["reason"],
+                "needed": cell["needed"],
+            }
+        )
+    return out
+
+
+Texts = dict[tuple[str, ...], str]
+
+
+def side_tables(folder: Any) -> tuple[Texts, Texts]:
+    """The prompt texts (``items.csv``: item_id, prompt) and responses (``responses.csv``:
+    item_id, system, response) next to a judgments file; empty where missing."""
+    from pathlib import Path
+
+    def table(path: Path, key: tuple[str, ...], value: str) -> dict[tuple[str, ...], str]:
+        if not path.exists():
+            return {}
+        frame = pl.read_csv(path, infer_schema=False)
+        if not set(key + (value,)) <= set(frame.columns):
+            return {}
+        return {tuple(r[:-1]): r[-1] for r in frame.select(*key, value).iter_rows()}
+
+    folder = Path(folder)
+    return (
+        table(folder / "items.csv", ("item_id",), "prompt"),
+        table(folder / "responses.csv", ("item_id", "system"), "response"),
+    )
+
+
+def as_pairs(pairs: Sequence[tuple[str, str]] | Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """(a, b) pairs from tuples or ``"A:B"`` strings."""
+    out = []
+    for p in pairs:
+        a, b = p.split(":", 1) if isinstance(p, str) else p
+        out.append((a.strip(), b.strip()))
+    return tuple(out)

@@ -1,0 +1,244 @@
+"""Decide: every comparison of the declared family from a judgments frame, for every door.
+
+The command line (``evalset decisions``) and :func:`evalset.decisions` both call
+:func:`decide_judgments`, so one :class:`adaptive.rule.DecisionRule` (level, margin,
+unit, multiplicity rule, comparison family) gives the same rows, with the same columns
+and numbers, through either door. Every row states the family (``family``,
+``family_size``) and, for an undecided comparison, whether the campaign's unused
+prompts can close it (``needs_new_prompts``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+import polars as pl
+
+from adaptive.rule import (
+    DEFAULT_CORRECTION,
+    DEFAULT_FAMILY,
+    DEFAULT_LEVEL,
+    DEFAULT_MARGIN,
+    DEFAULT_UNIT,
+    DecisionRule,
+    Family,
+    comparison_family,
+)
+from evalset._common import _dims, read
+
+if TYPE_CHECKING:  # adaptive.decisions loads scipy: imported where it is used
+    from adaptive.decisions import Decisions
+
+
+class FamilyJudgments(NamedTuple):
+    """A frame's judgments on the family's comparisons (arrival order), as :func:`decide` takes them."""
+
+    family: Family
+    comparison: np.ndarray
+    prompt: np.ndarray
+    signed: np.ndarray
+    available_prompts: np.ndarray  # (family size,) prompts of each comparison's dimension
+    outside: list[tuple[str, str, str]]  # compared, but not in the family: no decision
+
+
+class DecisionReport(NamedTuple):
+    """What :func:`decide_judgments` answers: the rows and how they were made."""
+
+    rows: list[dict[str, Any]]
+    rule: DecisionRule
+    family: Family
+    decisions: Decisions
+    outside: list[tuple[str, str, str]]
+
+
+def family_judgments(judgments: pl.DataFrame, rule: DecisionRule) -> FamilyJudgments:
+    """The family ``rule`` declares over the frame's dimensions, and its judgments.
+
+    A comparison of the family oriented the other way round from the data gets its
+    judgments with the sign flipped; judgments of comparisons outside it are left out.
+    """
+    from adaptive.cells import build_cells
+
+    dims = _dims(judgments, None)
+    cells = [build_cells(judgments, dimension=d) for d in dims]
+    compared = [(cd.dimension, a, b) for cd in cells for a, b in cd.comparison_names()]
+    systems = sorted(set(judgments["system_a"].to_list()) | set(judgments["system_b"].to_list()))
+    family = comparison_family(rule, compared, systems=systems, dimensions=dims)
+    where = {(d, frozenset((a, b))): (f, (a, b)) for f, (d, a, b) in enumerate(family.comparisons)}
+    available = np.zeros(family.size, np.int64)
+    comp, prompt, signed, outside = [], [], [], []
+    for cd in cells:
+        index = np.full(cd.num_comparisons, -1, np.int64)
+        flip = np.ones(cd.num_comparisons)
+        for c, (a, b) in enumerate(cd.comparison_names()):
+            hit = where.get((cd.dimension, frozenset((a, b))))
+            if hit is None:
+                outside.append((cd.dimension, a, b))
+                continue
+            index[c], flip[c] = hit[0], 1.0 if hit[1] == (a, b) else -1.0
+        for f, (d, _, _) in enumerate(family.comparisons):
+            if d == cd.dimension:
+                available[f] = len(cd.prompts)
+        j = cd.judgment_comparison
+        keep = index[j] >= 0
+        comp.append(index[j][keep])
+        prompt.append(cd.judgment_prompt[keep])
+        signed.append((cd.judgment_y[keep].astype(np.float64) - 1.0) * flip[j][keep])
+
+    def cat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+        return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+
+    return FamilyJudgments(
+        family,
+        cat(comp, np.int64),
+        cat(prompt, np.int64),
+        cat(signed, np.float64),
+        available,
+        outside,
+    )
+
+
+def decide_judgments(judgments: pl.DataFrame, rule: DecisionRule | None = None) -> DecisionReport:
+    """Every family comparison's anytime-valid decision, one family across all dimensions.
+
+    Args:
+        judgments: validated judgments in arrival order (:func:`evalset.read`).
+        rule: the :class:`DecisionRule` (default: its defaults).
+
+    Returns:
+        :class:`DecisionReport`; its rows are :func:`adaptive.decisions.decision_rows`
+        with ``unused_prompts``, ``needs_new_prompts``, ``family`` and ``family_size``.
+    """
+    from adaptive.decisions import decide, decision_rows
+
+    rule = rule or DecisionRule()
+    fj = family_judgments(judgments, rule)
+    size = fj.family.size
+    d = decide(fj.comparison, fj.prompt, fj.signed, size, rule, num_tests=size)
+    rows = decision_rows(
+        d,
+        list(fj.family.comparisons),
+        available_prompts=fj.available_prompts,
+        unit=rule.unit,
+        family=fj.family,
+    )
+    return DecisionReport(rows, rule, fj.family, d, fj.outside)
+
+
+def rule_of(
+    *,
+    alpha: float = DEFAULT_LEVEL,
+    margin: float = DEFAULT_MARGIN,
+    unit: str = DEFAULT_UNIT,
+    correction: str = DEFAULT_CORRECTION,
+    family: str = DEFAULT_FAMILY,
+    pairs: Sequence[tuple[str, str]] = (),
+) -> DecisionRule:
+    """A :class:`DecisionRule` from keyword options; registered ``pairs`` imply that family."""
+    if pairs and family == DEFAULT_FAMILY:
+        family = "registered"
+    return DecisionRule(
+        alpha=alpha,
+        margin=margin,
+        unit=unit,
+        correction=correction,
+        family=family,
+        pairs=tuple((a, b) for a, b in pairs),
+    )
+
+
+def decisions(
+    data: Any,
+    *,
+    dimension: str | None = None,
+    alpha: float = DEFAULT_LEVEL,
+    margin: float = DEFAULT_MARGIN,
+    unit: str = DEFAULT_UNIT,
+    correction: str = DEFAULT_CORRECTION,
+    family: str = DEFAULT_FAMILY,
+    pairs: Sequence[tuple[str, str]] = (),
+) -> pl.DataFrame:
+    """Per comparison: ``B better``, ``A better``, ``equivalent`` or ``undecided``, valid at
+    every look (:mod:`adaptive.decisions`), from its own judgments in row (arrival) order.
+
+    The rows of ``evalset decisions --format json``: ``decision, net_preference`` (Δ, the
+    expected signed judgment in [-1, 1]), ``cs_low, cs_high`` (its confidence sequence),
+    ``n_judgments, n_used, n_prompts, closed_at``, ``needed`` (judgments likely still
+    needed, an integer; null when out of sight), ``unused_prompts``, ``needs_new_prompts``
+    (its dimension's unused prompts cannot close it), the e-values, ``alpha_each``,
+    ``family`` and ``family_size`` (which comparisons share ``alpha``: ``compared``, the
+    comparisons with judgments; ``registered``, the ``pairs`` given; ``all-pairs``) and
+    ``rule``. ``correction``: ``bonferroni``, ``e-holm`` or ``none`` (:mod:`adaptive.rule`).
+    """
+    judgments = read(data)
+    if dimension is not None:
+        judgments = judgments.filter(pl.col("dimension") == dimension)
+    rule = rule_of(
+        alpha=alpha, margin=margin, unit=unit, correction=correction, family=family, pairs=pairs
+    )
+    return pl.DataFrame(decide_judgments(judgments, rule).rows, infer_schema_length=None)
+
+
+def evidence(
+    data: Any,
+    *,
+    dimension: str | None = None,
+    alpha: float = DEFAULT_LEVEL,
+    margin: float = DEFAULT_MARGIN,
+    unit: str = DEFAULT_UNIT,
+    correction: str = DEFAULT_CORRECTION,
+    family: str = DEFAULT_FAMILY,
+    pairs: Sequence[tuple[str, str]] = (),
+) -> pl.DataFrame:
+    """Each comparison's evidence after each of its judgments, as :func:`decisions` sees it.
+
+    One row per (comparison, observation the decision uses): ``judgments`` (the
+    comparison's judgments so far, the cost), ``log10_e_b`` / ``log10_e_a`` (the
+    e-values against "B not better" / "A not better"), ``threshold`` (log10 of the
+    level each must reach with Bonferroni's split over the family), ``cs_low``/``cs_high``
+    (the confidence sequence of Δ), ``decision`` (final) and ``closed_at``.
+    """
+    from adaptive.decisions import decide, decision_observations
+    from adaptive.evidence import eb_confidence_sequence, log_sign_evalue
+
+    judgments = read(data)
+    if dimension is not None:
+        judgments = judgments.filter(pl.col("dimension") == dimension)
+    rule = rule_of(
+        alpha=alpha, margin=margin, unit=unit, correction=correction, family=family, pairs=pairs
+    )
+    fj = family_judgments(judgments, rule)
+    size = fj.family.size
+    d = decide(fj.comparison, fj.prompt, fj.signed, size, rule, num_tests=size)
+    each, names = d.alpha_each, d.names()
+    used = decision_observations(fj.comparison, fj.prompt, rule.unit)
+    frames = []
+    for c, (dim, a, b) in enumerate(fj.family.comparisons):
+        rows = np.flatnonzero(fj.comparison == c)
+        cost = np.arange(1, len(rows) + 1)[used[rows]]
+        x = fj.signed[rows][used[rows]]
+        if x.size == 0:
+            continue
+        k, m = np.cumsum(x > 0), np.cumsum(x != 0)
+        low, high = eb_confidence_sequence((x + 1.0) / 2.0, each)
+        frames.append(
+            pl.DataFrame(
+                {
+                    "dimension": dim,
+                    "system_a": a,
+                    "system_b": b,
+                    "judgments": cost,
+                    "log10_e_b": log_sign_evalue(k, m, rule.mixture) / np.log(10),
+                    "log10_e_a": log_sign_evalue(m - k, m, rule.mixture) / np.log(10),
+                    "threshold": float(np.log10(2.0 / each)),
+                    "cs_low": 2.0 * low - 1.0,
+                    "cs_high": 2.0 * high - 1.0,
+                    "decision": names[c],
+                    "closed_at": int(d.closed_at[c]) if d.outcome[c] else None,
+                },
+                schema_overrides={"closed_at": pl.Int64},
+            )
+        )
+    return pl.concat(frames)
