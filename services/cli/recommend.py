@@ -7,9 +7,10 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from adaptive.recommend.state import DEFAULT_BURN_IN
+from evalset.batch import DEFAULT_DRAWS, RecommendRequest
 from services.cli import CliError
 from services.cli.common import FORMATS, dimensions_of, emit, log
 from services.cli.decisions import add_rule_args
@@ -34,40 +35,18 @@ def _pairs(text: str | None) -> list[tuple[str, str]]:
     return out
 
 
-def _side_table(path: Path, key: tuple[str, ...], value: str) -> dict[tuple[str, ...], str]:
-    import polars as pl
-
-    if not path.exists():
-        return {}
-    frame = pl.read_csv(path, infer_schema=False)
-    if not set(key + (value,)) <= set(frame.columns):
-        return {}
-    return {tuple(r[:-1]): r[-1] for r in frame.select(*key, value).iter_rows()}
-
-
 def recommend_from_file(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Fit each dimension of a judgments file (fast path) and recommend a batch."""
-    from adaptive.cells import build_cells
+    """Fit each dimension of a judgments file (fast path) and recommend a batch
+    (:func:`evalset.batch.recommend_batch`)."""
     from adaptive.data import filter_judgments, read_judgments
-    from adaptive.fitting import FitConfig, fit_cells
-    from adaptive.recommend import Request
+    from evalset.batch import RecommendRequest, recommend_batch, side_tables
     from services.cli.decisions import rule_from_args
-    from services.recommend_adapter import (
-        NamedFit,
-        UnknownName,
-        cell_state,
-        prepare,
-        recommend_named,
-        targets,
-    )
 
     judgments = read_judgments(args.data)
     if args.dimension:
         judgments = filter_judgments(judgments, dimensions=args.dimension)
-    dims = dimensions_of(judgments)
     folder = Path(args.data).parent
-    prompt_text = _side_table(folder / "items.csv", ("item_id",), "prompt")
-    responses = _side_table(folder / "responses.csv", ("item_id", "system"), "response")
+    prompt_text, responses = side_tables(folder)
     if not args.quiet and not prompt_text:
         log(
             f"note: no prompt texts ({folder / 'items.csv'} with columns item_id, prompt); "
@@ -78,86 +57,29 @@ def recommend_from_file(args: argparse.Namespace) -> list[dict[str, Any]]:
             f"note: no responses ({folder / 'responses.csv'} with columns item_id, system, "
             "response); the response columns of the tasks are empty"
         )
-    config = FitConfig(
-        method="fast",
-        likelihood="judgment",
-        parameterization=args.parameterization,
-        num_draws=args.draws,
+    request = RecommendRequest(
+        size=args.size,
         seed=args.seed,
-        # the batch needs the decisions and the systems' order, not calibrated intervals
-        exact_items=False,
-        integrate_tau=False,
-        robust=False,
-    )
-    fits = []
-    for dim in dims:
-        cd = build_cells(judgments, dimension=dim)
-        if not args.quiet:
-            log(f"fitting {dim!r}: {cd.num_comparisons} comparisons, {cd.num_judgments} judgments")
-        post = fit_cells(cd, config)
-        skill = post.flat("skill") if "skill" in post.draws else None
-        fits.append(NamedFit(dim, cd.systems, cd.pair_a, cd.pair_b, post.flat("theta"), skill))
-    rows = list(judgments.iter_rows(named=True))
-    snapshot, names = prepare(
-        fits,
-        {dim: [r for r in rows if r["dimension"] == dim] for dim in dims},
-        systems=[s for r in rows for s in (r["system_a"], r["system_b"])],
-        prompts=[r["item_id"] for r in rows],
         rule=rule_from_args(args),
-    )
-    state, exclude = cell_state(
-        names, rows, responses=cast(dict[tuple[str, str], str], responses), annotator=args.annotator
+        targets=tuple(_pairs(args.targets)),
+        adjacent=args.adjacent,
+        tier=tuple(s.strip() for s in (args.tier or "").split(",") if s.strip()),
+        burn_in=args.burn_in,
+        max_per_cell=args.max_per_cell,
+        annotator=args.annotator,
+        parameterization=args.parameterization,
+        draws=args.draws,
     )
     try:
-        chosen = targets(
-            snapshot,
-            names,
-            pairs=_pairs(args.targets),
-            adjacent=args.adjacent,
-            tier=[s.strip() for s in (args.tier or "").split(",") if s.strip()],
+        return recommend_batch(
+            judgments,
+            request,
+            prompt_text=prompt_text,
+            responses=responses,
+            log=None if args.quiet else log,
         )
-    except UnknownName as exc:
+    except ValueError as exc:
         raise CliError(exc.args[0]) from exc
-    request = Request(
-        size=args.size,
-        targets=chosen,
-        exclude=exclude,
-        burn_in=args.burn_in,
-        allow_repeats=args.unit == "judgment",
-        max_per_cell=1 if args.annotator else args.max_per_cell,
-    )
-    batch, info = recommend_named(args.seed, snapshot, names, state, request)
-    if not args.quiet:
-        log(
-            f"{len(batch)} tasks from {info.num_candidates} candidate cells; "
-            f"{int(info.decided.sum())}/{snapshot.num_comparisons} comparisons closed (they get "
-            f"no task unless named); {info.unannotatable} cells cannot be annotated (a missing "
-            f"or identical response) and are never served"
-        )
-        if len(batch) < args.size:
-            log(f"note: only {len(batch)} of {args.size} tasks: no other open, annotatable cell")
-    out = []
-    for k, cell in enumerate(batch):
-        item, a, b = cell["item_id"], cell["system_a"], cell["system_b"]
-        first, second = (a, b) if cell["shown_first"] == "a" else (b, a)
-        out.append(
-            {
-                "task_id": f"t{k + 1:05d}",
-                "item_id": item,
-                "dimension": cell["dimension"],
-                "prompt": prompt_text.get((item,), ""),
-                "system_first": first,
-                "response_first": responses.get((item, first), ""),
-                "system_second": second,
-                "response_second": responses.get((item, second), ""),
-                "system_a": a,
-                "system_b": b,
-                "shown_first": cell["shown_first"],
-                "reason": cell["reason"],
-                "needed": cell["needed"],
-            }
-        )
-    return out
 
 
 def recommend_from_project(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -449,11 +371,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         f"(default: {DEFAULT_BURN_IN})",
     )
     p.add_argument(
-        "--max-per-cell", type=int, default=1, help="tasks of one cell per batch (default: 1)"
+        "--max-per-cell",
+        type=int,
+        default=RecommendRequest.max_per_cell,
+        help="tasks of one cell per batch (default: 1)",
     )
     add_rule_args(p)
-    p.add_argument("--parameterization", choices=["comparison", "system"], default="comparison")
-    p.add_argument("--draws", type=int, default=1000, help="Laplace draws of the fit")
+    p.add_argument(
+        "--parameterization",
+        choices=["comparison", "system"],
+        default=RecommendRequest.parameterization,
+    )
+    p.add_argument("--draws", type=int, default=DEFAULT_DRAWS, help="Laplace draws of the fit")
     p.add_argument("--format", choices=list(FORMATS), default="csv")
     p.add_argument("--seed", type=int, default=0, help="same data, request and seed: same batch")
     p.add_argument("--quiet", action="store_true")
