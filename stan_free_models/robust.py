@@ -40,7 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from stan_free_models.inference import _potential_fn, _split_params, bucket
+from stan_free_models.inference import _potential_fn, _split_params
 from stan_free_models.model_key import ModelKey
 
 #: abilities whose cells' scores are computed together: memory holds this many copies
@@ -115,7 +115,10 @@ def robust_moments(
     """
     num_pad = int(args[0].shape[0])
     cluster = np.asarray(cluster, np.int32)
-    num_clusters = bucket(int(cluster.max()) + 2 if len(cluster) else 2)
+    # as many clusters as padded observations (and one for the padding), never fewer cells
+    # than that: the compiled program depends on the observations' padded size alone, so
+    # a campaign whose cells grow with its judgments compiles once per size, not per cells
+    num_clusters = num_pad + 1
     full = np.full(num_pad, num_clusters - 1, np.int32)
     full[: len(cluster)] = cluster
     size_g = int(np.asarray(out["g"]).shape[0])

@@ -20,15 +20,19 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
+import polars as pl
+
 from adaptive.skill_update import SkillBase, skill_snapshot
 from adaptive.snapshot import FAST, FULL, Snapshot
 from adaptive.streaming import Source, fit_snapshot, stream_config
 from services.api.schedule import (
     KeyState,
+    Shape,
     next_key,
-    next_shape,
+    next_shapes,
     nuts_due,
     nuts_too_large,
+    padded,
     plan_update,
 )
 from services.settings import Settings
@@ -276,40 +280,58 @@ class Refresher:
                 )
         if snapshot.diagnostics.get("converged", True):
             state.fast = snapshot
-        target = next_shape(source.num_judgments, state.warmed_shape)
-        if target is not None and self.config.prepare_next_shape and not self._stop.is_set():
-            state.warmed_shape = target
-            thread = threading.Thread(
-                target=self._prepare_shape,
-                args=(key, source, target),
-                name="prepare-shape",
-                daemon=True,
-            )
-            self._item_threads = [t for t in self._item_threads if t.is_alive()] + [thread]
-            thread.start()
+        if self.config.prepare_next_shape and not self._stop.is_set():
+            now = Shape(source.num_judgments, source.judgments["item_id"].n_unique())
+            growing, state.prompts = now.prompts > state.prompts > 0, now.prompts
+            targets = next_shapes(now, state.prepared, prompts_growing=growing)
+            if targets:
+                state.prepared.update(padded(t) for t in targets)
+                thread = threading.Thread(
+                    target=self._prepare_shapes,
+                    args=(key, source, now, targets),
+                    name="prepare-shape",
+                    # not a daemon: a process that exits waits for the compile under way
+                    # (a daemon thread killed inside XLA aborts the interpreter)
+                    daemon=False,
+                )
+                self._item_threads = [t for t in self._item_threads if t.is_alive()] + [thread]
+                thread.start()
         return snapshot
 
-    def _prepare_shape(self, key: Hashable, source: Source, target: int) -> None:
-        """Compile the fits of ``target`` judgments: fit this key's judgments, resampled to
-        that many, and throw the result away (the compiled programs stay)."""
+    def _prepare_shapes(
+        self, key: Hashable, source: Source, now: Shape, targets: list[Shape]
+    ) -> None:
+        for target in targets:
+            if not self._stop.is_set():
+                self._prepare_shape(key, source, now, target)
+
+    def _prepare_shape(self, key: Hashable, source: Source, now: Shape, target: Shape) -> None:
+        """Compile the fits of the ``target`` shape: fit this key's judgments, resampled to
+        that many, with new prompts where the prompts grow, and throw the result away
+        (the compiled programs stay)."""
         started = time.monotonic()
+        detail = f"{target.judgments} judgments, {target.prompts} prompts"
         try:
             frame = source.judgments
-            extra = frame.sample(n=target - frame.height, with_replacement=True, seed=0)
-            grown = replace(
-                source,
-                judgments=frame.vstack(extra),
-                num_judgments=target,
+            new_prompts = target.prompts - now.prompts
+            extra = frame.sample(
+                n=max(target.judgments - frame.height, new_prompts), with_replacement=True, seed=0
             )
-            self._fit(grown, "fast", {"num_draws": self.config.fast_num_draws})
-            self._record(
-                RefreshEvent(
-                    key, "prepared", FAST, 0, target, time.monotonic() - started, "next shape"
+            if new_prompts > 0:
+                names = [f"prepare-shape-{i}" for i in range(new_prompts)]
+                extra = extra.with_columns(
+                    pl.Series("item_id", names + extra["item_id"].to_list()[new_prompts:])
                 )
-            )
+            grown = frame.vstack(extra)
+            source = replace(source, judgments=grown, num_judgments=grown.height)
+            self._fit(source, "fast", {"num_draws": self.config.fast_num_draws})
+            seconds = time.monotonic() - started
+            self._record(RefreshEvent(key, "prepared", FAST, 0, grown.height, seconds, detail))
         except Exception as exc:  # a later update compiles it instead; reported
             self._record(
-                RefreshEvent(key, "prepared", FAST, 0, target, 0.0, f"not prepared: {exc!r}")
+                RefreshEvent(
+                    key, "prepared", FAST, 0, target.judgments, 0.0, f"{detail}: not: {exc!r}"
+                )
             )
 
     def _superseded(

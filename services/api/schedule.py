@@ -8,9 +8,9 @@ The worker itself is :mod:`services.api.refresher`.
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Set
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from adaptive.skill_update import SkillBase
 from adaptive.snapshot import Snapshot
@@ -36,14 +36,15 @@ class KeyState:
     base: SkillBase | None = None  # item parameters held by skill-only updates
     base_fresh: bool = False  # a new base not yet used by a published snapshot
     items_running: bool = False
-    warmed_shape: int = 0  # judgments of the next compiled shape already prepared
+    prepared: set[Shape] = field(default_factory=set)  # padded sizes compiled ahead
+    prompts: int = 0  # prompts at the last fast update (do they grow?)
 
 
 # ---------------------------------------------------------------- scheduling decisions
 
-#: past this share of the judgments its compiled programs are padded to, a fast update
-#: prepares the next padded size on a thread of its own, so that the update crossing
-#: into it reuses compiled programs instead of compiling while batches wait
+#: past this share of the judgments (or prompts) its compiled programs are padded to, a
+#: fast update prepares the next padded size on a thread of its own, so that the update
+#: crossing into it reuses compiled programs instead of compiling while batches wait
 PREPARE_SHARE = 0.8
 
 
@@ -104,20 +105,51 @@ def plan_update(
     )
 
 
-def next_shape(num_judgments: int, prepared: int) -> int | None:
-    """Judgments that fill the next padded size of the fits, when that size is due to be
-    prepared (``num_judgments`` past :data:`PREPARE_SHARE` of its own) and is not yet.
+class Shape(NamedTuple):
+    """How many judgments and prompts a fit is compiled for (their padded buckets)."""
 
-    Example:
-        >>> next_shape(100_000, 0), next_shape(110_000, 0), next_shape(110_000, 131_073)
-        (None, 131073, None)
-    """
+    judgments: int
+    prompts: int
+
+
+def padded(shape: Shape) -> Shape:
+    """The padded sizes the fits' compiled programs are keyed by."""
     from stan_free_models.inference import OBS_BUCKET_MINIMUM, bucket
 
-    size = bucket(max(num_judgments, 1), OBS_BUCKET_MINIMUM)
-    if num_judgments < PREPARE_SHARE * size or prepared > size:
-        return None
-    return size + 1
+    return Shape(bucket(max(shape.judgments, 1), OBS_BUCKET_MINIMUM), bucket(max(shape.prompts, 1)))
+
+
+def next_shapes(now: Shape, prepared: Set[Shape], *, prompts_growing: bool) -> list[Shape]:
+    """The judgments and prompts to fit so as to compile the padded sizes a campaign grows
+    into next, when due and not ``prepared`` yet (a set of padded sizes): the next size of
+    the judgments once they pass :data:`PREPARE_SHARE` of theirs; of the prompts once they
+    pass it too and are still growing (a campaign that judges a fixed set of prompts never
+    needs more); and of both when both are due.
+
+    Example:
+        >>> next_shapes(Shape(100_000, 1000), set(), prompts_growing=True)
+        []
+        >>> next_shapes(Shape(110_000, 1000), set(), prompts_growing=True)
+        [Shape(judgments=131073, prompts=1000)]
+        >>> next_shapes(Shape(110_000, 1300), set(), prompts_growing=False)
+        [Shape(judgments=131073, prompts=1300)]
+        >>> len(next_shapes(Shape(110_000, 1300), set(), prompts_growing=True))
+        3
+    """
+    size = padded(now)
+    judgments = [now.judgments]
+    if now.judgments >= PREPARE_SHARE * size.judgments:
+        judgments.append(size.judgments + 1)
+    prompts = [now.prompts]
+    if prompts_growing and now.prompts >= PREPARE_SHARE * size.prompts:
+        prompts.append(size.prompts + 1)
+    targets = []
+    for j in judgments:
+        for p in prompts:
+            target = Shape(j, p)
+            if target != now and padded(target) not in prepared | {size}:
+                targets.append(target)
+    return targets
 
 
 def nuts_too_large(state: KeyState, config: Settings) -> bool:
@@ -148,10 +180,12 @@ def nuts_due(state: KeyState, *, now: float, config: Settings) -> bool:
 __all__ = [
     "PREPARE_SHARE",
     "KeyState",
+    "Shape",
     "UpdatePlan",
     "next_key",
-    "next_shape",
+    "next_shapes",
     "nuts_due",
+    "padded",
     "nuts_too_large",
     "plan_update",
 ]
