@@ -51,6 +51,7 @@ import numpy as np
 from scipy import special
 
 from adaptive.decisions import A_BETTER, B_BETTER, EQUIVALENT, UNDECIDED
+from adaptive.rule import DEFAULT_LEVEL
 
 #: judge verdict codes; a fourth, "tie (inconsistent)" (the judge disagreed with itself when the
 #: two answers swapped sides), is a tie with a calibration of its own
@@ -340,7 +341,10 @@ class PPIMean(NamedTuple):
 
 
 def ppi_mean(
-    y: np.ndarray, judge_labeled: np.ndarray, judge_all: np.ndarray, alpha: float = 0.05
+    y: np.ndarray,
+    judge_labeled: np.ndarray,
+    judge_all: np.ndarray,
+    alpha: float = DEFAULT_LEVEL,
 ) -> PPIMean:
     """PPI++'s power-tuned mean and its normal interval at one look (no anytime guarantee).
 

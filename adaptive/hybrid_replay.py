@@ -34,6 +34,7 @@ from adaptive.hybrid import (
     report,
     start,
 )
+from adaptive.rule import DEFAULT_LEVEL, DEFAULT_MARGIN
 
 #: the policies a hybrid replay compares
 HYBRID_POLICIES = {
@@ -224,8 +225,8 @@ def replay_log(
     logs: LogPopulation,
     policies: Sequence[str],
     *,
-    alpha: float = 0.05,
-    margin: float = 0.1,
+    alpha: float = DEFAULT_LEVEL,
+    margin: float = DEFAULT_MARGIN,
     batch: int = 10,
 ) -> list[dict]:
     """Each policy over seeds on a log: human judgments, comparisons closed, reversals (one row
@@ -284,8 +285,8 @@ def replay_files(
     *,
     seed: int = 0,
     seeds: int = 20,
-    alpha: float = 0.05,
-    margin: float = 0.1,
+    alpha: float = DEFAULT_LEVEL,
+    margin: float = DEFAULT_MARGIN,
     batch: int = 10,
     policies: Sequence[str] | None = None,
 ) -> list[dict]:

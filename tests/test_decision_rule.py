@@ -31,7 +31,7 @@ RULE_NAMES = {"alpha", "margin", "unit", "correction", "family", "--alpha", "--m
               "--correction", "--family"}  # fmt: skip
 #: still written there (owned by other work right now; issue 39): the HTTP decisions route,
 #: and the judge-assisted replay in progress
-KNOWN = {"services/api/decisions.py", "adaptive/hybrid.py", "adaptive/hybrid_replay.py"}
+KNOWN = {"services/api/decisions.py"}
 
 
 def _uses_the_rule(tree: ast.AST) -> bool:
