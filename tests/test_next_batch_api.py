@@ -17,9 +17,10 @@ from tests.factories import ThreadServer, fresh_pg_database
 
 SYSTEMS = ["s0", "s1", "s2"]
 NUM_PROMPTS = 6
-#: cells without a judgment yet (the batch serves a fresh prompt per judgment): three pairs x
-#: six prompts, minus the six cells the eight judgments of _project fall in
-FRESH = NUM_PROMPTS * 3 - 6
+#: cells without a judgment yet (the batch serves a fresh prompt per judgment) in the default
+#: family, the two compared pairs (s1-s2 is never compared): two pairs x six prompts, minus
+#: the six cells the eight judgments of _project fall in
+FRESH = NUM_PROMPTS * 2 - 6
 
 
 @pytest.fixture(scope="module")
@@ -160,8 +161,12 @@ def test_errors_are_reported(client):
 def test_targets_restrict_the_batch(client):
     project_id, headers = _project(client)
     url = f"/projects/{project_id}/next-batch"
+    # a target outside the declared family is refused: s1-s2 was never compared
+    r = client.post(url, json={"size": 4, "targets": [["s1", "s2"]]}, headers=headers)
+    assert r.status_code == 422 and "family" in r.json()["error"]["message"]
     # named targets get the whole batch, each cell marked as targeted
-    r = client.post(url, json={"size": 4, "targets": [["s1", "s2"]]}, headers=headers).json()
+    body = {"size": 4, "targets": [["s1", "s2"]], "family": "all-pairs"}
+    r = client.post(url, json=body, headers=headers).json()
     pairs = [tuple(sorted((c["system_a"], c["system_b"]))) for c in r["cells"]]
     assert pairs == [("s1", "s2")] * 4
     assert {c["reason"] for c in r["cells"]} == {"targeted"}

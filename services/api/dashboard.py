@@ -7,8 +7,9 @@ charts, inline CSS, a Content-Security-Policy that forbids anything else). It sh
   decision, judgments likely still needed;
 * the leaderboard of the newest snapshot (the numbers of ``GET .../leaderboard``),
   a forest plot coloured by each system's decision against the leader;
-* every comparison's decision (the numbers of ``GET .../decisions``: the same
-  :func:`services.api.decisions.campaign_comparisons` and :func:`adaptive.decisions.decide`);
+* every comparison's decision in the declared family (the rows of ``GET .../decisions``
+  with the same rule: :func:`services.api.decisions.read_family`); the judgments still
+  needed count the family's comparisons only;
 * annotators (judgments, A / B / tie shares, how often the response shown first won);
 * the newest snapshots' diagnostics and the latest refit events.
 
@@ -36,11 +37,10 @@ from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from adaptive.decisions import DecisionRule, decide, decision_rows
-from adaptive.rule import DEFAULT_LEVEL, DEFAULT_MARGIN, DEFAULT_UNIT
+from adaptive.decisions import DecisionRule
 from services.answers import leaderboard_rows
 from services.api.dashboard_page import FAVICON, render_dashboard
-from services.api.decisions import campaign_comparisons
+from services.api.decisions import Rule, read_family
 from services.api.deps import PageProjectId, State, request_page_token
 from services.api.errors import ApiError
 from services.api.limits import PAGE_TOKEN_COOKIE
@@ -176,12 +176,6 @@ def collect(
             raise ApiError(404, "not_found", f"no project {project_id!r}")
         systems = [r["system_id"] for r in repo.list_systems(conn=conn, project_id=project_id)]
         dims = [d["dimension_id"] for d in repo.list_dimensions(conn=conn, project_id=project_id)]
-        rows_by_dim = {
-            d: repo.fetch_judgments(conn=conn, project_id=project_id, dimension=d) for d in dims
-        }
-        num_prompts = repo.count_prompts(conn=conn, project_id=project_id)
-        num_annotators = len(repo.list_annotators(conn=conn, project_id=project_id))
-        events = _recent_events(conn, project_id, num_events)
         if dimension is None:
             # as the API for one dimension or "overall"; otherwise the first (a page shows one)
             dimension = "overall" if "overall" in dims or not dims else dims[0]
@@ -189,19 +183,20 @@ def collect(
             raise ApiError(
                 404, "not_found", f"unknown dimension {dimension!r}; the project has {dims}"
             )
+        dim_rows = repo.fetch_judgments(conn=conn, project_id=project_id, dimension=dimension)
+        num_prompts = repo.count_prompts(conn=conn, project_id=project_id)
+        num_annotators = len(repo.list_annotators(conn=conn, project_id=project_id))
+        events = _recent_events(conn, project_id, num_events)
         metas = {
             m: repo.latest_snapshot_meta(
                 conn=conn, project_id=project_id, dimension=dimension, method=m
             )
             for m in ("laplace", "nuts")
         }
-    judged = {d: r for d, r in rows_by_dim.items() if r}
-    names, comp, prompt, signed = campaign_comparisons(systems, judged)
-    result = decide(comp, prompt, signed, len(names), rule)
-    decisions = [r for r in decision_rows(result, names) if r["dimension"] == dimension]
+    report = read_family(state, project_id, rule)
+    decisions = [r for r in report.rows if r["dimension"] == dimension]
     snap = state.snapshot(project_id, dimension)
     board = leaderboard_rows(snap, level=0.95) if snap is not None else []
-    dim_rows = rows_by_dim.get(dimension, [])
     return {
         "project_id": project_id,
         "dimension": dimension,
@@ -209,9 +204,9 @@ def collect(
         "num_systems": len(systems),
         "num_prompts": num_prompts,
         "num_annotators": num_annotators,
-        "num_judgments": sum(len(r) for r in rows_by_dim.values()),
+        "num_judgments": report.num_judgments,
         "dim_judgments": len(dim_rows),
-        "rule": result.rule,
+        "rule": f"{report.decisions.rule}; family: {report.family.describe()}",
         "decisions": decisions,
         "snapshot": snap,
         "leaderboard": board,
@@ -227,11 +222,9 @@ def dashboard(
     project_id: PageProjectId,
     request: Request,
     state: State,
+    rule: Rule,
     refresh: Annotated[int, Query(ge=0, le=3600, description="seconds between reloads")] = 15,
     dimension: Annotated[str | None, Query(max_length=200)] = None,
-    alpha: Annotated[float, Query(ge=1e-12, lt=1.0)] = DEFAULT_LEVEL,
-    margin: Annotated[float, Query(ge=0.0, lt=1.0)] = DEFAULT_MARGIN,
-    unit: Annotated[str, Query(pattern="^(prompt|judgment)$")] = DEFAULT_UNIT,
 ) -> Response:
     """The campaign at a glance (HTML). ``?token=`` once sets a cookie for this page."""
     path = request.url.path
@@ -251,9 +244,7 @@ def dashboard(
         )
         return response
     params["refresh"] = refresh
-    data = collect(
-        state, project_id, dimension, DecisionRule(alpha=alpha, margin=margin, unit=unit)
-    )
+    data = collect(state, project_id, dimension, rule)
     params["dimension"] = data["dimension"]
     page = render_dashboard(data, path=path, params=params, refresh=refresh)
     return HTMLResponse(page, headers=_PAGE_HEADERS)

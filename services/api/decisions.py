@@ -1,28 +1,46 @@
 """``GET /projects/{project_id}/decisions``: every comparison's anytime-valid decision.
 
 Model-free: each comparison's decision uses its own judgments only, in arrival order
-(:mod:`adaptive.decisions`). Comparisons are all pairs of the project's systems in each
-dimension with judgments, the same family the next-batch recommender splits alpha over.
-The decisions are a running state per project and dimension (:mod:`services.api.tally`),
-advanced by the judgments stored since the last read, so a read costs the new judgments
-and the comparisons, not the campaign.
+(:mod:`adaptive.decisions`). The comparisons are the family the request's
+:class:`adaptive.rule.DecisionRule` declares (default: the comparisons with judgments,
+in every dimension with judgments), found as :func:`evalset.decide.family_judgments`
+finds it in a file of the same judgments, so the command line, ``import evalset`` and
+this route give the same rows. The next-batch recommender serves the same family and
+the dashboard counts it. The decisions are a running state per project and (rule,
+family) (:mod:`services.api.tally`), advanced by the judgments stored since the last
+read, so a read costs the new judgments and the comparisons, not the campaign.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple, NoReturn
 
-import numpy as np
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
-from adaptive.decisions import DecisionRule, decide, decision_rows
+from adaptive.decisions import Decisions, decision_rows
+from adaptive.rule import (
+    CORRECTIONS,
+    DEFAULT_CORRECTION,
+    DEFAULT_FAMILY,
+    DEFAULT_LEVEL,
+    DEFAULT_MARGIN,
+    DEFAULT_UNIT,
+    FAMILIES,
+    UNITS,
+    DecisionRule,
+    Family,
+)
 from services.api.deps import ProjectId, State
-from services.api.errors import error_responses
-from services.api.tally import concat, take
+from services.api.errors import ApiError, error_responses
+from services.api.tally import ProjectTally
 
 router = APIRouter()
+
+
+def one_of(values: tuple[str, ...]) -> str:
+    """A pattern that matches one of ``values``."""
+    return "^(" + "|".join(values) + ")$"
 
 
 class DecisionRow(BaseModel):
@@ -40,48 +58,143 @@ class DecisionRow(BaseModel):
     n_prompts: int
     closed_at: int | None = Field(description="judgments of the comparison when it closed")
     needed: int | None = Field(description="judgments likely still needed (null: not in sight)")
+    unused_prompts: int = Field(description="the campaign's prompts not yet judged on it")
+    needs_new_prompts: bool = Field(
+        description="undecided, and (prompt unit) likely needs more judgments than it has "
+        "unused prompts: the campaign's prompts cannot close it"
+    )
     e_b_better: float
     e_a_better: float
     alpha_each: float
+    family: str = Field(description="which comparisons share alpha: " + ", ".join(FAMILIES))
+    family_size: int
 
 
 class DecisionsPublic(BaseModel):
     rule: str = Field(description="the decision rule and the error control, in words")
+    family: str = Field(description="the comparison family, in words")
+    family_size: int
     num_judgments: int
     rows: list[DecisionRow]
 
 
-def campaign_comparisons(
-    systems: list[str], rows_by_dim: Mapping[str, Sequence[Mapping[str, Any]]]
-) -> tuple[list[tuple[str, str, str]], np.ndarray, np.ndarray, np.ndarray]:
-    """All pairs of systems per dimension, oriented as first judged, and the judgments on them.
+def rule_query(
+    alpha: Annotated[
+        float, Query(ge=1e-12, lt=1.0, description="campaign-wide error bound")
+    ] = DEFAULT_LEVEL,
+    margin: Annotated[
+        float, Query(ge=0.0, lt=1.0, description="equivalence: |net preference| < margin")
+    ] = DEFAULT_MARGIN,
+    unit: Annotated[
+        str,
+        Query(
+            pattern=one_of(UNITS),
+            description="prompt: the first judgment of each cell; judgment: every judgment",
+        ),
+    ] = DEFAULT_UNIT,
+    correction: Annotated[
+        str,
+        Query(
+            pattern=one_of(CORRECTIONS),
+            description="the multiplicity rule across the family (adaptive.rule)",
+        ),
+    ] = DEFAULT_CORRECTION,
+    family: Annotated[
+        str,
+        Query(
+            pattern=one_of(FAMILIES),
+            description="which comparisons share alpha: compared (those with judgments), "
+            "registered (the pairs given) or all-pairs (every pair of the systems)",
+        ),
+    ] = DEFAULT_FAMILY,
+    pairs: Annotated[
+        list[str] | None,
+        Query(
+            max_length=10_000,
+            description="the registered family, each SYSTEM_A:SYSTEM_B (repeat the parameter); "
+            "implies family=registered",
+        ),
+    ] = None,
+) -> DecisionRule:
+    """The :class:`DecisionRule` of a request's query (a 422 names what is wrong)."""
+    parsed = []
+    for p in pairs or ():
+        a, sep, b = p.partition(":")
+        if not sep or not a.strip() or not b.strip():
+            _bad_rule("pairs", f"{p!r} is not SYSTEM_A:SYSTEM_B")
+        parsed.append((a.strip(), b.strip()))
+    return make_rule(
+        alpha=alpha, margin=margin, unit=unit, correction=correction, family=family, pairs=parsed
+    )
 
-    Returns (names, comparison, prompt, signed) with judgments in arrival order.
-    """
-    names: list[tuple[str, str, str]] = []
-    comp, prompt, signed = [], [], []
-    prompt_index: dict[str, int] = {}
-    for dim, rows in rows_by_dim.items():
-        oriented: dict[frozenset[str], tuple[str, str]] = {}
-        for r in rows:
-            oriented.setdefault(
-                frozenset((r["system_a"], r["system_b"])), (r["system_a"], r["system_b"])
-            )
-        known = list(dict.fromkeys(systems + [s for pair in oriented.values() for s in pair]))
-        index: dict[tuple[str, str], tuple[int, float]] = {}
-        for i, a in enumerate(known):
-            for b in known[i + 1 :]:
-                pa, pb = oriented.get(frozenset((a, b)), (a, b))
-                c = len(names)
-                names.append((dim, pa, pb))
-                index[(pa, pb)] = (c, 1.0)
-                index[(pb, pa)] = (c, -1.0)
-        for r in rows:
-            c, sign = index[(r["system_a"], r["system_b"])]
-            comp.append(c)
-            prompt.append(prompt_index.setdefault(r["item_id"], len(prompt_index)))
-            signed.append(sign * {"a": -1.0, "b": 1.0}.get(r["winner"], 0.0))
-    return names, np.asarray(comp, np.int64), np.asarray(prompt, np.int64), np.asarray(signed)
+
+def make_rule(
+    *,
+    alpha: float,
+    margin: float,
+    unit: str,
+    correction: str,
+    family: str,
+    pairs: list[tuple[str, str]],
+) -> DecisionRule:
+    """A :class:`DecisionRule` as :func:`evalset.decide.rule_of` makes it (pairs imply the
+    registered family), or a 422."""
+    from evalset.decide import rule_of
+
+    try:
+        return rule_of(
+            alpha=alpha, margin=margin, unit=unit, correction=correction, family=family, pairs=pairs
+        )
+    except ValueError as exc:
+        _bad_rule("pairs" if "pair" in exc.args[0] else "rule", exc.args[0])
+
+
+def _bad_rule(field: str, message: str) -> NoReturn:
+    raise ApiError(422, "validation_error", message, [{"field": field, "message": message}])
+
+
+Rule = Annotated[DecisionRule, Depends(rule_query)]
+
+
+class FamilyReport(NamedTuple):
+    """The decisions of a project's declared family, as every HTTP door reads them."""
+
+    rows: list[dict[str, Any]]  # adaptive.decisions.decision_rows, with the family's columns
+    family: Family
+    decisions: Decisions
+    num_judgments: int
+
+
+def check_pairs(rule: DecisionRule, tally: ProjectTally) -> None:
+    """A 422 when a registered pair names a system the project has not registered."""
+    known = set(tally.systems)
+    unknown = sorted({s for pair in rule.pairs for s in pair} - known)
+    if unknown:
+        _bad_rule("pairs", f"pairs name systems the project does not have: {unknown}")
+
+
+def decide_family(tally: ProjectTally, rule: DecisionRule) -> FamilyReport:
+    """The family ``rule`` declares and its decisions (call with the tally advanced, under
+    its ``lock``)."""
+    check_pairs(rule, tally)
+    family = tally.family(rule)
+    result = tally.decide(rule, family)
+    rows = decision_rows(
+        result,
+        list(family.comparisons),
+        available_prompts=tally.available_prompts(family),
+        unit=rule.unit,
+        family=family,
+    )
+    return FamilyReport(rows, family, result, tally.num_judgments)
+
+
+def read_family(state: Any, project_id: str, rule: DecisionRule) -> FamilyReport:
+    """:func:`decide_family` on the project's tally, advanced to every stored judgment."""
+    tally = state.tallies.project(project_id)
+    with tally.lock:
+        state.tallies.advance(state.store, project_id)
+        return decide_family(tally, rule)
 
 
 @router.get(
@@ -91,41 +204,18 @@ def campaign_comparisons(
     summary="Every comparison's decision: B better, A better, equivalent or undecided",
     responses=error_responses(401, 403, 404, 422),
 )
-def decisions(
-    project_id: ProjectId,
-    state: State,
-    alpha: Annotated[
-        float, Query(ge=1e-12, lt=1.0, description="campaign-wide error bound")
-    ] = 0.05,
-    margin: Annotated[
-        float, Query(ge=0.0, lt=1.0, description="equivalence: |net preference| < margin")
-    ] = 0.1,
-    unit: Annotated[str, Query(pattern="^(prompt|judgment)$")] = "prompt",
-) -> DecisionsPublic:
-    """Each comparison's decision from its own judgments, valid at every look: the error
-    bound holds however often anyone asks. Alpha is split evenly across all pairs of
-    systems in every dimension with judgments (Bonferroni)."""
-    rule = DecisionRule(alpha=alpha, margin=margin, unit=unit)
-    tally = state.tallies.project(project_id)
-    with tally.lock:
-        state.tallies.advance(state.store, project_id)
-        systems = sorted(tally.systems)
-        dims = [d for d, t in sorted(tally.dimensions.items()) if t.num_judgments]
-        pairs = [frozenset((a, b)) for i, a in enumerate(systems) for b in systems[i + 1 :]]
-        names: list[tuple[str, str, str]] = []
-        parts = []
-        for d in dims:
-            dim = tally.dimensions[d]
-            ids = np.array([dim.pairs[p] for p in pairs], np.int64)
-            names += [(d, *dim.orient[c]) for c in ids.tolist()]
-            parts.append(take(dim.decisions(rule, len(pairs) * len(dims)), ids))
-        num_judgments = sum(tally.dimensions[d].num_judgments for d in dims)
-    if not parts:  # no judgment yet: no comparison
-        parts = [decide(np.zeros(0), np.zeros(0), np.zeros(0), 0, rule)]
-    result = concat(parts)
-    rows = decision_rows(result, names)
+def decisions(project_id: ProjectId, state: State, rule: Rule) -> DecisionsPublic:
+    """Each comparison of the declared family: its decision from its own judgments, valid
+    at every look (the error bound holds however often anyone asks). ``family`` says which
+    comparisons share ``alpha`` (default: those with judgments, in every dimension with
+    judgments; ``registered`` with ``pairs``; ``all-pairs``); ``correction`` how it is
+    shared (``bonferroni``, ``e-holm``: each read is a look, ``none``). The same rows as
+    ``evalset decisions`` and :func:`evalset.decisions` on the same judgments."""
+    report = read_family(state, project_id, rule)
     return DecisionsPublic(
-        rule=result.rule,
-        num_judgments=num_judgments,
-        rows=[DecisionRow(**{k: v for k, v in r.items() if k != "rule"}) for r in rows],
+        rule=report.decisions.rule,
+        family=report.family.describe(),
+        family_size=report.family.size,
+        num_judgments=report.num_judgments,
+        rows=[DecisionRow(**{k: v for k, v in r.items() if k != "rule"}) for r in report.rows],
     )

@@ -22,8 +22,20 @@ import numpy as np
 from fastapi import APIRouter, Header
 from pydantic import BaseModel, ConfigDict, Field
 
-from adaptive.decisions import DecisionRule
+from adaptive.decisions import DecisionRule, Decisions
 from adaptive.recommend import DEFAULT_BURN_IN, CellState, RecommenderState, Request
+from adaptive.rule import (
+    CORRECTIONS,
+    DEFAULT_CORRECTION,
+    DEFAULT_FAMILY,
+    DEFAULT_LEVEL,
+    DEFAULT_MARGIN,
+    DEFAULT_UNIT,
+    FAMILIES,
+    UNITS,
+    Family,
+)
+from services.api.decisions import check_pairs, make_rule, one_of
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError, error_responses
 from services.api.tally import ProjectTally, concat, flip, take
@@ -78,6 +90,33 @@ class NextBatchCreate(BaseModel):
         strict=True,
         description="same snapshot, request and seed: same batch",
     )
+    # the decision rule the batch serves (GET .../decisions takes the same, as a query)
+    alpha: float = Field(default=DEFAULT_LEVEL, ge=1e-12, lt=1.0, description="error bound")
+    margin: float = Field(default=DEFAULT_MARGIN, ge=0.0, lt=1.0, description="equivalence")
+    unit: str = Field(default=DEFAULT_UNIT, pattern=one_of(UNITS))
+    correction: str = Field(default=DEFAULT_CORRECTION, pattern=one_of(CORRECTIONS))
+    family: str = Field(
+        default=DEFAULT_FAMILY,
+        pattern=one_of(FAMILIES),
+        description="the comparisons served: compared (those with judgments), registered "
+        "(pairs) or all-pairs (every pair of the systems)",
+    )
+    pairs: list[tuple[Id, Id]] | None = Field(
+        default=None,
+        max_length=10_000,
+        description="the registered family, [system_a, system_b] pairs (implies registered)",
+    )
+
+    def rule(self) -> DecisionRule:
+        """The :class:`DecisionRule` of the request (a 422 when it is not one)."""
+        return make_rule(
+            alpha=self.alpha,
+            margin=self.margin,
+            unit=self.unit,
+            correction=self.correction,
+            family=self.family,
+            pairs=[(a, b) for a, b in self.pairs or ()],
+        )
 
 
 class LeasedCell(BaseModel):
@@ -152,12 +191,19 @@ def _replay(lease: repo.LeaseRow, key: str, fingerprint: str) -> NextBatchPublic
 
 
 def _prepare(
-    state: ServiceState, project_id: str, dims: list[str], seed: int, annotator: str
+    state: ServiceState,
+    project_id: str,
+    dims: list[str],
+    seed: int,
+    annotator: str,
+    rule: DecisionRule,
 ) -> tuple[RecommenderState, dict[str, Any]]:
     """The recommender snapshot of the project's newest posteriors, with names.
 
     The judgments come from the project's running tally (:mod:`services.api.tally`):
-    a request reads those stored since the last one, not the campaign's.
+    a request reads those stored since the last one, not the campaign's. The decisions
+    are those of the family ``rule`` declares (``GET .../decisions``'s rows); only its
+    comparisons are served.
     """
     found = {d: state.snapshot(project_id, d) for d in dims}
     snaps = {d: s for d, s in found.items() if s is not None}
@@ -166,18 +212,23 @@ def _prepare(
     tally = state.tallies.project(project_id)
     with tally.lock:
         state.tallies.advance(state.store, project_id)
+        check_pairs(rule, tally)
+        family = tally.family(rule)
+        decisions = tally.decide(rule, family)
         key = (
             project_id,
             tuple((d, s.version) for d, s in sorted(snaps.items())),
             tuple(tally.dimensions[d].num_judgments for d in sorted(snaps)),
             seed,
+            rule,
+            family.comparisons,
         )
         with _CACHE_LOCK:
             hit = _CACHE.get(key)
             if hit is not None:
                 _CACHE.move_to_end(key)
         if hit is None:
-            hit = _build(state, project_id, tally, snaps, seed)
+            hit = _build(state, project_id, tally, snaps, seed, family, decisions)
             with _CACHE_LOCK:
                 _CACHE[key] = hit
                 while len(_CACHE) > _CACHE_SIZE:
@@ -187,17 +238,46 @@ def _prepare(
     return snapshot, {**maps, "exclude": exclude}
 
 
+def _family_decisions(
+    names: CellNames, family: Family, decisions: Decisions
+) -> tuple[Decisions, np.ndarray]:
+    """The family's decisions on the snapshot's comparisons, and (C,) which are in it.
+
+    A comparison the snapshot orients the other way round reads its decision flipped;
+    one outside the family gets an empty (undecided) decision and is never served.
+    """
+    from adaptive.decisions import decide
+
+    where = {(d, frozenset((a, b))): (f, (a, b)) for f, (d, a, b) in enumerate(family.comparisons)}
+    index = np.full(len(names.comparisons), family.size, np.int64)
+    flipped = np.zeros(family.size + 1, bool)
+    for g, (d, a, b) in enumerate(names.comparisons):
+        hit = where.get((d, frozenset((a, b))))
+        if hit is not None:
+            index[g] = hit[0]
+            flipped[hit[0]] = hit[1] != (a, b)
+    empty = decide(np.zeros(0), np.zeros(0), np.zeros(0), 1, DecisionRule())
+    return take(flip(concat([decisions, empty]), flipped), index), index < family.size
+
+
 def _build(
-    state: ServiceState, project_id: str, tally: ProjectTally, snaps: dict[str, Any], seed: int
+    state: ServiceState,
+    project_id: str,
+    tally: ProjectTally,
+    snaps: dict[str, Any],
+    seed: int,
+    family: Family,
+    decisions: Decisions,
 ) -> tuple[RecommenderState, dict[str, Any]]:
     """The recommender snapshot and the cells' state from the posteriors and the tally."""
     from services.recommend_adapter import NamedFit, cell_state, prepare
 
     with state.store.read() as conn:
         prompt_rows = repo.list_prompts(conn=conn, project_id=project_id)
-    # every pair of known systems is a candidate comparison; pairs a snapshot
-    # compared keep its orientation, the per-system skill gives the others
-    # (systems it never saw get prior draws)
+    # every pair of known systems is a comparison of the snapshot (the leaderboard's
+    # adjacent pairs and tiers are found among them); pairs a snapshot compared keep its
+    # orientation, the per-system skill gives the others (systems it never saw get prior
+    # draws). Only the family's comparisons can be served.
     snapshot, names = prepare(
         [NamedFit(d, s.systems, s.pair_a, s.pair_b, None, s.skill) for d, s in snaps.items()],
         {},
@@ -215,10 +295,12 @@ def _build(
         for system, text in (r.get("responses") or {}).items()
     }
     cells, _ = cell_state(names, (), responses=responses)
+    served, in_family = _family_decisions(names, family, decisions)
+    cells.available[~in_family] = 0
     num_c, num_p = len(names.comparisons), len(names.prompts)
     judged = np.zeros(num_c * num_p, np.int64)
     prompt_index = {p: i for i, p in enumerate(names.prompts)}
-    parts, total = [], 0
+    total = 0
     system_judgments = np.zeros_like(snapshot.system_judgments)
     for d_index, d in enumerate(names.dimensions):
         dim = tally.dimensions[d]
@@ -227,7 +309,6 @@ def _build(
         flipped = np.array(
             [dim.orient[c] != names.comparisons[g][1:] for c, g in zip(ids, block)], bool
         )
-        parts.append(flip(take(dim.decisions(DecisionRule(), num_c), ids), flipped))
         comp_map = np.full(len(dim.orient), -1, np.int64)
         comp_map[ids] = block
         flip_of = np.zeros(len(dim.orient), bool)
@@ -254,7 +335,7 @@ def _build(
     snapshot = snapshot._replace(
         version=total,
         num_judgments=total,
-        decisions=concat(parts),
+        decisions=served,
         judged=judged.reshape(num_c, num_p),
         system_judgments=system_judgments,
     )
@@ -262,6 +343,8 @@ def _build(
         "names": names,
         "cells": cells,
         "versions": {d: snaps[d].version for d in names.dimensions},
+        "in_family": in_family,
+        "family": family,
     }
     return snapshot, maps
 
@@ -302,7 +385,9 @@ def next_batch(
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> NextBatchPublic:
     """Cells (prompt, system pair, dimension) of the comparisons whose decision is still
-    open (or the named targets), closest to a decision first, a fresh prompt per
+    open (or the named targets) in the family the request's rule declares (``alpha``,
+    ``margin``, ``unit``, ``correction``, ``family``, ``pairs``: the decisions of
+    ``GET .../decisions`` with the same rule), closest to a decision first, a fresh prompt per
     judgment, with the response to show first; each cell says why it was chosen.
     Cells that cannot be annotated (a system without a response to the prompt, or
     two identical responses) are never served. The cells are leased until
@@ -330,7 +415,8 @@ def next_batch(
     unknown = sorted(set(dims) - set(known))
     if unknown:
         raise ApiError(404, "not_found", f"unknown dimension(s) {unknown}; the project has {known}")
-    snapshot, maps = _prepare(state, project_id, list(dims), body.seed, body.annotator_id)
+    rule = body.rule()
+    snapshot, maps = _prepare(state, project_id, list(dims), body.seed, body.annotator_id, rule)
     names: CellNames = maps["names"]
     now = _now()
     cells: CellState = maps["cells"]
@@ -346,6 +432,24 @@ def next_batch(
         )
     except UnknownName as exc:
         raise ApiError(404, "not_found", exc.args[0]) from exc
+    if chosen is not None:
+        outside = [
+            f"{a}:{b}"
+            for a, b in body.targets or ()
+            if not any(
+                maps["in_family"][g] and {x, y} == {a, b} and d in dims
+                for g, (d, x, y) in enumerate(names.comparisons)
+            )
+        ]
+        if outside:
+            message = (
+                f"targets {outside} are not in the declared family ({maps['family'].describe()}): "
+                "name them in pairs (family=registered) or ask for family=all-pairs"
+            )
+            raise ApiError(
+                422, "validation_error", message, [{"field": "targets", "message": message}]
+            )
+        chosen = tuple(c for c in chosen if maps["in_family"][c])
     request = Request(
         size=body.size,
         targets=chosen,

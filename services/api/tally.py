@@ -1,17 +1,20 @@
-"""Running tallies of each project's judgments, advanced by every stored batch.
+"""Running tallies of each project's judgments, and the running decisions of its families.
 
 ``GET /decisions`` and ``POST /next-batch`` used to read every judgment of the project
 and rebuild their state on each request (a second at 22,000 judgments). Here each
-(project, dimension) keeps its judgments in integer form and the running
-:class:`adaptive.decisions.DecisionState` of each rule asked for; a request reads only
-the judgments stored since the last one (by ``seq``: one project's batches commit in
-``seq`` order, see :func:`services.store.repository.add_judgments`), folds them in, and
-reads the decisions off the state in proportion to the comparisons.
+(project, dimension) keeps its judgments in integer form; a request reads only the
+judgments stored since the last one (by ``seq``: one project's batches commit in ``seq``
+order, see :func:`services.store.repository.add_judgments`) and folds them in.
 
-Comparisons are the pairs of the project's registered systems (sorted by id), each
-oriented as first judged (as ``campaign_comparisons`` and the fits orient them); a
-dimension keeps one decision state per (rule, number of tests), rebuilt from its
-integer judgments when the number of comparisons changes (a system registered).
+Decisions are a property of a declared comparison family (:mod:`adaptive.rule`): the
+project keeps one running :class:`adaptive.decisions.DecisionState` per (rule, family)
+asked for, over every comparison of the family in every dimension, so that the
+multiplicity rule sees the whole family at once. Each read folds the judgments of every
+dimension stored since the previous read of that state in one :func:`update`: with
+``e-holm`` a read is a look (closed testing over the family's e-values), with
+``bonferroni`` the decisions do not depend on the looks at all. A comparison's id within
+a dimension is stable; its orientation is fixed by its first judgment (before that, the
+order its pair was first named in).
 """
 
 from __future__ import annotations
@@ -24,7 +27,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from adaptive.decisions import DecisionRule, Decisions, DecisionState, decisions_of, start, update
+from adaptive.decisions import (
+    UNDECIDED,
+    DecisionRule,
+    Decisions,
+    DecisionState,
+    decisions_of,
+    start,
+    update,
+)
+from adaptive.rule import Family, comparison_family
 from services.store import repository as repo
 
 if TYPE_CHECKING:
@@ -32,8 +44,10 @@ if TYPE_CHECKING:
 
 #: prompt indices of a dimension's cells are below this (keys: comparison * bound + prompt)
 PROMPT_BOUND = 2**31
-#: decision states kept per dimension (one per rule and number of tests asked for)
-STATES_PER_DIMENSION = 4
+#: running decision states a project keeps (one per rule and family asked for)
+FAMILY_STATES = 8
+#: (rule, family) whose e-Holm closings a project remembers after their state is dropped
+CLOSINGS = 64
 #: projects whose tallies a process keeps
 PROJECTS = 64
 _WINNER = {"a": -1.0, "b": 1.0}
@@ -62,14 +76,16 @@ class _Column:
 
 @dataclass
 class DimensionTally:
-    """One dimension's judgments in arrival order, as integers, and its decision states.
+    """One dimension's judgments in arrival order, as integers.
 
     Attributes:
+        first_seq: ``seq`` of the dimension's first judgment (0: none yet).
         pairs: unordered pair of systems -> comparison id (every pair of the systems
-            registered when first read, then pairs judged later, in that order).
+            registered when first read, then pairs judged or asked for later).
         orient: comparison id -> (system_a, system_b), as first judged (before that,
-            in the systems' sorted order).
+            as first named).
         judged: comparison id -> whether it has a judgment (its orientation is fixed).
+        judged_order: comparison ids in the order of their first judgment.
         prompts, annotators: name -> id, in first-seen order.
         comparison, prompt, signed: per judgment (signed: +1 B, -1 A, 0 tie, oriented).
         shown: per judgment, 1 when the comparison's A was shown first, 2 B, 0 unknown.
@@ -77,9 +93,11 @@ class DimensionTally:
     """
 
     last_seq: int = 0
+    first_seq: int = 0
     pairs: dict[frozenset[str], int] = field(default_factory=dict)
     orient: list[tuple[str, str]] = field(default_factory=list)
     judged: list[bool] = field(default_factory=list)
+    judged_order: list[int] = field(default_factory=list)
     prompts: dict[str, int] = field(default_factory=dict)
     annotators: dict[str, int] = field(default_factory=dict)
     comparison: _Column = field(default_factory=lambda: _Column(np.int64))
@@ -87,9 +105,6 @@ class DimensionTally:
     signed: _Column = field(default_factory=lambda: _Column(np.float64))
     shown: _Column = field(default_factory=lambda: _Column(np.int8))
     annotator: _Column = field(default_factory=lambda: _Column(np.int64))
-    states: OrderedDict[tuple[DecisionRule, int], DecisionState] = field(
-        default_factory=OrderedDict
-    )
 
     @property
     def num_judgments(self) -> int:
@@ -111,8 +126,12 @@ class DimensionTally:
             for b in systems[i + 1 :]:
                 self.pair_id(a, b)
 
+    def compared(self) -> list[tuple[str, str]]:
+        """The judged comparisons as (system_a, system_b), in the order first judged."""
+        return [self.orient[c] for c in self.judged_order]
+
     def fold(self, rows: Sequence[repo.JudgmentRow]) -> None:
-        """Append judgments (arrival order) and advance every decision state by them."""
+        """Append judgments (arrival order)."""
         if not rows:
             return
         comp, prompt, signed, shown, annot = [], [], [], [], []
@@ -122,6 +141,7 @@ class DimensionTally:
             if not self.judged[c]:
                 self.orient[c] = (a, b)
                 self.judged[c] = True
+                self.judged_order.append(c)
             flipped = self.orient[c][0] != a
             comp.append(c)
             prompt.append(self.prompts.setdefault(r["item_id"], len(self.prompts)))
@@ -130,45 +150,140 @@ class DimensionTally:
             first = r.get("shown_first")
             shown.append(0 if first not in ("a", "b") else 1 + ((first == "a") == flipped))
             annot.append(self.annotators.setdefault(r["annotator_id"], len(self.annotators)))
+        self.first_seq = self.first_seq or min(int(r["seq"]) for r in rows)
         self.last_seq = max(self.last_seq, max(int(r["seq"]) for r in rows))
         self.comparison.extend(comp)
         self.prompt.extend(prompt)
         self.signed.extend(signed)
         self.shown.extend(shown)
         self.annotator.extend(annot)
-        for key, state in list(self.states.items()):
-            if state.outcome.shape[0] != len(self.orient):
-                del self.states[key]  # new comparisons: rebuilt when next asked for
-            else:
-                self.states[key] = update(
-                    state, np.asarray(comp), np.asarray(prompt), np.asarray(signed)
-                )
 
-    def decisions(self, rule: DecisionRule, num_tests: int) -> Decisions:
-        """Every comparison's decision (by comparison id) under ``rule`` and ``num_tests``."""
-        key = (rule, int(num_tests))
-        state = self.states.get(key)
-        if state is None or state.outcome.shape[0] != len(self.orient):
-            state = start(len(self.orient), PROMPT_BOUND, rule, num_tests=num_tests)
-            state = update(state, self.comparison.view(), self.prompt.view(), self.signed.view())
-            self.states[key] = state
-            while len(self.states) > STATES_PER_DIMENSION:
-                self.states.popitem(last=False)
-        self.states.move_to_end(key)
-        return decisions_of(state)
+
+@dataclass
+class FamilyTally:
+    """The running decisions of one (rule, family): one state over all its comparisons.
+
+    Attributes:
+        state: the decision state, comparison ``f`` the family's ``f``-th.
+        folded: dimension -> how many of its judgments the state has seen.
+    """
+
+    state: DecisionState
+    folded: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
 class ProjectTally:
-    """A project's dimensions' tallies; ``lock`` guards them (and every read of them)."""
+    """A project's dimensions' tallies and family states; ``lock`` guards them (and every
+    read of them).
+
+    Attributes:
+        systems: the registered systems.
+        num_prompts: the registered prompts (the campaign's prompts).
+        dimensions: dimension -> its tally.
+        families: (rule, family comparisons) -> running decisions, least recently used first.
+        closings: (rule, family comparisons) -> (outcome, closed_at) of an e-Holm family's
+            closed comparisons, kept when its state is dropped so that a rebuilt state
+            (one look over every judgment) keeps every decision it gave.
+    """
 
     systems: tuple[str, ...] = ()
+    num_prompts: int = 0
     dimensions: dict[str, DimensionTally] = field(default_factory=dict)
+    families: OrderedDict[tuple[Any, ...], FamilyTally] = field(default_factory=OrderedDict)
+    closings: OrderedDict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = field(
+        default_factory=OrderedDict
+    )
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def num_judgments(self) -> int:
         return sum(d.num_judgments for d in self.dimensions.values())
+
+    def judged_dimensions(self) -> list[str]:
+        """The dimensions with judgments, in the order of their first judgment."""
+        judged = [(t.first_seq, d) for d, t in self.dimensions.items() if t.num_judgments]
+        return [d for _, d in sorted(judged)]
+
+    def family(self, rule: DecisionRule) -> Family:
+        """The family ``rule`` declares over the dimensions with judgments.
+
+        The comparisons judged (dimensions and comparisons in the order first judged, each
+        oriented as first judged), the registered systems for ``all-pairs``: as
+        :func:`evalset.decide.family_judgments` finds it in a file of the same judgments.
+        """
+        dims = self.judged_dimensions()
+        compared = [(d, a, b) for d in dims for a, b in self.dimensions[d].compared()]
+        return comparison_family(rule, compared, systems=sorted(self.systems), dimensions=dims)
+
+    def available_prompts(self, family: Family) -> np.ndarray:
+        """(family size,) the campaign's prompts each comparison could be judged on."""
+        return np.array(
+            [
+                max(self.num_prompts, len(self.dimensions[d].prompts))
+                for d, _, _ in family.comparisons
+            ],
+            np.int64,
+        )
+
+    def decide(self, rule: DecisionRule, family: Family) -> Decisions:
+        """The decisions of ``family``'s comparisons (in its order) under ``rule``.
+
+        Folds the judgments stored since this (rule, family) was last read, from every
+        dimension at once: one look. A family not read before (or dropped) starts from
+        every judgment, and keeps the e-Holm closings it gave before.
+        """
+        key = (rule, family.comparisons)
+        found = self.families.get(key)
+        if found is None:
+            state = start(family.size, PROMPT_BOUND, rule, num_tests=family.size)
+            found = self.families[key] = FamilyTally(state)
+            while len(self.families) > FAMILY_STATES:
+                self.families.popitem(last=False)
+        self.families.move_to_end(key)
+        comp, prompt, signed = [], [], []
+        by_dim: dict[str, list[tuple[int, str, str]]] = {}
+        for f, (d, a, b) in enumerate(family.comparisons):
+            by_dim.setdefault(d, []).append((f, a, b))
+        for d, members in by_dim.items():
+            dim = self.dimensions.get(d)
+            if dim is None:
+                continue
+            index = np.full(len(dim.orient) + len(members), -1, np.int64)
+            sign = np.ones(len(index))
+            for f, a, b in members:
+                c = dim.pair_id(a, b)
+                index[c], sign[c] = f, 1.0 if dim.orient[c] == (a, b) else -1.0
+            lo, hi = found.folded.get(d, 0), dim.num_judgments
+            ids = dim.comparison.view()[lo:hi]
+            keep = index[ids] >= 0
+            comp.append(index[ids][keep])
+            prompt.append(dim.prompt.view()[lo:hi][keep])
+            signed.append(dim.signed.view()[lo:hi][keep] * sign[ids][keep])
+            found.folded[d] = hi
+        if comp:
+            found.state = update(
+                found.state, np.concatenate(comp), np.concatenate(prompt), np.concatenate(signed)
+            )
+        if rule.correction == "e-holm":
+            found.state = self._keep_closings(key, found.state)
+        return decisions_of(found.state)
+
+    def _keep_closings(self, key: tuple[Any, ...], state: DecisionState) -> DecisionState:
+        """``state`` with the closings remembered for ``key``; remembers its own."""
+        kept = self.closings.get(key)
+        if kept is not None:
+            outcome, closed_at = kept
+            again = (state.outcome == UNDECIDED) & (outcome != UNDECIDED)
+            if again.any():
+                new_outcome, new_closed = state.outcome.copy(), state.closed_at.copy()
+                new_outcome[again], new_closed[again] = outcome[again], closed_at[again]
+                state = state._replace(outcome=new_outcome, closed_at=new_closed)
+        self.closings[key] = (state.outcome.copy(), state.closed_at.copy())
+        self.closings.move_to_end(key)
+        while len(self.closings) > CLOSINGS:
+            self.closings.popitem(last=False)
+        return state
 
 
 class Tallies:
@@ -202,6 +317,7 @@ class Tallies:
             dims = [
                 d["dimension_id"] for d in repo.list_dimensions(conn=conn, project_id=project_id)
             ]
+            num_prompts = repo.count_prompts(conn=conn, project_id=project_id)
             new = {
                 d: repo.fetch_judgments(
                     conn=conn,
@@ -218,6 +334,7 @@ class Tallies:
                 dim.register(sorted(systems))
             dim.fold(new[d])
         tally.systems = systems
+        tally.num_prompts = num_prompts
         return tally
 
 
@@ -259,4 +376,4 @@ def concat(parts: Sequence[Decisions]) -> Decisions:
     return first._replace(**fields)
 
 
-__all__ = ["DimensionTally", "ProjectTally", "Tallies", "concat", "flip", "take"]
+__all__ = ["DimensionTally", "FamilyTally", "ProjectTally", "Tallies", "concat", "flip", "take"]
