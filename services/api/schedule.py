@@ -127,10 +127,10 @@ def next_shapes(now: Shape, prepared: Set[Shape], *, prompts_growing: bool) -> l
     needs more); and of both when both are due.
 
     Example:
-        >>> next_shapes(Shape(100_000, 1000), set(), prompts_growing=True)
+        >>> next_shapes(Shape(100_000, 1100), set(), prompts_growing=True)
         []
-        >>> next_shapes(Shape(110_000, 1000), set(), prompts_growing=True)
-        [Shape(judgments=131073, prompts=1000)]
+        >>> next_shapes(Shape(110_000, 1100), set(), prompts_growing=True)
+        [Shape(judgments=131073, prompts=1100)]
         >>> next_shapes(Shape(110_000, 1300), set(), prompts_growing=False)
         [Shape(judgments=131073, prompts=1300)]
         >>> len(next_shapes(Shape(110_000, 1300), set(), prompts_growing=True))
