@@ -174,3 +174,15 @@ def test_recommend_from_a_served_project_carries_the_texts(client, capsys):
         }
         assert t["response_first"] == expected[first]
         assert t["response_first"] != t["response_second"] and t["response_second"]
+
+
+def test_recommend_from_a_served_project_sends_its_decision_rule(client, capsys):
+    from services.cli import main
+
+    project_id, headers, _ = _campaign(client)
+    token = headers["Authorization"].split()[1]
+    argv = ["recommend", "--project", project_id, "--url", str(client.base_url), "--token", token]
+    # the service checks the rule it is sent: a level below its range is refused
+    assert main(argv + ["--size", "2", "--format", "json", "--quiet", "--alpha", "1e-13"]) == 2
+    assert "alpha" in capsys.readouterr().err
+    assert main(argv + ["--size", "2", "--format", "json", "--quiet", "--alpha", "0.2"]) == 0

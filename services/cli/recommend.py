@@ -86,7 +86,14 @@ def recommend_from_project(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Ask a running service for the next batch."""
     import httpx
 
-    body = {"size": args.size}
+    # the decision rule the batch serves (the service's defaults are the same type's)
+    body = {
+        "size": args.size,
+        "alpha": args.alpha,
+        "margin": args.margin,
+        "unit": args.unit,
+        "correction": args.correction,
+    }
     if args.annotator:
         body["annotator_id"] = args.annotator
     if args.dimension:
