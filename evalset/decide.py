@@ -149,6 +149,16 @@ def rule_of(
     )
 
 
+def _judgments_and_rule(
+    data: Any, dimension: str | None, **rule: Any
+) -> tuple[pl.DataFrame, DecisionRule]:
+    """The judgments of ``data`` (of ``dimension`` alone, if given) and the rule asked for."""
+    judgments = read(data)
+    if dimension is not None:
+        judgments = judgments.filter(pl.col("dimension") == dimension)
+    return judgments, rule_of(**rule)
+
+
 def decisions(
     data: Any,
     *,
@@ -172,11 +182,15 @@ def decisions(
     comparisons with judgments; ``registered``, the ``pairs`` given; ``all-pairs``) and
     ``rule``. ``correction``: ``bonferroni``, ``e-holm`` or ``none`` (:mod:`adaptive.rule`).
     """
-    judgments = read(data)
-    if dimension is not None:
-        judgments = judgments.filter(pl.col("dimension") == dimension)
-    rule = rule_of(
-        alpha=alpha, margin=margin, unit=unit, correction=correction, family=family, pairs=pairs
+    judgments, rule = _judgments_and_rule(
+        data,
+        dimension,
+        alpha=alpha,
+        margin=margin,
+        unit=unit,
+        correction=correction,
+        family=family,
+        pairs=pairs,
     )
     return pl.DataFrame(decide_judgments(judgments, rule).rows, infer_schema_length=None)
 
@@ -203,11 +217,15 @@ def evidence(
     from adaptive.decisions import decide, decision_observations
     from adaptive.evidence import eb_confidence_sequence, log_sign_evalue
 
-    judgments = read(data)
-    if dimension is not None:
-        judgments = judgments.filter(pl.col("dimension") == dimension)
-    rule = rule_of(
-        alpha=alpha, margin=margin, unit=unit, correction=correction, family=family, pairs=pairs
+    judgments, rule = _judgments_and_rule(
+        data,
+        dimension,
+        alpha=alpha,
+        margin=margin,
+        unit=unit,
+        correction=correction,
+        family=family,
+        pairs=pairs,
     )
     fj = family_judgments(judgments, rule)
     size = fj.family.size
