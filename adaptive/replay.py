@@ -45,7 +45,6 @@ the anytime curve (judgments until k comparisons are closed) shows it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -62,7 +61,7 @@ from adaptive.decisions import (
     update,
 )
 from adaptive.evidence import net_preference
-from adaptive.recommend import DEFAULT_BURN_IN, DEFAULT_NEED_SHARE
+from adaptive.replay_config import ReplayConfig as ReplayConfig  # re-exported (policies read it)
 from adaptive.replay_policies import POLICIES as POLICIES  # the policies a replay compares
 from adaptive.replay_policies import View, oracle_policy, policy_fn
 
@@ -70,28 +69,6 @@ from adaptive.replay_policies import View, oracle_policy, policy_fn
 ORACLE = "oracle"
 #: a full-log comparison is decided clearly when its prompt-level |z| is at least this (two-sided 0.001)
 CLEAR_Z = 3.2905267314919255
-
-
-@dataclass(frozen=True)
-class ReplayConfig:
-    """How to replay.
-
-    Attributes:
-        batch_size: judgments per batch (decisions are updated after each).
-        budget: stop after this many judgments (default: no limit but the log).
-        rule: the decision rule every policy shares.
-        burn_in, need_share: of the adaptive policy (:func:`adaptive.recommend.allocate`).
-    """
-
-    batch_size: int = 100
-    budget: int | None = None
-    rule: DecisionRule = field(default_factory=DecisionRule)
-    burn_in: int = DEFAULT_BURN_IN
-    need_share: float = DEFAULT_NEED_SHARE
-
-    def __post_init__(self) -> None:
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, not {self.batch_size}")
 
 
 class Log(NamedTuple):

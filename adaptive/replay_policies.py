@@ -15,7 +15,7 @@ from adaptive.decisions import Decisions
 from adaptive.recommend import allocate
 
 if TYPE_CHECKING:
-    from adaptive.replay import ReplayConfig
+    from adaptive.replay_config import ReplayConfig
 
 POLICIES = ("adaptive", "uniform", "round_robin", "arena")
 

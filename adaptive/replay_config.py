@@ -1,0 +1,30 @@
+"""How a replay runs (:mod:`adaptive.replay` runs it, :mod:`adaptive.replay_policies` reads it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from adaptive.decisions import DecisionRule
+from adaptive.recommend import DEFAULT_BURN_IN, DEFAULT_NEED_SHARE
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """How to replay.
+
+    Attributes:
+        batch_size: judgments per batch (decisions are updated after each).
+        budget: stop after this many judgments (default: no limit but the log).
+        rule: the decision rule every policy shares.
+        burn_in, need_share: of the adaptive policy (:func:`adaptive.recommend.allocate`).
+    """
+
+    batch_size: int = 100
+    budget: int | None = None
+    rule: DecisionRule = field(default_factory=DecisionRule)
+    burn_in: int = DEFAULT_BURN_IN
+    need_share: float = DEFAULT_NEED_SHARE
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, not {self.batch_size}")
