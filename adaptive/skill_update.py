@@ -26,7 +26,7 @@ from adaptive.snapshot import Snapshot
 if TYPE_CHECKING:  # JAX is imported on first fit, so a process that only reads starts fast
     from adaptive.cells import CellData
     from adaptive.fitting import FitConfig
-    from adaptive.streaming import Source
+    from adaptive.source import Source
     from stan_free_models.model_key import Priors
     from stan_free_models.posterior import Posterior
 

@@ -12,13 +12,13 @@ The pieces live in three modules: the snapshot and its bytes
 fits (:mod:`adaptive.skill_update`). The worker that schedules them on threads
 is a service concern (:mod:`services.api.refresher`); the rows answers are made
 of are in :mod:`services.answers`. The names of the first and last are
-re-exported here so that ``from adaptive.streaming import Snapshot`` keeps working.
+re-exported here, with :class:`adaptive.source.Source` (what a fit reads), so that
+``from adaptive.streaming import Snapshot`` keeps working.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -33,22 +33,12 @@ from adaptive.snapshot import (
     encode_snapshot,
     snapshot_from_posterior,
 )
+from adaptive.source import Source
 
 if TYPE_CHECKING:  # JAX is imported on first fit, so a process that only reads starts fast
     from adaptive.cells import CellData
     from adaptive.fitting import FitConfig
     from stan_free_models.model_key import Priors
-
-
-@dataclass(frozen=True)
-class Source:
-    """Validated judgments of one key and the names around them (what the worker's ``load_fn`` returns)."""
-
-    judgments: pl.DataFrame
-    dimension: str
-    systems: tuple[str, ...]
-    num_judgments: int
-    last_seq: int
 
 
 def stream_config(method: str = "fast", **kwargs: Any) -> FitConfig:
