@@ -36,7 +36,7 @@ from stan_free_models.inference import bucket
 from stan_free_models.laplace_batch import BatchShape
 
 if TYPE_CHECKING:
-    from adaptive.loco import LocoData
+    from adaptive.loco_data import LocoData
 
 
 def loco_shape(data: LocoData, batch: int = 1) -> BatchShape:

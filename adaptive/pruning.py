@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import jax
 import numpy as np
 
-from adaptive.loco import LocoData
+from adaptive.loco_data import LocoData
 from adaptive.redundancy import DEFAULT_FDR, DEFAULT_THRESHOLD
 from adaptive.selection import (
     LOW_INFORMATION,

@@ -34,7 +34,7 @@ from stan_free_models.laplace import fit_laplace
 from stan_free_models.laplace_batch import BatchShape, fit_laplace_batch
 
 if TYPE_CHECKING:
-    from adaptive.loco import LocoData
+    from adaptive.loco_data import LocoData
 
 
 @dataclass(frozen=True)
