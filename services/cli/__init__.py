@@ -11,6 +11,8 @@ import importlib
 import os
 import sys
 
+from services.cli.errors import CliError as CliError  # re-exported; commands import errors
+
 # Several CPU "devices" let NUTS run chains in parallel; this must be set
 # before JAX initialises its backend, so it lives at the entry point.
 os.environ.setdefault(
@@ -30,10 +32,6 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "services.cli.plot": ("plot",),
 }
 COMMAND_MODULES: tuple[str, ...] = tuple(COMMANDS)
-
-
-class CliError(Exception):
-    """A failure to report as one line on stderr with a non-zero exit code."""
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.cli import CliError
 from services.cli.common import DefaultsHelp, log
+from services.cli.errors import CliError
 
 if TYPE_CHECKING:
     import polars as pl

@@ -15,8 +15,8 @@ from adaptive.rule import (
     FAMILIES,
     UNITS,
 )
-from services.cli import CliError
 from services.cli.common import FORMATS, emit, log
+from services.cli.errors import CliError
 
 if TYPE_CHECKING:
     from adaptive.rule import DecisionRule

@@ -11,9 +11,9 @@ from typing import Any
 
 from adaptive.recommend.state import DEFAULT_BURN_IN
 from evalset.batch import DEFAULT_DRAWS, RecommendRequest
-from services.cli import CliError
 from services.cli.common import FORMATS, dimensions_of, emit, log
 from services.cli.decisions import add_rule_args
+from services.cli.errors import CliError
 from services.crowd.tasks import TASK_COLUMNS as CROWD_TASK_COLUMNS
 
 #: a recommended task: the crowd round trip's task columns (without the batch id, given at export)

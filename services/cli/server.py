@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from services.cli.common import log
+from services.cli.errors import CliError
 
 if TYPE_CHECKING:
     from services.settings import Settings
@@ -103,7 +104,6 @@ def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from services.api import create_app
-    from services.cli import CliError
 
     overrides: dict[str, object] = {"host": args.host, "port": args.port}
     if args.no_streaming:
@@ -163,7 +163,6 @@ def derive_judgment_ids(rows: list[dict[str, Any]]) -> list[str]:
 
 def run_judgments_import(args: argparse.Namespace) -> int:
     from adaptive.data import read_judgments
-    from services.cli import CliError
     from services.store import Store
     from services.store import repository as repo
 
@@ -211,7 +210,6 @@ def _import_rows(
     args: argparse.Namespace, conn: Any, frame: Any, rows: list[dict[str, Any]]
 ) -> tuple[str | None, Any, int]:
     """Create the project if asked and store the rows; (token or None, result, total)."""
-    from services.cli import CliError
     from services.store import repository as repo
 
     token = None
@@ -241,7 +239,6 @@ def _import_rows(
 def run_token(args: argparse.Namespace) -> int:
     """Tokens straight in the store (no server needed): a replica stops accepting a revoked
     token within ``EVALSET_TOKEN_CACHE_SECONDS``."""
-    from services.cli import CliError
     from services.store import Store
     from services.store import repository as repo
 
@@ -304,7 +301,6 @@ def run_judgments_export(args: argparse.Namespace) -> int:
     import polars as pl
 
     from adaptive.data import JUDGMENT_FIELDS
-    from services.cli import CliError
     from services.store import Store
     from services.store import repository as repo
 
