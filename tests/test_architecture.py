@@ -58,37 +58,41 @@ LINE_LIMITED = (
 MAX_LINES = 600
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def _module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _runtime_imports(path: Path, modules: set[str]) -> set[str]:
-    """Project modules imported anywhere in the file (function bodies too), except under
-    ``if TYPE_CHECKING``: a function-level import hides a cycle, it does not break it."""
+def _imports(path: Path, modules: set[str], root: Path = ROOT) -> set[str]:
+    """Project modules that ``path`` imports, wherever and however: in function bodies (a
+    function-level import hides a cycle, it does not break it), under ``if TYPE_CHECKING``
+    (a type-only import still ties the two modules together), relative imports, and dotted
+    module names written as strings (the tables ``importlib.import_module`` loads from: the
+    CLI's commands, the API's routers, lazy attributes)."""
     tree = ast.parse(path.read_text())
-    typing_only = {
-        id(inner)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-        for inner in ast.walk(node)
-    }
+    name = _module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    docstrings = _docstrings(tree)
     found = set()
     for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join([*parts, module] if module else parts)
             for alias in node.names:
-                full = f"{node.module}.{alias.name}"
-                found.add(full if full in modules else node.module)
-    return found & modules
+                full = f"{module}.{alias.name}"
+                found.add(full if full in modules else module)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) not in docstrings:
+                found.add(node.value)
+    return (found & modules) - {name}
 
 
-def test_the_import_graph_has_no_cycle():
-    paths = {_module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
-    graph = {m: _runtime_imports(p, set(paths)) - {m} for m, p in paths.items()}
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle through each back edge of a depth-first walk (none iff the graph has none)."""
     visiting: list[str] = []
     done: set[str] = set()
     cycles: list[list[str]] = []
@@ -107,7 +111,31 @@ def test_the_import_graph_has_no_cycle():
 
     for module in sorted(graph):
         visit(module)
-    assert cycles == []
+    return cycles
+
+
+def test_the_import_graph_counts_every_kind_of_import(tmp_path):
+    """The edges a graph of runtime imports alone missed: type-only, function-level,
+    relative, and modules loaded by name."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text('"""pkg.c"""\nCOMMANDS = {"pkg.b": ("b",)}\n')
+    (package / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.c import T\n"
+        "def f():\n    from . import d\n"
+    )
+    modules = {"pkg", "pkg.b", "pkg.c", "pkg.d"}
+    assert _imports(package / "__init__.py", modules, tmp_path) == {"pkg.b"}
+    assert _imports(package / "b.py", modules, tmp_path) == {"pkg.c", "pkg.d"}
+    assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b", "a"]]
+
+
+def test_the_import_graph_has_no_cycle():
+    paths = {_module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+    graph = {m: _imports(p, set(paths)) for m, p in paths.items()}
+    assert graph["services.cli"] >= {"services.cli.bt", "services.cli.server"}  # by name
+    cycles = [" -> ".join(cycle) for cycle in _cycles(graph)]
+    assert cycles == [], "\n".join(cycles)
 
 
 #: thread-starting names; locks (threading.RLock serialising runs of a cached sampler) and
