@@ -13,12 +13,16 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    GetJsonSchemaHandler,
     StringConstraints,
     ValidationInfo,
     field_validator,
 )
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from services.store.validation import MAX_ID, MAX_TEXT, MAX_TIMESTAMP, id_problem, text_problem
 
@@ -52,16 +56,74 @@ def _valid_text(value: str) -> str:
     return value
 
 
+class SchemaPattern:
+    """Declare ``pattern`` in the JSON schema only: the id and text validators give the error
+    message (naming the character and its position), the schema tells clients and
+    generators what is valid."""
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+
+    def __get_pydantic_json_schema__(
+        self, core: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler.resolve_ref_schema(handler(core))
+        schema["pattern"] = self.pattern
+        return schema
+
+
 # One rule for the API, `evalset import` and the store (services.store.validation),
-# checked by validators rather than schema patterns: the OpenAPI schema stays plain
-# (pattern-driven generators are slow on negated classes), the length caps are declared.
+# checked by its validators (their messages name the character and its position) and
+# declared as a pattern, so a schema-valid request is never refused for a character.
+# Lone surrogates are not declared: JSON Schema patterns match code points.
+#: no control characters (C0, DEL)
+ID_PATTERN = r"^[^\u0000-\u001f\u007f]*$"
+#: no NUL or control characters but tab, newline and carriage return
+TEXT_PATTERN = r"^[^\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]*$"
+#: SYSTEM_A:SYSTEM_B, each side an id with a character other than a space (SYSTEM_A
+#: holds no colon: the first colon splits)
+PAIR_PATTERN = (
+    r"^[^:\u0000-\u001f\u007f]*[^:\s\u0000-\u001f\u007f][^:\u0000-\u001f\u007f]*"
+    r":[^\u0000-\u001f\u007f]*[^\s\u0000-\u001f\u007f][^\u0000-\u001f\u007f]*$"
+)
 # ids: 1..200 characters, no control characters, no lone surrogates
-Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID), AfterValidator(_valid_id)]
+Id = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=MAX_ID),
+    AfterValidator(_valid_id),
+    SchemaPattern(ID_PATTERN),
+]
 # optional names (annotator, label, project name): 0..200 characters, the same rule
-Name = Annotated[str, StringConstraints(max_length=MAX_ID), AfterValidator(_valid_name)]
+Name = Annotated[
+    str,
+    StringConstraints(max_length=MAX_ID),
+    AfterValidator(_valid_name),
+    SchemaPattern(ID_PATTERN),
+]
 # free text: up to 100,000 characters, no NUL or control characters but tab and newlines
-Text = Annotated[str, StringConstraints(max_length=MAX_TEXT), AfterValidator(_valid_text)]
+Text = Annotated[
+    str,
+    StringConstraints(max_length=MAX_TEXT),
+    AfterValidator(_valid_text),
+    SchemaPattern(TEXT_PATTERN),
+]
 Winner = Literal["a", "b", "tie"]
+
+
+def _json_integer(value: Any) -> Any:
+    """A JSON integer: ``5`` or ``5.0`` (JSON Schema's integer), never ``"5"``, ``true``
+    or ``5.5``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"expected an integer, got {type(value).__name__}")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError(f"expected an integer, got {value!r}")
+        return int(value)
+    return value
+
+
+#: an integer field of a JSON body (strict about strings and booleans)
+JsonInt = Annotated[int, BeforeValidator(_json_integer)]
 
 
 class Strict(BaseModel):
@@ -178,6 +240,9 @@ class TokensPublic(BaseModel):
 
 class TokenRevoked(BaseModel):
     revoked: TokenInfoPublic
+    revoked_before: datetime | None = Field(
+        default=None, description="when the token had been revoked already (null: now)"
+    )
     effective_within_seconds: float = Field(
         description="every replica refuses the token at most this long after this answer"
     )
@@ -206,6 +271,15 @@ class SystemPublic(BaseModel):
     description: str
 
 
+def _keys_are_ids(schema: dict[str, Any]) -> None:
+    """A map keyed by ids: every key an id, every value the map's value schema (pydantic
+    would declare the key rule as ``patternProperties``, which admits any other key)."""
+    if "patternProperties" in schema:
+        (value,) = schema.pop("patternProperties").values()
+        schema["additionalProperties"] = value
+    schema["propertyNames"] = {"minLength": 1, "maxLength": MAX_ID, "pattern": ID_PATTERN}
+
+
 class PromptCreate(Strict):
     prompt_id: Id
     text: Text = ""
@@ -213,6 +287,7 @@ class PromptCreate(Strict):
         default_factory=dict,
         max_length=1000,
         description="each system's response, by system id",
+        json_schema_extra=_keys_are_ids,
     )
 
 

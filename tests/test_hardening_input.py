@@ -286,8 +286,9 @@ def test_shown_first_is_strict_too(api: httpx.Client) -> None:
     ("field", "value"),
     [
         ("size", "5"),
-        ("size", 5.0),
+        ("size", 5.5),
         ("size", True),
+        ("adjacent", 0),
         ("seed", False),
         ("seed", "1"),
         ("burn_in", "2"),
@@ -300,6 +301,65 @@ def test_next_batch_numbers_are_numbers(api: httpx.Client, field: str, value: ob
     r = api.post(f"/projects/{project_id}/next-batch", json=body, headers=headers)
     assert r.status_code == 422, r.text
     assert r.json()["error"]["problems"][0]["field"] == field
+
+
+def test_a_whole_float_is_a_json_integer(api: httpx.Client) -> None:
+    """JSON Schema's integer admits 5.0: the schema said so while the service refused it."""
+    project_id, headers = _project(api)
+    r = api.post(f"/projects/{project_id}/next-batch", json={"size": 2.0}, headers=headers)
+    assert r.status_code != 422, r.text
+
+
+def test_revoking_again_or_after_a_rotation_answers_the_revocation(api: httpx.Client) -> None:
+    """Was: DELETE of a rotated token was a 404, as if the project never had it."""
+    project_id, headers = _project(api)
+    path = f"/projects/{project_id}/tokens"
+    made = api.post(path, json={"label": "tool"}, headers=headers).json()
+    old = {"Authorization": f"Bearer {made['token']}"}
+    assert api.get(f"/projects/{project_id}", headers=old).status_code == 200
+    rotated = api.post(f"{path}/{made['token_id']}/rotate", headers=headers)
+    assert rotated.status_code == 201, rotated.text
+    again = api.delete(f"{path}/{made['token_id']}", headers=headers)
+    assert again.status_code == 200, again.text
+    assert again.json()["revoked"]["label"] == "tool"
+    assert again.json()["revoked_before"] is not None
+    # a revoked token stays refused, is not listed and cannot be rotated
+    time.sleep(1.2)  # token_cache_seconds
+    assert api.get(f"/projects/{project_id}", headers=old).status_code == 401
+    listed = {t["token_id"] for t in api.get(path, headers=headers).json()["tokens"]}
+    assert made["token_id"] not in listed and rotated.json()["token_id"] in listed
+    refused = api.post(f"{path}/{made['token_id']}/rotate", headers=headers)
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "token_revoked"
+    fresh = api.delete(f"{path}/{rotated.json()['token_id']}", headers=headers).json()
+    assert fresh["revoked_before"] is None
+    assert api.delete(f"{path}/{'0' * 16}", headers=headers).status_code == 404
+
+
+def test_a_405_lists_every_method_of_the_path(api: httpx.Client) -> None:
+    """Was: ``Allow: POST`` on a path that also serves GET (Starlette names one route's)."""
+    project_id, headers = _project(api)
+    r = api.request("OPTIONS", f"/projects/{project_id}/systems", headers=headers)
+    assert r.status_code == 405
+    assert {"GET", "POST"} <= {m.strip() for m in r.headers["allow"].split(",")}
+
+
+def test_the_schema_states_what_the_validators_refuse(api: httpx.Client) -> None:
+    """What schemathesis' positive-data check found: the schema admitted control
+    characters in ids, an optional token on /health looked required, and the HTTP
+    server's 400 for an oversized head was undeclared."""
+    schema = api.get("/openapi.json").json()
+    systems = schema["components"]["schemas"]["SystemCreate"]["properties"]["system_id"]
+    assert systems["pattern"] == r"^[^\u0000-\u001f\u007f]*$"
+    responses = schema["components"]["schemas"]["PromptCreate"]["properties"]["responses"]
+    assert "patternProperties" not in responses and "pattern" in responses["propertyNames"]
+    assert {} in schema["paths"]["/health"]["get"]["security"]
+    for operations in schema["paths"].values():
+        for operation in operations.values():
+            assert "text/plain" in operation["responses"]["400"]["content"]
+    rotate = schema["paths"]["/projects/{project_id}/tokens/{token_id}/rotate"]["post"]
+    assert "409" in rotate["responses"]
+    # this server has an admin token: creating a project is not open
+    assert "401" in schema["paths"]["/projects"]["post"]["responses"]
 
 
 @pytest.mark.parametrize(

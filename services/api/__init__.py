@@ -100,5 +100,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(analysis.router)
     for router in _optional_routers():
         app.include_router(router)
-    errors.declare_errors(app)
+    errors.declare_errors(app, admin_token=bool(settings.admin_token))
     return app

@@ -2,7 +2,7 @@
 
 Codes: ``unauthorized`` (401), ``forbidden`` (403), ``not_found`` (404),
 ``method_not_allowed`` (405), ``request_timeout`` (408), ``project_exists`` (409),
-``no_snapshot`` (409), ``pruning_pending`` (409), ``payload_too_large`` (413),
+``no_snapshot`` (409), ``pruning_pending`` (409), ``token_revoked`` (409), ``payload_too_large`` (413),
 ``invalid_batch`` (422: a row refers to something unknown or changes a stored
 judgment), ``validation_error`` (422: the request does not match the schema, or an
 id or text breaks :mod:`services.store.validation`; one problem per bad field,
@@ -22,6 +22,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from services.store.repository import StoreError
 
@@ -50,11 +51,14 @@ CODE_OF_STATUS = {
 
 #: what each error status means, as the OpenAPI description says it
 DESCRIPTIONS = {
+    400: "the request line and headers exceed 16 KiB, or are not HTTP: refused by the HTTP "
+    "server before the service reads the request, with a plain-text body",
     401: "missing or invalid bearer token (`unauthorized`)",
     403: "the token is another project's, or the project does not exist (`forbidden`)",
     404: "something the request names does not exist (`not_found`)",
     408: "the body did not arrive in time (`request_timeout`)",
-    409: "not possible yet or any more (`project_exists`, `no_snapshot`, `pruning_pending`)",
+    409: "not possible yet or any more (`project_exists`, `no_snapshot`, `pruning_pending`, "
+    "`token_revoked`)",
     413: "the body is larger than the limit (`payload_too_large`)",
     422: "the request is invalid (`validation_error`, `invalid_batch`, "
     "`idempotency_key_reused`, `cannot_prune`), one problem per bad field",
@@ -82,10 +86,11 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     return out
 
 
-def declare_errors(app: FastAPI) -> None:
+def declare_errors(app: FastAPI, *, admin_token: bool = True) -> None:
     """Declare on every operation the error codes the middleware and handlers can send.
 
-    Every request can meet the rate limit (429), an unexpected error (500) or an
+    Every request can be refused by the HTTP server for an oversized head (400, plain
+    text), meet the rate limit (429), an unexpected error (500) or an
     unreachable store (503); routes under ``/projects/{project_id}`` need the
     project's token (401, 403); a request with a body can be too large (413),
     too slow (408) or invalid (422); ``POST /projects`` needs the admin token when
@@ -114,12 +119,15 @@ def declare_errors(app: FastAPI) -> None:
         ref = {"$ref": "#/components/schemas/ErrorPublic"}
         for path, operations in schema.get("paths", {}).items():
             for method, operation in operations.items():
-                codes = {429, 500, 503}
+                codes = {400, 429, 500, 503}
                 params = operation.get("parameters", [])
                 if path.startswith("/projects/{project_id}"):
                     codes |= {401, 403, 422}  # 422: a project id over 200 characters
                 if path == "/projects" and method == "post":
-                    codes |= {401}
+                    if admin_token:
+                        codes |= {401}
+                    else:  # an open service (no admin token): anyone may create a project
+                        operation["security"] = [{}]
                 if method in ("post", "put", "patch", "delete"):
                     codes |= {408, 413, 422}
                 if any(p.get("in") in ("query", "path", "header") for p in params):
@@ -128,7 +136,10 @@ def declare_errors(app: FastAPI) -> None:
                 for code in sorted(codes | {int(c) for c in responses if c[0] in "45"}):
                     entry = responses.get(str(code), {})
                     entry["description"] = DESCRIPTIONS.get(code, entry.get("description", ""))
-                    entry["content"] = {"application/json": {"schema": ref}}
+                    if code == 400:  # the HTTP server's answer (uvicorn/h11), not the service's
+                        entry["content"] = {"text/plain": {"schema": {"type": "string"}}}
+                    else:
+                        entry["content"] = {"application/json": {"schema": ref}}
                     if code == 429:
                         entry["headers"] = {
                             "Retry-After": {
@@ -207,6 +218,17 @@ def _validation_problems(exc: RequestValidationError) -> list[dict[str, Any]]:
     return problems
 
 
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at the request's path (Starlette's 405 names only
+    the first route's, though GET and POST of one path are separate routes)."""
+    methods = []
+    for method in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"):
+        scope = {**request.scope, "method": method}
+        if any(route.matches(scope)[0] == Match.FULL for route in request.app.router.routes):
+            methods.append(method)
+    return methods
+
+
 def install(app: FastAPI) -> None:
     """Register the JSON error handlers on the app."""
 
@@ -230,7 +252,7 @@ def install(app: FastAPI) -> None:
         return JSONResponse(error_body("validation_error", message, problems), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400:
             # a body that is not JSON (or not UTF-8): invalid like any other request
             reason = str(exc.detail)
@@ -248,10 +270,13 @@ def install(app: FastAPI) -> None:
                 status_code=422,
             )
         code = CODE_OF_STATUS.get(exc.status_code, "http_error")
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code == 405:
+            headers["Allow"] = ", ".join(allowed_methods(request))
         return JSONResponse(
             error_body(code, str(exc.detail)),
             status_code=exc.status_code,
-            headers=getattr(exc, "headers", None),
+            headers=headers or None,
         )
 
     @app.exception_handler(Exception)

@@ -39,7 +39,7 @@ from services.api.decisions import check_pairs, make_rule, one_of
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError, error_responses
 from services.api.tally import ProjectTally, concat, flip, take
-from services.schemas import Id, Name
+from services.schemas import Id, JsonInt, Name
 from services.store import repository as repo
 from services.store.validation import id_problem
 
@@ -58,7 +58,7 @@ class NextBatchCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    size: int = Field(ge=1, le=1000, strict=True, description="tasks (judgments) in the batch")
+    size: JsonInt = Field(ge=1, le=1000, description="tasks (judgments) in the batch")
     annotator_id: Name = Field(
         default="", description="never hand this annotator a cell they judged"
     )
@@ -67,7 +67,9 @@ class NextBatchCreate(BaseModel):
         default=None, description="[system_a, system_b] pairs that matter (default: undecided)"
     )
     adjacent: bool = Field(
-        default=False, description="target the pairs adjacent in each dimension's leaderboard"
+        default=False,
+        strict=True,
+        description="target the pairs adjacent in each dimension's leaderboard",
     )
     tier: list[Id] | None = Field(default=None, description="target the pairs within this tier")
     idempotency_key: Id | None = Field(
@@ -76,18 +78,16 @@ class NextBatchCreate(BaseModel):
         "used it (the same key with a different request is a 422)",
     )
     lease_seconds: float = Field(default=3600.0, ge=1.0, le=7 * 24 * 3600.0)
-    burn_in: int = Field(
+    burn_in: JsonInt = Field(
         default=DEFAULT_BURN_IN,
         ge=0,
         le=1000,
-        strict=True,
         description="judgments every open comparison gets before the closest-to-a-decision order",
     )
-    seed: int = Field(
+    seed: JsonInt = Field(
         default=0,
         ge=0,
         le=2**31 - 1,
-        strict=True,
         description="same snapshot, request and seed: same batch",
     )
     # the decision rule the batch serves (GET .../decisions takes the same, as a query)

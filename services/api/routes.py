@@ -81,7 +81,13 @@ def _health_audience(state: ServiceState, token: str | None) -> tuple[bool, str 
     return False, state.tokens.get(state.store, token, state.settings.token_cache_seconds)
 
 
-@router.get("/health", operation_id="health", tags=["service"])
+@router.get(
+    "/health",
+    operation_id="health",
+    tags=["service"],
+    # the token is optional: without one /health answers the aggregates only
+    openapi_extra={"security": [{}, {"HTTPBearer": []}]},
+)
 def health(
     request: Request,
     state: State,
@@ -216,15 +222,24 @@ def list_tokens(project_id: ProjectId, state: State) -> s.TokensPublic:
 
 
 TokenId = Annotated[
-    str, Path(min_length=16, max_length=16, description="token_id from list_tokens")
+    str,
+    Path(
+        min_length=16,
+        max_length=16,
+        pattern="^[0-9a-f]{16}$",
+        description="token_id from list_tokens (16 hexadecimal digits)",
+    ),
 ]
 
 
-def _revoke(state: State, conn: Connection, project_id: str, token_id: str) -> repo.TokenRow:
-    row = repo.revoke_token(conn=conn, project_id=project_id, token_id=token_id)
-    if row is None:
+def _revoke(
+    conn: Connection, project_id: str, token_id: str
+) -> tuple[repo.TokenRow, datetime | None]:
+    """Revoke the token: (it, when it was revoked before or None); 404 if it never was."""
+    found = repo.revoke_token(conn=conn, project_id=project_id, token_id=token_id)
+    if found is None:
         raise ApiError(404, "not_found", f"no token {token_id!r} in project {project_id!r}")
-    return row
+    return found
 
 
 @router.delete(
@@ -236,14 +251,17 @@ def _revoke(state: State, conn: Connection, project_id: str, token_id: str) -> r
 def revoke_token(project_id: ProjectId, token_id: TokenId, state: State) -> s.TokenRevoked:
     """Revoke a token: every replica refuses it within ``token_cache_seconds``.
 
-    A project may revoke the token the request was made with (its last one too: the
-    project is then reachable again only through a token made with ``evalset token``).
+    Revoking a revoked token (again, or after a rotation) answers the same, with
+    ``revoked_before`` set. A project may revoke the token the request was made with
+    (its last one too: the project is then reachable again only through a token made
+    with ``evalset token``).
     """
     with state.store.write() as conn:
-        row = _revoke(state, conn, project_id, token_id)
+        row, before = _revoke(conn, project_id, token_id)
     state.tokens.forget(token_id)
     return s.TokenRevoked(
         revoked=s.TokenInfoPublic(**row),
+        revoked_before=before,
         effective_within_seconds=state.settings.token_cache_seconds,
     )
 
@@ -253,12 +271,20 @@ def revoke_token(project_id: ProjectId, token_id: TokenId, state: State) -> s.To
     operation_id="rotate_token",
     status_code=201,
     tags=["tokens"],
-    responses=error_responses(404),
+    responses=error_responses(404, 409),
 )
 def rotate_token(project_id: ProjectId, token_id: TokenId, state: State) -> s.TokenPublic:
-    """Replace a token by a new one with the same label, in one transaction."""
+    """Replace a token by a new one with the same label, in one transaction (409 when it
+    was revoked already: create a new token instead)."""
     with state.store.write() as conn:
-        old = _revoke(state, conn, project_id, token_id)
+        old, before = _revoke(conn, project_id, token_id)
+        if before is not None:
+            raise ApiError(
+                409,
+                "token_revoked",
+                f"token {token_id!r} was revoked at {before.isoformat()}; "
+                "create a new one with POST /projects/{project_id}/tokens",
+            )
         token = repo.create_token(conn=conn, project_id=project_id, label=old["label"])
     state.tokens.forget(token_id)
     return s.TokenPublic(

@@ -262,9 +262,17 @@ def run_token(args: argparse.Namespace) -> int:
             else:
                 if not args.token_id:
                     raise CliError(f"token {args.action} needs --token-id (see `token list`)")
-                old = repo.revoke_token(conn=conn, project_id=args.project, token_id=args.token_id)
-                if old is None:
+                found = repo.revoke_token(
+                    conn=conn, project_id=args.project, token_id=args.token_id
+                )
+                if found is None:
                     raise CliError(f"no token {args.token_id!r} in project {args.project!r}")
+                old, before = found
+                if before is not None and args.action != "revoke":
+                    raise CliError(
+                        f"token {args.token_id!r} was revoked at {before.isoformat()}; "
+                        "create a new one with `evalset token create`"
+                    )
                 if args.action == "revoke":
                     out = [{"token_id": args.token_id, "label": old["label"], "revoked": True}]
                 else:

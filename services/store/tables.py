@@ -51,6 +51,8 @@ api_tokens = Table(
     ),
     Column("label", String(ID), nullable=False, default=""),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    # set when revoked (0004): the row stays, so revoking it again answers the same
+    Column("revoked_at", DateTime(timezone=True), nullable=True),
 )
 
 systems = Table(

@@ -90,7 +90,9 @@ def create_token(
 def project_for_token(*, conn: Connection, token: str) -> str | None:
     """The project a bearer token belongs to, or None."""
     return conn.scalar(
-        select(t.api_tokens.c.project_id).where(t.api_tokens.c.token_hash == hash_token(token))
+        select(t.api_tokens.c.project_id).where(
+            t.api_tokens.c.token_hash == hash_token(token), t.api_tokens.c.revoked_at.is_(None)
+        )
     )
 
 
@@ -103,7 +105,7 @@ def list_tokens(*, conn: Connection, project_id: str) -> list[TokenRow]:
     """The project's tokens (``token_id``, ``label``, ``created_at``), oldest first."""
     rows = conn.execute(
         select(t.api_tokens.c.token_hash, t.api_tokens.c.label, t.api_tokens.c.created_at)
-        .where(t.api_tokens.c.project_id == project_id)
+        .where(t.api_tokens.c.project_id == project_id, t.api_tokens.c.revoked_at.is_(None))
         .order_by(t.api_tokens.c.created_at, t.api_tokens.c.token_hash)
     )
     return [
@@ -112,20 +114,30 @@ def list_tokens(*, conn: Connection, project_id: str) -> list[TokenRow]:
     ]
 
 
-def revoke_token(*, conn: Connection, project_id: str, token_id: str) -> TokenRow | None:
-    """Delete the project's token named ``token_id``; returns it (or None if there is none).
+def revoke_token(
+    *, conn: Connection, project_id: str, token_id: str, now: datetime | None = None
+) -> tuple[TokenRow, datetime | None] | None:
+    """Revoke the project's token named ``token_id``: (the token, when it was revoked
+    before or None), or None if the project never had it.
 
     A token id of fewer than 16 hex digits names nothing (a prefix must not match several).
     """
     if len(token_id) != 16 or any(c not in "0123456789abcdef" for c in token_id):
         return None
+    c = t.api_tokens.c
     row = conn.execute(
-        select(t.api_tokens.c.token_hash, t.api_tokens.c.label, t.api_tokens.c.created_at).where(
-            t.api_tokens.c.project_id == project_id,
-            t.api_tokens.c.token_hash.startswith(token_id, autoescape=True),
+        select(c.token_hash, c.label, c.created_at, c.revoked_at).where(
+            c.project_id == project_id, c.token_hash.startswith(token_id, autoescape=True)
         )
     ).first()
     if row is None:
         return None
-    conn.execute(t.api_tokens.delete().where(t.api_tokens.c.token_hash == row.token_hash))
-    return TokenRow(token_id=token_id, label=row.label, created_at=as_utc(row.created_at))
+    token = TokenRow(token_id=token_id, label=row.label, created_at=as_utc(row.created_at))
+    if row.revoked_at is not None:
+        return token, as_utc(row.revoked_at)
+    conn.execute(
+        t.api_tokens.update()
+        .where(c.token_hash == row.token_hash)
+        .values(revoked_at=now or utcnow())
+    )
+    return token, None
