@@ -75,7 +75,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from adaptive.evidence import log_sign_evalue
+from adaptive.cell_tally import CellTally, tally_cells
+from adaptive.evidence import log_sign_evalue, share_lower_bound
 from adaptive.needed import NEEDED_HORIZON as NEEDED_HORIZON  # the horizon of ``needed``
 from adaptive.needed import needed_equivalence, needed_sign
 from adaptive.rule import CORRECTIONS as CORRECTIONS
@@ -101,7 +102,15 @@ class Decisions(NamedTuple):
             closed; 0 while undecided.
         net: Δ estimate from all the comparison's judgments: the mean over its
             prompts of each cell's mean signed judgment (:func:`net_preference`).
-        cs_low, cs_high: anytime-valid confidence sequence for Δ (miss alpha_each / 2 each side).
+        cs_low, cs_high: anytime-valid confidence sequence for Δ (miss alpha_each / 2 each
+            side): the interval of an ``equivalent`` decision.
+        net_used: Δ estimate from the observations the decision used (``num_obs``), the
+            centre of ``cs_low, cs_high``.
+        b_share: B's share of the non-tie observations the sign test used (nan: none yet).
+        share_low, share_high: the sign test's own confidence sequence for that share (each
+            side alpha_each / 2): ``B better`` exactly when ``share_low`` passes 1/2 and
+            ``A better`` when ``share_high`` falls below it (with ``bonferroni`` or ``none``;
+            e-Holm can close a comparison sooner).
         e_b, e_a: current e-values against "B not better" / "A not better"
             (capped at exp(:data:`LOG_E_CAP`), about 1e300).
         num_obs: observations the decision used (one per prompt with unit=prompt).
@@ -132,6 +141,10 @@ class Decisions(NamedTuple):
     alpha_each: float
     rule: str
     needed_optimistic: np.ndarray | None = None
+    net_used: np.ndarray | None = None
+    b_share: np.ndarray | None = None
+    share_low: np.ndarray | None = None
+    share_high: np.ndarray | None = None
 
     @property
     def closed(self) -> np.ndarray:
@@ -166,32 +179,6 @@ def decision_observations(
     return used
 
 
-class CellTally:
-    """Signed-judgment sum and count of every judged (comparison, prompt) cell, keyed sparsely.
-
-    Shared by a lineage of :class:`DecisionState`: :func:`update` adds a batch's cells
-    in place (its cost is the batch's, not the table's) and moves the tally on to the
-    state it returns; the state it was given can no longer be updated (a second update
-    of it raises), but its :class:`Decisions` stay readable.
-    """
-
-    __slots__ = ("cells", "needed_cache", "num_prompts", "version")
-
-    def __init__(self, num_prompts: int) -> None:
-        self.cells: dict[int, tuple[float, int]] = {}
-        self.num_prompts = int(num_prompts)
-        self.version = 0
-        #: (rule key, observations at, needed, optimistic) of the last :func:`decisions_of`
-        self.needed_cache: tuple | None = None
-
-    def __len__(self) -> int:
-        return len(self.cells)
-
-    def get(self, comparison: int, prompt: int) -> tuple[float, int]:
-        """(sum of signed judgments, judgments) of one cell; (0, 0) if never judged."""
-        return self.cells.get(int(comparison) * self.num_prompts + int(prompt), (0.0, 0))
-
-
 class DecisionState(NamedTuple):
     """Running sufficient statistics of every comparison's decision ((C,) arrays).
 
@@ -221,6 +208,8 @@ class DecisionState(NamedTuple):
     high01: np.ndarray  # running upper bound of E[x]
     log_eb: np.ndarray
     log_ea: np.ndarray
+    share_low: np.ndarray  # running lower bound of q, B's share of the non-ties
+    share_high: np.ndarray  # running upper bound of q
     num_prompts: np.ndarray  # distinct prompts judged
     cell_mean_sum: np.ndarray  # sum over judged prompts of the cell's mean signed judgment
     cells: CellTally  # the judged cells (shared by the lineage; see CellTally)
@@ -256,6 +245,8 @@ def start(
         high01=np.ones(C),
         log_eb=zeros.copy(),
         log_ea=zeros.copy(),
+        share_low=zeros.copy(),
+        share_high=np.ones(C),
         num_prompts=np.zeros(C, np.int64),
         cell_mean_sum=zeros.copy(),
         cells=CellTally(P),
@@ -298,7 +289,7 @@ def update(
             "update the state that update() returned"
         )
     new = {f: np.array(getattr(state, f), copy=True) for f in state._fields[2:-2]}
-    fresh_cell = _tally_cells(tally, comparison, prompt, signed, new)
+    fresh_cell = tally_cells(tally, comparison, prompt, signed, new)
     tally.version += 1  # the tally has moved on: from here the given state is spent
     each = rule.alpha_each(state.num_tests)
     side = each / 2.0
@@ -331,6 +322,12 @@ def update(
         m_cum = new["m"][c] + np.cumsum(s != 0)
         log_eb = log_sign_evalue(b_cum, m_cum, rule.mixture)
         log_ea = log_sign_evalue(m_cum - b_cum, m_cum, rule.mixture)
+        # the same tests inverted: the sign's confidence sequence for q (excludes 1/2
+        # exactly when a sign e-process reaches 1 / side)
+        share_low = share_lower_bound(b_cum, m_cum, rule.mixture, side)
+        share_low = np.maximum.accumulate(np.maximum(share_low, new["share_low"][c]))
+        share_high = 1.0 - share_lower_bound(m_cum - b_cum, m_cum, rule.mixture, side)
+        share_high = np.minimum.accumulate(np.minimum(share_high, new["share_high"][c]))
         # confidence sequence (Waudby-Smith & Ramdas 2023, Thm 2), continued from the sums
         t = n0 + np.arange(1, L + 1, dtype=np.float64)
         cum_x = sum_x0 + np.cumsum(x)
@@ -373,6 +370,7 @@ def update(
         new["sum_vpsi_low"][c], new["sum_vpsi_high"][c] = v_low[-1], v_high[-1]
         new["low01"][c], new["high01"][c] = low[-1], high[-1]
         new["log_eb"][c], new["log_ea"][c] = log_eb[-1], log_ea[-1]
+        new["share_low"][c], new["share_high"][c] = share_low[-1], share_high[-1]
     if rule.correction == "e-holm":
         _close_by_e_holm(new, rule, state.num_tests)
     return DecisionState(rule, state.num_tests, **new, cells=tally, version=tally.version)
@@ -406,35 +404,6 @@ def _close_by_e_holm(new: dict, rule: DecisionRule, num_tests: int) -> None:
     closing = open_ & (outcome != UNDECIDED)
     new["outcome"][closing] = outcome[closing]
     new["closed_at"][closing] = new["num_judgments"][closing]
-
-
-def _tally_cells(tally: CellTally, comparison, prompt, signed, new: dict) -> np.ndarray:
-    """Add a batch to the judged cells and the per-comparison cell-mean sums (in place).
-
-    Returns (N,) True for the rows whose cell had no judgment before this batch.
-    Costs the batch's distinct cells, not the (comparison x prompt) table.
-    """
-    if comparison.shape[0] == 0:
-        return np.zeros(0, bool)
-    key = comparison * tally.num_prompts + prompt
-    keys, inv = np.unique(key, return_inverse=True)
-    add_sum = np.bincount(inv, weights=signed, minlength=keys.shape[0])
-    add_count = np.bincount(inv, minlength=keys.shape[0])
-    cells = tally.cells
-    if cells:
-        before = [cells.get(k, (0.0, 0)) for k in keys.tolist()]
-        old_sum = np.array([b[0] for b in before], np.float64)
-        old_count = np.array([b[1] for b in before], np.int64)
-    else:  # the first batch (all of them, for decide): nothing to look up
-        old_sum, old_count = np.zeros(keys.shape[0]), np.zeros(keys.shape[0], np.int64)
-    new_sum, new_count = old_sum + add_sum, old_count + add_count
-    cells.update(zip(keys.tolist(), zip(new_sum.tolist(), new_count.tolist())))
-    cell_comp = keys // tally.num_prompts
-    was_new = old_count == 0
-    old_mean = np.where(was_new, 0.0, old_sum / np.maximum(old_count, 1))
-    np.add.at(new["cell_mean_sum"], cell_comp, new_sum / new_count - old_mean)
-    np.add.at(new["num_prompts"], cell_comp, was_new.astype(np.int64))
-    return was_new[inv]
 
 
 def decisions_of(state: DecisionState) -> Decisions:
@@ -484,7 +453,18 @@ def decisions_of(state: DecisionState) -> Decisions:
         alpha_each=each,
         rule=rule.describe(state.num_tests),
         needed_optimistic=optimistic,
+        net_used=_ratio(2.0 * state.sum_x - state.n, state.n),
+        b_share=_ratio(state.k, state.m),
+        share_low=state.share_low.copy(),
+        share_high=state.share_high.copy(),
     )
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """num / den where den > 0, else nan."""
+    out = np.full(np.shape(den), np.nan)
+    np.divide(num, den, out=out, where=np.asarray(den) > 0)
+    return out
 
 
 def decide(
@@ -535,6 +515,10 @@ def decide_cells(
     )
 
 
+def _finite(value: float) -> float | None:
+    return float(value) if np.isfinite(value) else None
+
+
 def decision_rows(
     decisions: Decisions,
     names: list[tuple[str, str, str]],
@@ -545,12 +529,24 @@ def decision_rows(
 ) -> list[dict]:
     """One flat dict per comparison (``names``: (dimension, system_a, system_b)), for outputs.
 
+    One story per row: the ``decision``; ``net_preference`` (Δ from the judgments the
+    decision used, ``n_used``) with ``cs_low``/``cs_high``, the interval an
+    ``equivalent`` decision rests on; ``b_share`` (B's share of those judgments that
+    are not ties) with ``b_share_low``/``b_share_high``, the interval a sign decision
+    rests on (``B better`` exactly when ``b_share_low`` > 0.5).
+
     With ``available_prompts`` ((C,) the prompts of each comparison's dimension in the
     campaign) and the rule's ``unit``: ``unused_prompts`` (not yet judged on it) and
     ``needs_new_prompts`` (undecided, and with the prompt unit it likely needs more
     judgments than it has unused prompts: the campaign's prompts cannot close it). With
     ``family``: ``family`` (its kind) and ``family_size``.
     """
+    C = len(names)
+    nan = np.full(C, np.nan)
+    net_used = decisions.net_used if decisions.net_used is not None else nan
+    b_share = decisions.b_share if decisions.b_share is not None else nan
+    share_low = decisions.share_low if decisions.share_low is not None else np.zeros(C)
+    share_high = decisions.share_high if decisions.share_high is not None else np.ones(C)
     rows = []
     for c, (dim, a, b) in enumerate(names):
         needed = float(decisions.needed[c])
@@ -559,9 +555,12 @@ def decision_rows(
             "system_a": a,
             "system_b": b,
             "decision": OUTCOME_NAMES[int(decisions.outcome[c])],
-            "net_preference": float(decisions.net[c]) if np.isfinite(decisions.net[c]) else None,
+            "net_preference": _finite(net_used[c]),
             "cs_low": float(decisions.cs_low[c]),
             "cs_high": float(decisions.cs_high[c]),
+            "b_share": _finite(b_share[c]),
+            "b_share_low": float(share_low[c]),
+            "b_share_high": float(share_high[c]),
             "n_judgments": int(decisions.num_judgments[c]),
             "n_used": int(decisions.num_obs[c]),
             "n_prompts": int(decisions.num_prompts[c]),

@@ -2,6 +2,8 @@
 
 * :func:`log_sign_evalue`: the beta-mixture e-value of a sign test (each comparison's
   B-or-A judgments against "no preference"), valid at every look (Ville's inequality);
+* :func:`share_lower_bound`: the same test inverted, a confidence sequence for B's share of
+  the non-tie judgments that excludes 1/2 exactly when the sign test rejects;
 * :func:`eb_confidence_sequence`: an empirical-Bernstein confidence sequence of a mean in
   [0, 1] (Waudby-Smith & Ramdas 2024);
 * :func:`net_preference`: the net preference Δ with prompts as the units and its t interval,
@@ -42,6 +44,57 @@ def log_sign_evalue(k: np.ndarray, m: np.ndarray, a: float) -> np.ndarray:
     with np.errstate(divide="ignore"):
         log_tail = np.log(special.betainc(b1, a1, 0.5))
     return (m + 1.0) * np.log(2.0) + special.betaln(a1, b1) - special.betaln(a, a) + log_tail
+
+
+def log_share_evalue(k: np.ndarray, m: np.ndarray, a: float, q0: np.ndarray) -> np.ndarray:
+    """log of the beta-mixture e-value against H0: q <= q0 (:func:`log_sign_evalue` at any q0).
+
+    E = integral over q in (q0, 1] of (q / q0)^k ((1-q) / (1-q0))^(m-k) pi(q) dq, with pi
+    the Beta(a, a) prior restricted to (q0, 1]:
+    E = B(k+a, m-k+a) / B(a, a) * P(Beta(k+a, m-k+a) > q0) / P(Beta(a, a) > q0)
+        / (q0^k (1-q0)^(m-k)).
+    Each factor's expectation under q' <= q0 is q' q/q0 + (1-q')(1-q)/(1-q0) <= 1 for
+    q > q0, so E is an e-process for the whole null; at q0 = 1/2 it is
+    :func:`log_sign_evalue`.
+    """
+    k = np.asarray(k, dtype=np.float64)
+    m = np.asarray(m, dtype=np.float64)
+    q0 = np.asarray(q0, dtype=np.float64)
+    a1, b1 = k + a, m - k + a
+    with np.errstate(divide="ignore"):
+        log_tail = np.log(special.betainc(b1, a1, 1.0 - q0))  # P(Beta(a1, b1) > q0)
+        log_prior = np.log(special.betainc(a, a, 1.0 - q0))
+        log_null = special.xlogy(k, q0) + special.xlog1py(m - k, -q0)
+    return special.betaln(a1, b1) - special.betaln(a, a) + log_tail - log_prior - log_null
+
+
+def share_lower_bound(
+    k: np.ndarray, m: np.ndarray, a: float, level: float, *, iterations: int = 40
+) -> np.ndarray:
+    """Lower confidence bounds of q (B's share of the non-tie judgments) at one look:
+    the largest q0 that :func:`log_share_evalue` rejects at ``level``
+    (e >= 1 / level), by bisection; 0 when none is rejected.
+
+    The e-value falls as q0 rises, so the rejected q0 form an interval [0, bound): the
+    sign test at q0 = 1/2 rejects exactly when the bound passes 1/2, and the running
+    maximum of the bounds over the looks is a lower confidence sequence (each look's
+    miss means the true q was rejected, which happens at some look with probability
+    at most ``level``).
+
+    Example:
+        >>> float(share_lower_bound(np.array(0), np.array(0), 5.0, 0.05))
+        0.0
+    """
+    k = np.asarray(k, dtype=np.float64)
+    m = np.asarray(m, dtype=np.float64)
+    threshold = np.log(1.0 / level)
+    low, high = np.zeros(np.broadcast(k, m).shape), np.ones(np.broadcast(k, m).shape)
+    for _ in range(iterations):
+        mid = (low + high) / 2.0
+        rejected = log_share_evalue(k, m, a, mid) >= threshold
+        low = np.where(rejected, mid, low)
+        high = np.where(rejected, high, mid)
+    return low
 
 
 def _eb_lower(x: np.ndarray, alpha: float, trunc: float) -> np.ndarray:

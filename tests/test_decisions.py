@@ -20,7 +20,13 @@ from adaptive.decisions import (
     decision_observations,
     decision_rows,
 )
-from adaptive.evidence import eb_confidence_sequence, log_sign_evalue, net_preference
+from adaptive.evidence import (
+    eb_confidence_sequence,
+    log_share_evalue,
+    log_sign_evalue,
+    net_preference,
+    share_lower_bound,
+)
 
 REFERENCE = Path(__file__).resolve().parent / "reference"
 
@@ -59,6 +65,74 @@ def test_sign_evalue_is_a_supermartingale_under_every_null_q(q0):
     assert (nxt <= 1 + 1e-9).all()
     if q0 == 0.5:  # a martingale at the boundary of the null
         np.testing.assert_allclose(nxt, 1.0, rtol=1e-9)
+
+
+@pytest.mark.parametrize(
+    "k,m,q0", [(7, 10, 0.3), (60, 100, 0.55), (40, 100, 0.2), (600, 1000, 0.58), (3, 3, 0.9)]
+)
+def test_share_evalue_matches_numerical_integration_and_the_sign_test(k, m, q0):
+    a = 5.0
+
+    def integrand(q):
+        ratio = (q / q0) ** k * ((1 - q) / (1 - q0)) ** (m - k)
+        return ratio * stats.beta.pdf(q, a, a) / stats.beta.sf(q0, a, a)
+
+    reference = integrate.quad(integrand, q0, 1.0, limit=400, epsabs=0)[0]
+    assert np.exp(log_share_evalue(k, m, a, q0)) == pytest.approx(reference, rel=1e-7)
+    assert log_share_evalue(k, m, a, 0.5) == pytest.approx(log_sign_evalue(k, m, a), abs=1e-9)
+
+
+def test_the_rejected_shares_are_an_interval_from_zero():
+    """What the bisection of share_lower_bound assumes: wherever e >= 1 / level, every
+    smaller q0 is rejected too (the e-value may wiggle only far below 1)."""
+    q0 = np.linspace(0.0005, 0.9995, 1999)
+    for m in (1, 5, 20, 80, 300):
+        for k in range(0, m + 1, max(1, m // 10)):
+            log_e = log_share_evalue(np.full_like(q0, k), np.full_like(q0, m), 5.0, q0)
+            for level in (0.05, 0.001):
+                rejected = log_e >= np.log(1 / level)
+                assert not (np.diff(rejected.astype(int)) > 0).any(), (k, m, level)
+                bound = share_lower_bound(np.array(k), np.array(m), 5.0, level)
+                assert (rejected == (q0 < bound)).mean() > 0.998
+
+
+def test_the_share_sequence_covers_at_every_look():
+    """Running bounds of B's share miss the true share at some look in at most `level`
+    of the campaigns (here 2 x 0.05 each side), on 300 seeded campaigns of 400."""
+    rng = np.random.default_rng(3)
+    misses = 0
+    for _ in range(300):
+        wins = rng.random(400) < 0.6
+        k, m = np.cumsum(wins), np.arange(1, 401)
+        low = np.maximum.accumulate(share_lower_bound(k, m, 5.0, 0.05))
+        high = 1 - np.maximum.accumulate(share_lower_bound(m - k, m, 5.0, 0.05))
+        misses += bool(((low > 0.6) | (high < 0.6)).any())
+    assert misses / 300 <= 0.1
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_sign_decision_and_its_interval_tell_one_story(seed):
+    """B better exactly when b_share_low passes 1/2 (A better: b_share_high below it), at
+    the end of campaigns where some comparisons close and some do not."""
+    rng = np.random.default_rng(seed)
+    C, N = 12, 3000
+    p_b = rng.uniform(0.3, 0.7, C)
+    comparison = rng.integers(0, C, N)
+    signed = np.where(rng.random(N) < 0.2, 0, np.where(rng.random(N) < p_b[comparison], 1, -1))
+    for correction in ("bonferroni", "none"):
+        d = decide(comparison, np.arange(N), signed, C, DecisionRule(correction=correction))
+        rows = decision_rows(d, [("d", f"a{c}", f"b{c}") for c in range(C)])
+        for row in rows:
+            if row["decision"] == "B better":
+                assert row["b_share_low"] > 0.5 - 1e-9
+            elif row["decision"] == "A better":
+                assert row["b_share_high"] < 0.5 + 1e-9
+            else:  # open or equivalent: the sign's interval still holds 1/2
+                assert row["b_share_low"] <= 0.5 + 1e-9 <= row["b_share_high"] + 2e-9
+            assert row["b_share_low"] <= row["b_share"] <= row["b_share_high"]
+        # the campaign has both kinds, so each branch above was checked
+        seen = {r["decision"] for r in rows}
+        assert seen & {"B better", "A better"} and "undecided" in seen, seen
 
 
 def test_confidence_sequence_matches_confseq():

@@ -41,7 +41,7 @@ def test_decisions_are_those_of_adaptive_decisions_in_row_order(df):
     )
     want = {
         (a, b): (name, float(net))
-        for (a, b), name, net in zip(cells.comparison_names(), d.names(), d.net)
+        for (a, b), name, net in zip(cells.comparison_names(), d.names(), d.net_used)
     }
     assert {(r[0], r[1]): (r[2], r[3]) for r in
             got.select("system_a", "system_b", "decision", "net_preference").rows()} == want  # fmt: skip

@@ -213,7 +213,10 @@ def test_next_batch_state_from_the_tally_equals_the_one_from_every_judgment(serv
         assert (
             int(got.num_obs[g]) == row["n_used"] and int(got.num_judgments[g]) == row["n_judgments"]
         )
-        assert sign * got.net[g] == pytest.approx(row["net_preference"], rel=1e-9)
+        assert sign * got.net_used[g] == pytest.approx(row["net_preference"], rel=1e-9)
+        assert sign * (got.b_share[g] - 0.5) + 0.5 == pytest.approx(row["b_share"], rel=1e-9)
+        low = got.share_low[g] if sign > 0 else 1.0 - got.share_high[g]
+        assert low == pytest.approx(row["b_share_low"], rel=1e-9)
         needed = got.needed[g]
         assert (int(round(needed)) if np.isfinite(needed) else None) == row["needed"]
     assert seen == len(family) == 10  # five pairs judged in each dimension

@@ -34,6 +34,7 @@ from adaptive.rule import (
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError, error_responses
 from services.api.tally import ProjectTally
+from services.schemas import PAIR_PATTERN, SchemaPattern
 
 router = APIRouter()
 
@@ -49,10 +50,19 @@ class DecisionRow(BaseModel):
     system_b: str
     decision: str = Field(description="'B better', 'A better', 'equivalent' or 'undecided'")
     net_preference: float | None = Field(
-        description="mean over prompts of the mean signed judgment (+1 B, -1 A, 0 tie), in [-1, 1]"
+        description="mean signed judgment (+1 B, -1 A, 0 tie) of the judgments the decision "
+        "used (n_used), in [-1, 1]"
     )
-    cs_low: float
+    cs_low: float = Field(description="confidence sequence of the net preference (equivalence)")
     cs_high: float
+    b_share: float | None = Field(
+        description="B's share of the decisive (non-tie) judgments the decision used"
+    )
+    b_share_low: float = Field(
+        description="the sign test's confidence sequence for b_share: B better exactly when "
+        "b_share_low > 0.5, A better when b_share_high < 0.5"
+    )
+    b_share_high: float
     n_judgments: int
     n_used: int = Field(description="observations the decision used (one per prompt by default)")
     n_prompts: int
@@ -108,7 +118,7 @@ def rule_query(
         ),
     ] = DEFAULT_FAMILY,
     pairs: Annotated[
-        list[str] | None,
+        list[Annotated[str, SchemaPattern(PAIR_PATTERN)]] | None,
         Query(
             max_length=10_000,
             description="the registered family, each SYSTEM_A:SYSTEM_B (repeat the parameter); "

@@ -352,7 +352,23 @@ def flip(decisions: Decisions, flipped: np.ndarray) -> Decisions:
     e_b[flipped], e_a[flipped] = decisions.e_a[flipped], decisions.e_b[flipped]
     net = decisions.net.copy()
     net[flipped] = -net[flipped]
-    return decisions._replace(outcome=outcome, cs_low=low, cs_high=high, e_b=e_b, e_a=e_a, net=net)
+    extra: dict[str, Any] = {}
+    if decisions.net_used is not None:
+        net_used = decisions.net_used.copy()
+        net_used[flipped] = -net_used[flipped]
+        extra["net_used"] = net_used
+    if decisions.b_share is not None:
+        share = decisions.b_share.copy()
+        share[flipped] = 1.0 - share[flipped]
+        extra["b_share"] = share
+    if decisions.share_low is not None and decisions.share_high is not None:
+        s_low, s_high = decisions.share_low.copy(), decisions.share_high.copy()
+        s_low[flipped] = 1.0 - decisions.share_high[flipped]
+        s_high[flipped] = 1.0 - decisions.share_low[flipped]
+        extra |= {"share_low": s_low, "share_high": s_high}
+    return decisions._replace(
+        outcome=outcome, cs_low=low, cs_high=high, e_b=e_b, e_a=e_a, net=net, **extra
+    )
 
 
 def take(decisions: Decisions, index: np.ndarray) -> Decisions:
