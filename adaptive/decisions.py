@@ -296,6 +296,7 @@ def update(
     threshold = np.log(1.0 / side)
     # the confidence sequence: each one-sided bound at each / 2
     log_term = np.log(2.0 / each)
+    counts: list[tuple[int, np.ndarray, np.ndarray]] = []  # (c, B so far, non-ties so far)
     order = np.argsort(comparison, kind="stable")
     present = np.flatnonzero(np.bincount(comparison, minlength=C))  # sorted, O(N + C)
     bounds = np.searchsorted(comparison[order], np.concatenate([present, [C]]))
@@ -322,12 +323,7 @@ def update(
         m_cum = new["m"][c] + np.cumsum(s != 0)
         log_eb = log_sign_evalue(b_cum, m_cum, rule.mixture)
         log_ea = log_sign_evalue(m_cum - b_cum, m_cum, rule.mixture)
-        # the same tests inverted: the sign's confidence sequence for q (excludes 1/2
-        # exactly when a sign e-process reaches 1 / side)
-        share_low = share_lower_bound(b_cum, m_cum, rule.mixture, side)
-        share_low = np.maximum.accumulate(np.maximum(share_low, new["share_low"][c]))
-        share_high = 1.0 - share_lower_bound(m_cum - b_cum, m_cum, rule.mixture, side)
-        share_high = np.minimum.accumulate(np.minimum(share_high, new["share_high"][c]))
+        counts.append((c, b_cum, m_cum))
         # confidence sequence (Waudby-Smith & Ramdas 2023, Thm 2), continued from the sums
         t = n0 + np.arange(1, L + 1, dtype=np.float64)
         cum_x = sum_x0 + np.cumsum(x)
@@ -370,10 +366,28 @@ def update(
         new["sum_vpsi_low"][c], new["sum_vpsi_high"][c] = v_low[-1], v_high[-1]
         new["low01"][c], new["high01"][c] = low[-1], high[-1]
         new["log_eb"][c], new["log_ea"][c] = log_eb[-1], log_ea[-1]
-        new["share_low"][c], new["share_high"][c] = share_low[-1], share_high[-1]
+    _share_bounds(new, counts, rule.mixture, side)
     if rule.correction == "e-holm":
         _close_by_e_holm(new, rule, state.num_tests)
     return DecisionState(rule, state.num_tests, **new, cells=tally, version=tally.version)
+
+
+def _share_bounds(new: dict, counts: list, mixture: float, side: float) -> None:
+    """The sign tests inverted (in place): the running confidence sequence of B's share of
+    the non-ties, which excludes 1/2 exactly when a sign e-process reaches ``1 / side``.
+    One vectorised bisection for the whole batch, then each comparison's running bounds."""
+    if not counts:
+        return
+    b = np.concatenate([k for _, k, _ in counts])
+    m = np.concatenate([n for _, _, n in counts])
+    low = share_lower_bound(b, m, mixture, side)
+    high = 1.0 - share_lower_bound(m - b, m, mixture, side)
+    start = 0
+    for c, k, _ in counts:
+        stop = start + k.shape[0]
+        new["share_low"][c] = max(new["share_low"][c], low[start:stop].max())
+        new["share_high"][c] = min(new["share_high"][c], high[start:stop].min())
+        start = stop
 
 
 def equivalence_log_evalues(state, margin: float) -> tuple[np.ndarray, np.ndarray]:

@@ -69,14 +69,16 @@ def log_share_evalue(k: np.ndarray, m: np.ndarray, a: float, q0: np.ndarray) -> 
 
 
 def share_lower_bound(
-    k: np.ndarray, m: np.ndarray, a: float, level: float, *, iterations: int = 40
+    k: np.ndarray, m: np.ndarray, a: float, level: float, *, iterations: int = 20
 ) -> np.ndarray:
     """Lower confidence bounds of q (B's share of the non-tie judgments) at one look:
     the largest q0 that :func:`log_share_evalue` rejects at ``level``
     (e >= 1 / level), by bisection; 0 when none is rejected.
 
     The e-value falls as q0 rises, so the rejected q0 form an interval [0, bound): the
-    sign test at q0 = 1/2 rejects exactly when the bound passes 1/2, and the running
+    bisection's first point is 1/2, so the bound is at least 1/2 exactly when the sign
+    test at 1/2 rejects (whatever ``iterations``, which set the precision: 2^-20 by
+    default), and the running
     maximum of the bounds over the looks is a lower confidence sequence (each look's
     miss means the true q was rejected, which happens at some look with probability
     at most ``level``).

@@ -339,6 +339,8 @@ def test_a_decision_never_depends_on_other_comparisons_data():
         part = decide(comp[keep], prompt[keep], signed[keep], 4)
         for field in ("outcome", "closed_at", "net", "cs_low", "cs_high", "e_b", "e_a", "needed"):
             np.testing.assert_array_equal(getattr(part, field)[0], getattr(full, field)[0])
+        for field in ("net_used", "b_share", "share_low", "share_high"):
+            np.testing.assert_array_equal(getattr(part, field)[0], getattr(full, field)[0])
 
 
 @pytest.mark.parametrize(
@@ -389,8 +391,11 @@ def test_batches_give_the_same_decisions_as_all_at_once():
         parts = decisions_of(state)
         for field in ("outcome", "closed_at", "num_obs", "num_judgments", "num_prompts"):
             np.testing.assert_array_equal(getattr(parts, field), getattr(whole, field))
-        for field in ("net", "cs_low", "cs_high", "e_b", "e_a", "needed"):
+        for field in ("net", "cs_low", "cs_high", "e_b", "e_a", "needed", "net_used", "b_share"):
             np.testing.assert_allclose(getattr(parts, field), getattr(whole, field), rtol=1e-9)
+        # the share's sequence is a running bound over every look, whatever the batches
+        for field in ("share_low", "share_high"):
+            np.testing.assert_array_equal(getattr(parts, field), getattr(whole, field))
 
 
 def test_the_running_net_preference_is_the_mean_of_cell_means_of_the_raw_judgments():
