@@ -415,13 +415,17 @@ def render_dashboard(
             f'{COLORS.get(d["decision"], "#999")}"></i>{_e(d["decision"])}</td>'
             f"<td>{_num(d['net_preference'])}</td>"
             f"<td>[{_num(d['cs_low'])}, {_num(d['cs_high'])}]</td>"
+            f"<td>{_num(d['b_share'])} [{_num(d['b_share_low'])}, {_num(d['b_share_high'])}]</td>"
             f'<td class="n">{d["n_judgments"]}</td><td>{d["n_used"]}</td><td>{d["n_prompts"]}</td>'
             f'<td>{d["closed_at"] or ""}</td><td class="needed">{"" if d["needed"] is None else d["needed"]}</td></tr>'
         )
 
     head_row = (
         '<thead><tr><th class="t">A</th><th class="t">B</th><th class="t">decision</th>'
-        "<th>&Delta;</th><th>confidence sequence</th><th>judgments</th><th>used</th>"
+        '<th>&Delta;</th><th title="the interval an equivalence decision rests on">'
+        "&Delta; sequence</th>"
+        '<th title="B\'s share of the non-tie judgments and the sign test\'s sequence: B better '
+        'exactly when it lies above 0.5">B share</th><th>judgments</th><th>used</th>"
         "<th>prompts</th><th>closed at</th><th>still needed</th></tr></thead>"
     )
     drows = "".join(decision_row(d) for d in compared)
