@@ -424,8 +424,8 @@ def render_dashboard(
         '<thead><tr><th class="t">A</th><th class="t">B</th><th class="t">decision</th>'
         '<th>&Delta;</th><th title="the interval an equivalence decision rests on">'
         "&Delta; sequence</th>"
-        '<th title="B\'s share of the non-tie judgments and the sign test\'s sequence: B better '
-        'exactly when it lies above 0.5">B share</th><th>judgments</th><th>used</th>"
+        '<th title="B&#39;s share of the non-tie judgments and the sign test&#39;s sequence: '
+        'B better exactly when it lies above 0.5">B share</th><th>judgments</th><th>used</th>'
         "<th>prompts</th><th>closed at</th><th>still needed</th></tr></thead>"
     )
     drows = "".join(decision_row(d) for d in compared)
