@@ -85,6 +85,7 @@ def recommend_batch(
         NamedFit,
         UnknownName,
         cell_state,
+        not_served,
         prepare,
         recommend_named,
         targets,
@@ -156,6 +157,14 @@ def recommend_batch(
         f"no task unless named); {info.unannotatable} cells cannot be annotated (a missing "
         f"or identical response) and are never served"
     )
+    left_out = not_served(info, snapshot, names)
+    for row in left_out:
+        need = "no decision in sight" if row["needed"] is None else f"~{row['needed']} judgments"
+        say(
+            f"not served: {row['dimension']} {row['system_a']} vs {row['system_b']} needs "
+            f"{need} and has {row['unused_prompts']} unused prompts: the campaign's prompts "
+            "cannot close it (add prompts, or decide with --unit judgment)"
+        )
     if len(batch) < request.size:
         say(f"note: only {len(batch)} of {request.size} tasks: no other open, annotatable cell")
     out = []

@@ -362,3 +362,33 @@ def recommend_named(
             )
         )
     return out, info
+
+
+#: why a comparison in :func:`not_served` got no task
+NOT_SERVED_REASON = (
+    "its likely need exceeds its unused prompts: the campaign's prompts cannot close it "
+    "(add prompts, or decide with unit=judgment)"
+)
+
+
+def not_served(info: RecommendInfo, snapshot: RecommenderState, names: CellNames) -> list[dict[str, Any]]:
+    """The open comparisons the batch left out because their unused prompts cannot close
+    them: dimension, systems, ``needed`` (judgments likely still needed; null: not in
+    sight) and ``unused_prompts``."""
+    if info.unclosable is None or snapshot.decisions is None:
+        return []
+    out = []
+    for c in np.flatnonzero(info.unclosable >= 0).tolist():
+        dim, a, b = names.comparisons[c]
+        need = float(snapshot.decisions.needed[c])
+        out.append(
+            {
+                "dimension": dim,
+                "system_a": a,
+                "system_b": b,
+                "needed": int(round(need)) if np.isfinite(need) else None,
+                "unused_prompts": int(info.unclosable[c]),
+                "reason": NOT_SERVED_REASON,
+            }
+        )
+    return out

@@ -256,12 +256,22 @@ def test_next_batch_serves_the_declared_family_only(server, ncm):
     r = api.post(url, json={"size": 20}, headers=headers)
     assert r.status_code == 200, r.text
     cells = r.json()["cells"]
+    # before: all 20 went to burn-in on pairs nobody compared. NCM's open comparisons have
+    # judged most of their prompts: none can close on the rest, and the answer says so
+    assert cells == []
+    left_out = r.json()["not_served"]
+    assert left_out
+    for cell in left_out:
+        row = compared[frozenset((cell["system_a"], cell["system_b"]))]
+        assert row["decision"] == "undecided" and row["needs_new_prompts"]
+        assert cell["needed"] == row["needed"] and cell["unused_prompts"] < (row["needed"] or 1e9)
+    # with every judgment as the unit, repeats count: the open comparisons are served
+    r = api.post(url, json={"size": 20, "unit": "judgment"}, headers=headers)
+    cells = r.json()["cells"]
     assert len(cells) == 20
-    # before: all 20 went to burn-in on pairs nobody compared
     for cell in cells:
         row = compared[frozenset((cell["system_a"], cell["system_b"]))]
         assert row["decision"] == "undecided"
-        assert cell["needed"] == row["needed"]
     # the rule travels with the request: a round robin serves the never-compared pairs too
     r = api.post(url, json={"size": 20, "family": "all-pairs", "seed": 1}, headers=headers)
     pairs = {frozenset((c["system_a"], c["system_b"])) for c in r.json()["cells"]}

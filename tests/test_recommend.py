@@ -165,7 +165,8 @@ def test_annotator_never_gets_a_cell_twice():
 def test_same_seed_same_batch_and_other_seed_other_order():
     snap = make_snapshot(np.zeros(6), [10] * 6, num_prompts=30)
     cells = CellState.open(6, 30)
-    request = Request(size=25)
+    # with repeats (the judgment as the unit): 30 prompts cannot close a null comparison
+    request = Request(size=25, allow_repeats=True)
     key = recommend_key(7, snap.version)
     a, _ = recommend(key, snap, cells, request)
     b, _ = recommend(key, snap, cells, request)
@@ -351,3 +352,26 @@ def test_allocate_skips_a_named_row_without_candidates():
         allow_repeats=False,
     )
     assert comp.tolist() == [1, 1, 1] and sorted(prompt.tolist()) == [0, 1, 2]
+
+
+def test_a_comparison_its_prompts_cannot_close_is_not_served_and_named():
+    """Was: an open comparison with a few unused prompts and a need of hundreds of
+    judgments took the batch (11 of 14 cells on NCM), though they could not close it."""
+    snap = make_snapshot([0.0, 0.0], [60, 60], num_prompts=80)
+    judged = np.zeros((2, 80), np.int64)
+    judged[:, :60] = 1  # 20 fresh prompts each
+    snap = snap._replace(judged=judged)
+    cells = CellState.open(2, 80)
+    batch, info = recommend(recommend_key(0, snap.version), snap, cells, Request(size=10))
+    assert len(batch.comparison) == 0
+    assert info.unclosable.tolist() == [20, 20]
+    # named as a target it is served all the same (the other is no target: not checked);
+    # with repeats the check does not apply
+    batch, info = recommend(
+        recommend_key(0, snap.version), snap, cells, Request(size=10, targets=(1,))
+    )
+    assert set(batch.comparison.tolist()) == {1} and info.unclosable.tolist() == [-1, -1]
+    batch, _ = recommend(
+        recommend_key(0, snap.version), snap, cells, Request(size=10, allow_repeats=True)
+    )
+    assert len(batch.comparison) == 10

@@ -77,6 +77,7 @@ def recommend(
     if request.targets is not None:
         targeted[np.asarray(request.targets, np.int64)] = True
     assert snapshot.decisions is not None, "the snapshot carries no decisions"
+    unclosable = np.full(snapshot.num_comparisons, -1, np.int64)
     comp, prompt, reason, need = allocate(
         rng,
         snapshot.decisions,
@@ -88,6 +89,7 @@ def recommend(
         allow_repeats=request.allow_repeats,
         max_per_cell=request.max_per_cell,
         available=cells.available,
+        unclosable=unclosable,
     )
     order = assign_order(rng, cells, comp, prompt)
     batch = Batch(comp, prompt, order, reason, need)
@@ -97,5 +99,6 @@ def recommend(
         decided=decided_mask(snapshot),
         num_candidates=int((candidates & ((judged == 0) | request.allow_repeats)).sum()),
         unannotatable=int((~cells.annotatable).sum()) if cells.annotatable is not None else 0,
+        unclosable=unclosable,
     )
     return batch, info

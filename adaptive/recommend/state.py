@@ -144,3 +144,7 @@ class RecommendInfo(NamedTuple):
     decided: np.ndarray  # (C,) bool
     num_candidates: int
     unannotatable: int  # cells that cannot be annotated (missing or identical responses)
+    #: (C,) int: for an open comparison not served because even its optimistic need
+    #: exceeds its fresh prompts (the campaign's prompts cannot close it), those fresh
+    #: prompts; -1 for every other comparison (None: not computed)
+    unclosable: np.ndarray | None = None

@@ -140,6 +140,7 @@ def allocate(
     available: np.ndarray | None = None,
     need_share: float = DEFAULT_NEED_SHARE,
     rows: np.ndarray | None = None,
+    unclosable: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Split a batch over the open comparisons, closest to a decision first (LUCB-style).
 
@@ -162,6 +163,11 @@ def allocate(
     comparisons, not the (comparison x prompt) table: pass ``rows``, the (C,)
     comparisons that may be served (``candidates`` then only needs to be right
     on those rows), to skip the one pass that finds them.
+
+    Without ``allow_repeats`` (the prompt is the decision's unit), a comparison past its
+    burn-in whose optimistic need exceeds its fresh prompts is not served: the campaign's
+    prompts cannot close it (a targeted one still is). Pass ``unclosable``, a (C,) int
+    array of -1, to learn which: each such comparison's fresh prompts are written in place.
 
     Returns:
         (comparison, prompt, reason, need) of the picks, in order of choice;
@@ -196,6 +202,14 @@ def allocate(
     stage = np.where(in_burn, 0, np.where(np.isfinite(soon), 1, 2)).astype(np.int64)
     given = np.zeros(num_c, np.float64)
     targeted = np.zeros(num_c, bool) if targeted is None else targeted
+    if not allow_repeats:
+        # never serve what the remaining prompts cannot close (say so through ``unclosable``)
+        check = np.flatnonzero(has & ~in_burn & ~targeted)
+        fresh = (candidates[check] & (judged[check] == 0)).sum(axis=1)
+        cannot = check[soon[check] > fresh]
+        has[cannot] = False
+        if unclosable is not None:
+            unclosable[cannot] = fresh[soon[check] > fresh]
     comps: list[int] = []
     prompts: list[int] = []
     reasons: list[int] = []

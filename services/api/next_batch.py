@@ -135,6 +135,15 @@ class LeasedCell(BaseModel):
     snapshot_version: int
 
 
+class NotServed(BaseModel):
+    dimension: str
+    system_a: str
+    system_b: str
+    needed: int | None = Field(description="judgments likely still needed (null: not in sight)")
+    unused_prompts: int = Field(description="its prompts nobody judged yet")
+    reason: str
+
+
 class NextBatchPublic(BaseModel):
     lease_id: str
     idempotency_key: str
@@ -143,6 +152,11 @@ class NextBatchPublic(BaseModel):
     expires_at: datetime
     replayed: bool = Field(description="true when the idempotency key returned a stored batch")
     cells: list[LeasedCell]
+    not_served: list[NotServed] = Field(
+        default_factory=list,
+        description="open comparisons of the family given no task because their unused "
+        "prompts cannot close them (empty on a replayed request)",
+    )
 
 
 def _now() -> datetime:
@@ -392,7 +406,13 @@ def next_batch(
     Cells that cannot be annotated (a system without a response to the prompt, or
     two identical responses) are never served. The cells are leased until
     ``expires_at`` and handed to nobody else meanwhile."""
-    from services.recommend_adapter import UnknownName, hold_leased, recommend_named, targets
+    from services.recommend_adapter import (
+        UnknownName,
+        hold_leased,
+        not_served,
+        recommend_named,
+        targets,
+    )
 
     key = body.idempotency_key or idempotency_key
     if key is not None and (problem := id_problem(key)) is not None:
@@ -456,13 +476,16 @@ def next_batch(
         exclude=exclude,
         dimensions=tuple(i for i, d in enumerate(names.dimensions) if d in dims),
         burn_in=body.burn_in,
+        allow_repeats=body.unit == "judgment",
         max_per_cell=1,
     )
+    left_out: list[dict[str, Any]] = []
 
     def choose(leased: list[repo.LeasedCellRow]) -> list[repo.LeasedCellRow]:
         """The batch given the cells other annotators hold now."""
         held = hold_leased(cells, names, leased)
-        batch, _ = recommend_named(body.seed, snapshot, names, held, request)
+        batch, info = recommend_named(body.seed, snapshot, names, held, request)
+        left_out[:] = not_served(info, snapshot, names)
         return [
             repo.LeasedCellRow(**cell, snapshot_version=int(maps["versions"][cell["dimension"]]))
             for cell in batch
@@ -494,4 +517,8 @@ def next_batch(
             request_hash=fingerprint,
         )
     # a concurrent request with the same key may have stored its batch first
-    return _public(lease, replayed=lease["cells"] != out)
+    replayed = lease["cells"] != out
+    public = _public(lease, replayed=replayed)
+    if not replayed:
+        public.not_served = [NotServed(**row) for row in left_out]
+    return public
