@@ -5,7 +5,8 @@ Ray's own pattern pages: a pure function ``fn(shared, item)``, one
 module-level ``@ray.remote`` task, the large shared input ``ray.put`` once,
 results collected with ``ray.wait`` as they finish (no blocking ``ray.get``
 on unfinished work). ``workers=1`` runs the same function with a plain loop,
-so results are identical under the same seed.
+so results are identical under the same seed; it is all that runs without Ray
+(the ``ray`` extra).
 
 Where Ray runs: an already initialised runtime is used as is; otherwise
 ``ray.init(address=RAY_ADDRESS)`` joins a cluster when that variable is
@@ -24,7 +25,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import ray
+
+try:
+    import ray
+except ModuleNotFoundError:  # without the `ray` extra, workers=1 runs and more raise
+    ray = None  # type: ignore[assignment]
+
+#: why more than one worker cannot run here
+RAY_MISSING = (
+    "running on several workers needs Ray: pip install 'adaptive-evalset[ray]' (or use 1 worker)"
+)
 
 
 @dataclass(frozen=True)
@@ -44,19 +54,23 @@ class MapInfo:
 ProgressFn = Callable[[int, int], None]
 
 
-@ray.remote(num_cpus=1)
-def _run_item(
-    fn: Callable[[Any, Any], Any], shared: Any, item: Any
-) -> tuple[Any, str, str, str, int, float]:
-    start = time.perf_counter()
-    result = fn(shared, item)
-    node = ray.get_runtime_context().get_node_id()
-    # hosts that share a kernel (network namespaces, containers) differ by node IP, not name
-    ip = ray.util.get_node_ip_address()
-    return result, node, ip, socket.gethostname(), os.getpid(), time.perf_counter() - start
+if ray is not None:
+
+    @ray.remote(num_cpus=1)
+    def _run_item(
+        fn: Callable[[Any, Any], Any], shared: Any, item: Any
+    ) -> tuple[Any, str, str, str, int, float]:
+        start = time.perf_counter()
+        result = fn(shared, item)
+        node = ray.get_runtime_context().get_node_id()
+        # hosts that share a kernel (network namespaces, containers) differ by node IP, not name
+        ip = ray.util.get_node_ip_address()
+        return result, node, ip, socket.gethostname(), os.getpid(), time.perf_counter() - start
 
 
 def _ensure_ray(workers: int) -> None:
+    if ray is None:
+        raise ModuleNotFoundError(RAY_MISSING, name="ray")
     if ray.is_initialized():
         return
     address = os.environ.get("RAY_ADDRESS")
@@ -214,5 +228,5 @@ def map_groups(
 
 def shutdown() -> None:
     """Stop the Ray runtime this process started (no-op when none is running)."""
-    if ray.is_initialized():
+    if ray is not None and ray.is_initialized():
         ray.shutdown()

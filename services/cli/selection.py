@@ -107,6 +107,23 @@ def _dimensions(args: argparse.Namespace) -> Any:
         yield dim, cells, loco_data(cells)
 
 
+def _workers(requested: int | None) -> int:
+    """``--workers``, by default every CPU when Ray is installed and 1 (serial) when not."""
+    from importlib.util import find_spec
+
+    has_ray = find_spec("ray") is not None
+    if requested is None:
+        return (os.cpu_count() or 1) if has_ray else 1
+    if requested > 1 and not has_ray:
+        from services.cli.errors import CliError
+
+        raise CliError(
+            f"--workers {requested} runs the folds on Ray, which is not installed: "
+            "pip install 'adaptive-evalset[ray]' (or --workers 1)"
+        )
+    return max(1, requested)
+
+
 def run_loco_command(args: argparse.Namespace) -> int:
     from adaptive.loco import LocoConfig, run_loco, summarize_folds
 
@@ -118,7 +135,7 @@ def run_loco_command(args: argparse.Namespace) -> int:
         tier_information=args.tier_information,
         **_selection_options(args),
     )
-    workers = max(1, args.workers)
+    workers = _workers(args.workers)
     rows: list[dict[str, Any]] = []
     for dim, _cells, data in _dimensions(args):
         if not args.quiet:
@@ -218,8 +235,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--workers",
         type=int,
-        default=os.cpu_count() or 1,
-        help="parallel folds on Ray (local, or the cluster at RAY_ADDRESS); 1 = serial",
+        help="parallel folds on Ray (local, or the cluster at RAY_ADDRESS); 1 = serial "
+        "(default: the number of CPUs, 1 without Ray)",
     )
     p.add_argument("--num-random", type=int, default=20, help="random draws per fold (default 20)")
     p.add_argument("--plot", help="write the SE-vs-k figure to this PNG")
