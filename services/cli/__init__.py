@@ -33,6 +33,18 @@ COMMANDS: dict[str, tuple[str, ...]] = {
 }
 COMMAND_MODULES: tuple[str, ...] = tuple(COMMANDS)
 
+#: packages of the optional extras (pyproject.toml), by the name they are imported as: a
+#: command that needs one says which extra to install
+EXTRAS: dict[str, str] = {
+    "fastapi": "serve",
+    "uvicorn": "serve",
+    "pydantic_settings": "serve",
+    "sqlalchemy": "serve",
+    "alembic": "serve",
+    "psycopg": "postgres",
+    "ray": "ray",
+}
+
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command, or with ``command`` (a known command's name) of that
@@ -89,6 +101,16 @@ def main(argv: list[str] | None = None) -> int:
     except (CliError, DataError, ValueError, KeyError, FileNotFoundError) as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"evalset {args.command}: error: {message}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        package = (exc.name or "").split(".")[0]
+        if package not in EXTRAS:
+            raise
+        print(
+            f"evalset {args.command}: error: needs {package}, which is not installed: "
+            f"pip install 'adaptive-evalset[{EXTRAS[package]}]'",
+            file=sys.stderr,
+        )
         return 2
     except KeyboardInterrupt:
         print(f"evalset {args.command}: interrupted", file=sys.stderr)
