@@ -80,7 +80,7 @@ from adaptive.evidence import log_sign_evalue, share_lower_bound
 from adaptive.needed import NEEDED_HORIZON as NEEDED_HORIZON  # the horizon of ``needed``
 from adaptive.needed import needed_equivalence, needed_sign
 from adaptive.rule import CORRECTIONS as CORRECTIONS
-from adaptive.rule import DEFAULT_UNIT, Family, e_holm_rejections
+from adaptive.rule import DEFAULT_UNIT, e_holm_rejections
 from adaptive.rule import LOG_E_CAP as LOG_E_CAP
 from adaptive.rule import UNITS as UNITS
 from adaptive.rule import DecisionRule as DecisionRule
@@ -120,6 +120,10 @@ class Decisions(NamedTuple):
             out of sight, e.g. Δ near 0 with a margin not reachable).
         alpha_each: error bound of each comparison.
         rule: the rule in words.
+        needed_possible: the same in the best case (every further judgment decisive for
+            the leading side, or Δ = 0 for equivalence; <= ``needed_optimistic``): a
+            comparison whose unused prompts are fewer cannot close on them, and the
+            recommender leaves it out.
         needed_optimistic: the same if the leading side's share of non-ties is at
             its upper :data:`OPTIMISM` posterior quantile (<= ``needed``). The
             recommender orders open comparisons by it (an upper confidence bound
@@ -142,6 +146,7 @@ class Decisions(NamedTuple):
     rule: str
     needed_optimistic: np.ndarray | None = None
     net_used: np.ndarray | None = None
+    needed_possible: np.ndarray | None = None
     b_share: np.ndarray | None = None
     share_low: np.ndarray | None = None
     share_high: np.ndarray | None = None
@@ -435,8 +440,8 @@ def decisions_of(state: DecisionState) -> Decisions:
     # count means the same observations, so only those a batch touched are recomputed
     cache = state.cells.needed_cache
     if cache is None or cache[0] != (rule, state.num_tests):
-        cache = ((rule, state.num_tests), np.full(len(needed), -1), needed.copy(), needed.copy())
-    _, n_at, was_needed, was_optimistic = cache
+        cache = ((rule, state.num_tests), np.full(len(needed), -1), *(needed.copy(),) * 3)
+    _, n_at, was_needed, was_optimistic, was_possible = cache
     todo = open_[n_at[open_] != state.n[open_]]
     if todo.size:
         n = state.n[todo].astype(np.float64)
@@ -445,13 +450,23 @@ def decisions_of(state: DecisionState) -> Decisions:
         sigma2 = (0.25 + state.sum_sq[todo]) / (n + 1.0)
         eq = needed_equivalence(used_mean, sigma2, n, rule.margin, each)
         soon = needed_sign(state.k[todo], state.m[todo], n, rule.mixture, each / 2.0, OPTIMISM)
-        n_at, was_needed, was_optimistic = n_at.copy(), was_needed.copy(), was_optimistic.copy()
+        # the best case: every further judgment decisive for the leader (sign), or Δ = 0
+        # with the variance seen so far (equivalence)
+        best = np.minimum(
+            needed_sign(state.k[todo], state.m[todo], state.m[todo], rule.mixture, each / 2.0, 1.0),
+            needed_equivalence(np.zeros_like(n), sigma2, n, rule.margin, each),
+        )
+        n_at, was_needed = n_at.copy(), was_needed.copy()
+        was_optimistic, was_possible = was_optimistic.copy(), was_possible.copy()
         n_at[todo] = state.n[todo]
         was_needed[todo] = np.minimum(sign, eq)
         was_optimistic[todo] = np.minimum(np.minimum(soon, eq), was_needed[todo])
-    state.cells.needed_cache = (cache[0], n_at, was_needed, was_optimistic)
+        was_possible[todo] = np.minimum(best, was_optimistic[todo])
+    state.cells.needed_cache = (cache[0], n_at, was_needed, was_optimistic, was_possible)
     needed[open_] = was_needed[open_]
     optimistic[open_] = was_optimistic[open_]
+    possible = needed.copy()
+    possible[open_] = was_possible[open_]
     return Decisions(
         outcome=state.outcome.copy(),
         closed_at=state.closed_at.copy(),
@@ -468,6 +483,7 @@ def decisions_of(state: DecisionState) -> Decisions:
         rule=rule.describe(state.num_tests),
         needed_optimistic=optimistic,
         net_used=_ratio(2.0 * state.sum_x - state.n, state.n),
+        needed_possible=possible,
         b_share=_ratio(state.k, state.m),
         share_low=state.share_low.copy(),
         share_high=state.share_high.copy(),
@@ -527,73 +543,3 @@ def decide_cells(
         rule,
         num_tests=num_tests,
     )
-
-
-def _finite(value: float) -> float | None:
-    return float(value) if np.isfinite(value) else None
-
-
-def decision_rows(
-    decisions: Decisions,
-    names: list[tuple[str, str, str]],
-    *,
-    available_prompts: np.ndarray | None = None,
-    unit: str | None = None,
-    family: Family | None = None,
-) -> list[dict]:
-    """One flat dict per comparison (``names``: (dimension, system_a, system_b)), for outputs.
-
-    One story per row: the ``decision``; ``net_preference`` (Δ from the judgments the
-    decision used, ``n_used``) with ``cs_low``/``cs_high``, the interval an
-    ``equivalent`` decision rests on; ``b_share`` (B's share of those judgments that
-    are not ties) with ``b_share_low``/``b_share_high``, the interval a sign decision
-    rests on (``B better`` exactly when ``b_share_low`` > 0.5).
-
-    With ``available_prompts`` ((C,) the prompts of each comparison's dimension in the
-    campaign) and the rule's ``unit``: ``unused_prompts`` (not yet judged on it) and
-    ``needs_new_prompts`` (undecided, and with the prompt unit it likely needs more
-    judgments than it has unused prompts: the campaign's prompts cannot close it). With
-    ``family``: ``family`` (its kind) and ``family_size``.
-    """
-    C = len(names)
-    nan = np.full(C, np.nan)
-    net_used = decisions.net_used if decisions.net_used is not None else nan
-    b_share = decisions.b_share if decisions.b_share is not None else nan
-    share_low = decisions.share_low if decisions.share_low is not None else np.zeros(C)
-    share_high = decisions.share_high if decisions.share_high is not None else np.ones(C)
-    rows = []
-    for c, (dim, a, b) in enumerate(names):
-        needed = float(decisions.needed[c])
-        row = {
-            "dimension": dim,
-            "system_a": a,
-            "system_b": b,
-            "decision": OUTCOME_NAMES[int(decisions.outcome[c])],
-            "net_preference": _finite(net_used[c]),
-            "cs_low": float(decisions.cs_low[c]),
-            "cs_high": float(decisions.cs_high[c]),
-            "b_share": _finite(b_share[c]),
-            "b_share_low": float(share_low[c]),
-            "b_share_high": float(share_high[c]),
-            "n_judgments": int(decisions.num_judgments[c]),
-            "n_used": int(decisions.num_obs[c]),
-            "n_prompts": int(decisions.num_prompts[c]),
-            "closed_at": int(decisions.closed_at[c]) or None,
-            "needed": None if not np.isfinite(needed) else int(round(needed)),
-        }
-        if available_prompts is not None:
-            unused = max(int(available_prompts[c]) - int(decisions.num_prompts[c]), 0)
-            row["unused_prompts"] = unused
-            row["needs_new_prompts"] = bool(
-                decisions.outcome[c] == UNDECIDED and unit == "prompt" and needed > unused
-            )
-        row |= {
-            "e_b_better": float(decisions.e_b[c]),
-            "e_a_better": float(decisions.e_a[c]),
-            "alpha_each": float(decisions.alpha_each),
-        }
-        if family is not None:
-            row |= {"family": family.kind, "family_size": family.size}
-        row["rule"] = decisions.rule
-        rows.append(row)
-    return rows

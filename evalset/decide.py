@@ -108,10 +108,11 @@ def decide_judgments(judgments: pl.DataFrame, rule: DecisionRule | None = None) 
         rule: the :class:`DecisionRule` (default: its defaults).
 
     Returns:
-        :class:`DecisionReport`; its rows are :func:`adaptive.decisions.decision_rows`
+        :class:`DecisionReport`; its rows are :func:`adaptive.decision_rows.decision_rows`
         with ``unused_prompts``, ``needs_new_prompts``, ``family`` and ``family_size``.
     """
-    from adaptive.decisions import decide, decision_rows
+    from adaptive.decision_rows import decision_rows
+    from adaptive.decisions import decide
 
     rule = rule or DecisionRule()
     fj = family_judgments(judgments, rule)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
+from adaptive.decision_rows import decision_rows
 from adaptive.decisions import (
     A_BETTER,
     B_BETTER,
@@ -18,7 +19,6 @@ from adaptive.decisions import (
     DecisionRule,
     decide,
     decision_observations,
-    decision_rows,
 )
 from adaptive.evidence import (
     eb_confidence_sequence,

@@ -357,14 +357,19 @@ def test_allocate_skips_a_named_row_without_candidates():
 def test_a_comparison_its_prompts_cannot_close_is_not_served_and_named():
     """Was: an open comparison with a few unused prompts and a need of hundreds of
     judgments took the batch (11 of 14 cells on NCM), though they could not close it."""
-    snap = make_snapshot([0.0, 0.0], [60, 60], num_prompts=80)
-    judged = np.zeros((2, 80), np.int64)
-    judged[:, :60] = 1  # 20 fresh prompts each
+    snap = make_snapshot([0.0, 0.0], [60, 60], num_prompts=65)
+    judged = np.zeros((2, 65), np.int64)
+    judged[:, :60] = 1  # 5 fresh prompts each: even five B wins cannot decide a 50:50 split
     snap = snap._replace(judged=judged)
-    cells = CellState.open(2, 80)
+    cells = CellState.open(2, 65)
     batch, info = recommend(recommend_key(0, snap.version), snap, cells, Request(size=10))
     assert len(batch.comparison) == 0
-    assert info.unclosable.tolist() == [20, 20]
+    assert info.unclosable.tolist() == [5, 5]
+    assert (snap.decisions.needed_possible > 5).all()
+    # a comparison its fresh prompts can still close in the best case is served
+    wide = snap._replace(judged=np.zeros((2, 65), np.int64))
+    batch, info = recommend(recommend_key(0, wide.version), wide, cells, Request(size=10))
+    assert len(batch.comparison) == 10 and info.unclosable.tolist() == [-1, -1]
     # named as a target it is served all the same (the other is no target: not checked);
     # with repeats the check does not apply
     batch, info = recommend(

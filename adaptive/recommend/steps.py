@@ -165,7 +165,8 @@ def allocate(
     on those rows), to skip the one pass that finds them.
 
     Without ``allow_repeats`` (the prompt is the decision's unit), a comparison past its
-    burn-in whose optimistic need exceeds its fresh prompts is not served: the campaign's
+    burn-in whose need at its most favourable plausible share
+    (``decisions.needed_possible``) exceeds its fresh prompts is not served: the campaign's
     prompts cannot close it (a targeted one still is). Pass ``unclosable``, a (C,) int
     array of -1, to learn which: each such comparison's fresh prompts are written in place.
 
@@ -204,12 +205,14 @@ def allocate(
     targeted = np.zeros(num_c, bool) if targeted is None else targeted
     if not allow_repeats:
         # never serve what the remaining prompts cannot close (say so through ``unclosable``)
+        best = decisions.needed_possible
+        best = soon if best is None else np.asarray(best, np.float64)
         check = np.flatnonzero(has & ~in_burn & ~targeted)
         fresh = (candidates[check] & (judged[check] == 0)).sum(axis=1)
-        cannot = check[soon[check] > fresh]
-        has[cannot] = False
+        short = best[check] > fresh
+        has[check[short]] = False
         if unclosable is not None:
-            unclosable[cannot] = fresh[soon[check] > fresh]
+            unclosable[check[short]] = fresh[short]
     comps: list[int] = []
     prompts: list[int] = []
     reasons: list[int] = []

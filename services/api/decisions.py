@@ -18,7 +18,8 @@ from typing import Annotated, Any, NamedTuple, NoReturn
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
-from adaptive.decisions import Decisions, decision_rows
+from adaptive.decision_rows import decision_rows
+from adaptive.decisions import Decisions
 from adaptive.rule import (
     CORRECTIONS,
     DEFAULT_CORRECTION,
@@ -169,7 +170,7 @@ Rule = Annotated[DecisionRule, Depends(rule_query)]
 class FamilyReport(NamedTuple):
     """The decisions of a project's declared family, as every HTTP door reads them."""
 
-    rows: list[dict[str, Any]]  # adaptive.decisions.decision_rows, with the family's columns
+    rows: list[dict[str, Any]]  # adaptive.decision_rows.decision_rows, with the family's columns
     family: Family
     decisions: Decisions
     num_judgments: int
