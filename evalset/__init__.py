@@ -207,8 +207,9 @@ def inference_data(result: Any):
         >>> idata.posterior["theta"].coords["comparison"].values[:2].tolist()
         ['s0 vs s1', 's0 vs s2']
     """
-    import arviz as az
+    from stan_free_models.arviz_safe import import_arviz
 
+    az = import_arviz()  # guards the first import against a race between processes
     if hasattr(result, "cells"):  # graded response
         cells, post = result.cells, result.posterior
         comparisons = [f"{a} vs {b}" for a, b in cells.comparison_names()]
