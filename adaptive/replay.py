@@ -148,7 +148,8 @@ def replay(seed: int, log: Log, policy: str, config: ReplayConfig | None = None)
     by_prompt = config.rule.unit == "prompt"
     seq: list[int] = []
     stats = np.zeros((C, 3))
-    state = start(C, P, config.rule, num_tests=C)
+    num_tests = C if config.num_tests is None else max(int(config.num_tests), C)
+    state = start(C, P, config.rule, num_tests=num_tests)
     fresh_rows: list[int] = []
     budget = config.budget if config.budget is not None else log.num_judgments
     steps, closed_counts = [], []

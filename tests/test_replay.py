@@ -187,6 +187,18 @@ def test_cli_replay_and_recommend_end_to_end(tmp_path, capsys):
     assert need <= set(rows[0])
     assert all(r["wrong_sign_rate"] is not None for r in rows)
     assert plot.stat().st_size > 1000
+    assert {(r["family"], r["family_size"]) for r in rows} == {("compared", 3)}
+
+    # a larger family splits alpha wider: NCM's 17 compared pairs, or all 55 of its 11 systems
+    ncm = DATA / "chateval_ncm" / "judgments.csv"
+    argv = ["replay", "--data", str(ncm), "--seeds", "1", "--batch-size", "200"]
+    argv += ["--policy", "adaptive", "--format", "json", "--quiet", "--unit", "judgment"]
+    assert main(argv) == 0
+    compared = json.loads(capsys.readouterr().out)[0]
+    assert main(argv + ["--family", "all-pairs"]) == 0
+    wide = json.loads(capsys.readouterr().out)[0]
+    assert (compared["family_size"], wide["family_size"]) == (17, 55)
+    assert wide["closed_mean"] <= compared["closed_mean"]
 
     argv = ["recommend", "--data", str(small), "--size", "7", "--format", "json", "--quiet"]
     # every comparison of this log is decided: only a named one gets tasks

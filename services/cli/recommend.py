@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from adaptive.recommend.state import DEFAULT_BURN_IN
+from adaptive.rule import DEFAULT_FAMILY
 from evalset.batch import DEFAULT_DRAWS, RecommendRequest
 from services.cli.common import FORMATS, dimensions_of, emit, log
 from services.cli.decisions import add_rule_args
@@ -222,10 +223,20 @@ def run_replay(args: argparse.Namespace) -> int:
     judgments = read_judgments(args.data)
     dims = args.dimension or dimensions_of(judgments)
     rule = rule_from_args(args)
-    config = ReplayConfig(batch_size=args.batch_size, budget=args.budget, rule=rule)
     rows = []
     for dim in dims:
-        log_ = log_from_cells(build_cells(judgments, dimension=dim))
+        cells = build_cells(judgments, dimension=dim)
+        log_ = log_from_cells(cells)
+        # the family alpha is split over: the log's comparisons, or every pair of its systems
+        num_systems = len(cells.systems)
+        family_size = (
+            num_systems * (num_systems - 1) // 2
+            if args.family == "all-pairs"
+            else log_.num_comparisons
+        )
+        config = ReplayConfig(
+            batch_size=args.batch_size, budget=args.budget, rule=rule, num_tests=family_size
+        )
         truth = fit_truth(log_) if args.semi_synthetic else None
         kind = "semi-synthetic" if truth is not None else "log"
         if not args.quiet:
@@ -250,6 +261,7 @@ def run_replay(args: argparse.Namespace) -> int:
         base = by_policy.get("uniform", {}).get("judgments_mean")
         for summary in by_policy.values():
             row = {"dimension": dim, "data": kind, "unit": rule.unit, **summary}
+            row |= {"family": args.family, "family_size": family_size}
             row["ratio_to_uniform"] = row["judgments_mean"] / base if base else None
             rows.append(row)
     if args.format == "json":
@@ -257,7 +269,7 @@ def run_replay(args: argparse.Namespace) -> int:
     else:
         emit(rows, args.format, columns=REPLAY_COLUMNS)
     if not args.quiet and rows:
-        log(f"rule: {rule.describe(rows[0]['comparisons'])}")
+        log(f"rule: {rule.describe(rows[0]['family_size'])}")
     if args.plot:
         plot_anytime(rows, args.plot, title=Path(args.data).parent.name)
     return 0
@@ -430,6 +442,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="with --semi-synthetic: k times the log's prompts, same design (default: 1)",
     )
     add_rule_args(r)
+    r.add_argument(
+        "--family",
+        choices=["compared", "all-pairs"],
+        default=DEFAULT_FAMILY,
+        help="the comparisons alpha is split over: those in the log (compared) or every pair "
+        "of its systems (all-pairs), to see what a larger family costs (default: %(default)s)",
+    )
     r.add_argument("--plot", help="write the anytime curves (judgments until k closed) to this PNG")
     r.add_argument("--format", choices=list(FORMATS), default="table", help="output format")
     r.add_argument("--quiet", action="store_true", help="no progress on stderr")
