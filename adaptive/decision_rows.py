@@ -27,7 +27,7 @@ def decision_rows(
     decision used, ``n_used``) with ``cs_low``/``cs_high``, the interval an
     ``equivalent`` decision rests on; ``b_share`` (B's share of those judgments that
     are not ties) with ``b_share_low``/``b_share_high``, the interval a sign decision
-    rests on (``B better`` exactly when ``b_share_low`` > 0.5).
+    rests on (a ``B better`` row has ``b_share_low`` >= 0.5, an open row's interval holds 0.5).
 
     With ``available_prompts`` ((C,) the prompts of each comparison's dimension in the
     campaign) and the rule's ``unit``: ``unused_prompts`` (not yet judged on it) and

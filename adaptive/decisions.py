@@ -108,9 +108,11 @@ class Decisions(NamedTuple):
             centre of ``cs_low, cs_high``.
         b_share: B's share of the non-tie observations the sign test used (nan: none yet).
         share_low, share_high: the sign test's own confidence sequence for that share (each
-            side alpha_each / 2): ``B better`` exactly when ``share_low`` passes 1/2 and
-            ``A better`` when ``share_high`` falls below it (with ``bonferroni`` or ``none``;
-            e-Holm can close a comparison sooner).
+            side alpha_each / 2): a comparison closes ``B better`` when ``share_low``
+            reaches 1/2 (``A better``: ``share_high`` falls to it), and an open one's holds
+            1/2 (with ``bonferroni`` or ``none``; e-Holm can close sooner). After a close
+            the statistics keep running: an ``equivalent`` comparison may go on to show a
+            share on one side of 1/2 (a difference inside the margin).
         e_b, e_a: current e-values against "B not better" / "A not better"
             (capped at exp(:data:`LOG_E_CAP`), about 1e300).
         num_obs: observations the decision used (one per prompt with unit=prompt).
@@ -450,10 +452,10 @@ def decisions_of(state: DecisionState) -> Decisions:
         sigma2 = (0.25 + state.sum_sq[todo]) / (n + 1.0)
         eq = needed_equivalence(used_mean, sigma2, n, rule.margin, each)
         soon = needed_sign(state.k[todo], state.m[todo], n, rule.mixture, each / 2.0, OPTIMISM)
-        # the best case: every further judgment decisive for the leader (sign), or Δ = 0
-        # with the variance seen so far (equivalence)
+        # the best case of the sign: every further judgment decisive for the leader; the
+        # equivalence part (Δ = 0 with the variance seen so far) is an estimate
         best = np.minimum(
-            needed_sign(state.k[todo], state.m[todo], state.m[todo], rule.mixture, each / 2.0, 1.0),
+            needed_sign(state.k[todo], state.m[todo], n, rule.mixture, each / 2.0, best=True),
             needed_equivalence(np.zeros_like(n), sigma2, n, rule.margin, each),
         )
         n_at, was_needed = n_at.copy(), was_needed.copy()

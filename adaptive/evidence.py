@@ -75,10 +75,11 @@ def share_lower_bound(
     the largest q0 that :func:`log_share_evalue` rejects at ``level``
     (e >= 1 / level), by bisection; 0 when none is rejected.
 
-    The e-value falls as q0 rises, so the rejected q0 form an interval [0, bound): the
-    bisection's first point is 1/2, so the bound is at least 1/2 exactly when the sign
-    test at 1/2 rejects (whatever ``iterations``, which set the precision: 2^-20 by
-    default), and the running
+    Where e >= 1 the e-value falls as q0 rises, so the rejected q0 form an interval
+    [0, bound) (a test checks it on a grid): the
+    bisection's first point is 1/2, where it asks :func:`log_sign_evalue` itself, so the
+    bound is at least 1/2 exactly when the sign test rejects (whatever ``iterations``,
+    which set the precision: 2^-20 by default), and the running
     maximum of the bounds over the looks is a lower confidence sequence (each look's
     miss means the true q was rejected, which happens at some look with probability
     at most ``level``).
@@ -90,10 +91,14 @@ def share_lower_bound(
     k = np.asarray(k, dtype=np.float64)
     m = np.asarray(m, dtype=np.float64)
     threshold = np.log(1.0 / level)
-    low, high = np.zeros(np.broadcast(k, m).shape), np.ones(np.broadcast(k, m).shape)
-    for _ in range(iterations):
+    shape = np.broadcast(k, m).shape
+    low, high = np.zeros(shape), np.ones(shape)
+    for step in range(iterations):
         mid = (low + high) / 2.0
-        rejected = log_share_evalue(k, m, a, mid) >= threshold
+        if step == 0:  # at 1/2, the sign test itself: the bound agrees with its decision
+            rejected = np.broadcast_to(log_sign_evalue(k, m, a) >= threshold, shape)
+        else:
+            rejected = log_share_evalue(k, m, a, mid) >= threshold
         low = np.where(rejected, mid, low)
         high = np.where(rejected, high, mid)
     return low

@@ -18,7 +18,9 @@ from adaptive.evidence import log_sign_evalue
 NEEDED_HORIZON = 1_000_000
 
 
-def needed_sign(k, m, t, a: float, level: float, quantile: float | None = None) -> np.ndarray:
+def needed_sign(
+    k, m, t, a: float, level: float, quantile: float | None = None, *, best: bool = False
+) -> np.ndarray:
     """Judgments likely still needed for a sign e-process to reach 1/level ((n,) arrays in).
 
     Continues the counts so far with the observed share q of the leading side among
@@ -27,7 +29,8 @@ def needed_sign(k, m, t, a: float, level: float, quantile: float | None = None) 
     grid, 1% steps), converted to judgments. Progress already made counts, so a
     comparison whose evidence is near the boundary comes first. With ``quantile``,
     q is that quantile of the leading share's Beta(1 + lead, 1 + trail) posterior
-    (at least 1/2) instead of its mean.
+    (at least 1/2) instead of its mean. ``best``: the best case, every further judgment
+    decisive and for the leading side (q = 1, no ties).
     """
     k, m, t = (np.atleast_1d(np.asarray(v, np.float64)) for v in (k, m, t))
     q = (k + 1.0) / (m + 2.0)
@@ -37,7 +40,9 @@ def needed_sign(k, m, t, a: float, level: float, quantile: float | None = None) 
     if quantile is not None:
         # the Beta quantile (scipy.stats.beta.ppf; scipy.stats costs the CLI 0.6 s to import)
         q = np.maximum(special.betaincinv(lead + 1.0, m - lead + 1.0, quantile), 0.5)
-    non_tie = np.maximum((m + 1.0) / (t + 2.0), 1e-3)
+    if best:
+        q = np.ones_like(q)
+    non_tie = np.ones_like(m) if best else np.maximum((m + 1.0) / (t + 2.0), 1e-3)
     extra = np.unique(np.round(np.geomspace(1.0, NEEDED_HORIZON, 1400)))[None, :]
     grid = m[:, None] + extra
     log_e = log_sign_evalue(lead[:, None] + q[:, None] * extra, grid, a)

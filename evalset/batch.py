@@ -162,7 +162,8 @@ def recommend_batch(
         need = "no decision in sight" if row["needed"] is None else f"~{row['needed']} judgments"
         say(
             f"not served: {row['dimension']} {row['system_a']} vs {row['system_b']} needs "
-            f"{need} and has {row['unused_prompts']} unused prompts: the campaign's prompts "
+            f"{need} and has {row['servable_prompts']} unjudged prompts to serve: "
+            "the campaign's prompts "
             "cannot close it (add prompts, or decide with --unit judgment)"
         )
     if len(batch) < request.size:

@@ -371,10 +371,13 @@ NOT_SERVED_REASON = (
 )
 
 
-def not_served(info: RecommendInfo, snapshot: RecommenderState, names: CellNames) -> list[dict[str, Any]]:
-    """The open comparisons the batch left out because their unused prompts cannot close
+def not_served(
+    info: RecommendInfo, snapshot: RecommenderState, names: CellNames
+) -> list[dict[str, Any]]:
+    """The open comparisons the batch left out because their unjudged prompts cannot close
     them: dimension, systems, ``needed`` (judgments likely still needed; null: not in
-    sight) and ``unused_prompts``."""
+    sight) and ``servable_prompts`` (its unjudged prompts it could be served now: not
+    leased to another annotator, annotatable; a lease that expires frees more)."""
     if info.unclosable is None or snapshot.decisions is None:
         return []
     out = []
@@ -387,7 +390,7 @@ def not_served(info: RecommendInfo, snapshot: RecommenderState, names: CellNames
                 "system_a": a,
                 "system_b": b,
                 "needed": int(round(need)) if np.isfinite(need) else None,
-                "unused_prompts": int(info.unclosable[c]),
+                "servable_prompts": int(info.unclosable[c]),
                 "reason": NOT_SERVED_REASON,
             }
         )

@@ -112,8 +112,9 @@ def test_the_share_sequence_covers_at_every_look():
 
 @pytest.mark.parametrize("seed", range(4))
 def test_a_sign_decision_and_its_interval_tell_one_story(seed):
-    """B better exactly when b_share_low passes 1/2 (A better: b_share_high below it), at
-    the end of campaigns where some comparisons close and some do not."""
+    """A B-better row's share interval reaches 1/2 (A better: falls to it) and an open
+    row's holds it, at the end of campaigns where some comparisons close and some do not
+    (an equivalent row may show either: a difference inside the margin)."""
     rng = np.random.default_rng(seed)
     C, N = 12, 3000
     p_b = rng.uniform(0.3, 0.7, C)
@@ -124,11 +125,11 @@ def test_a_sign_decision_and_its_interval_tell_one_story(seed):
         rows = decision_rows(d, [("d", f"a{c}", f"b{c}") for c in range(C)])
         for row in rows:
             if row["decision"] == "B better":
-                assert row["b_share_low"] > 0.5 - 1e-9
+                assert row["b_share_low"] >= 0.5
             elif row["decision"] == "A better":
-                assert row["b_share_high"] < 0.5 + 1e-9
-            else:  # open or equivalent: the sign's interval still holds 1/2
-                assert row["b_share_low"] <= 0.5 + 1e-9 <= row["b_share_high"] + 2e-9
+                assert row["b_share_high"] <= 0.5
+            elif row["decision"] == "undecided":  # the sign's interval still holds 1/2
+                assert row["b_share_low"] < 0.5 < row["b_share_high"]
             assert row["b_share_low"] <= row["b_share"] <= row["b_share_high"]
         # the campaign has both kinds, so each branch above was checked
         seen = {r["decision"] for r in rows}

@@ -266,7 +266,7 @@ def test_next_batch_serves_the_declared_family_only(server, ncm):
     for cell in r.json()["not_served"]:
         row = compared[frozenset((cell["system_a"], cell["system_b"]))]
         assert row["decision"] == "undecided" and row["needs_new_prompts"]
-        assert cell["unused_prompts"] == row["unused_prompts"]
+        assert cell["servable_prompts"] <= row["unused_prompts"]
     assert not left_out & {frozenset((c["system_a"], c["system_b"])) for c in cells}
     # with every judgment as the unit, repeats count: the open comparisons are served
     r = api.post(url, json={"size": 20, "unit": "judgment"}, headers=headers)

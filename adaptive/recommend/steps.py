@@ -209,7 +209,8 @@ def allocate(
         best = soon if best is None else np.asarray(best, np.float64)
         check = np.flatnonzero(has & ~in_burn & ~targeted)
         fresh = (candidates[check] & (judged[check] == 0)).sum(axis=1)
-        short = best[check] > fresh
+        # the need is read off a grid of 1% steps: give it that much benefit of the doubt
+        short = np.ceil(best[check] * 0.99) > fresh
         has[check[short]] = False
         if unclosable is not None:
             unclosable[check[short]] = fresh[short]

@@ -425,7 +425,7 @@ def render_dashboard(
         '<th>&Delta;</th><th title="the interval an equivalence decision rests on">'
         "&Delta; sequence</th>"
         '<th title="B&#39;s share of the non-tie judgments and the sign test&#39;s sequence: '
-        'B better exactly when it lies above 0.5">B share</th><th>judgments</th><th>used</th>'
+        'B better when it reaches 0.5">B share</th><th>judgments</th><th>used</th>'
         "<th>prompts</th><th>closed at</th><th>still needed</th></tr></thead>"
     )
     drows = "".join(decision_row(d) for d in compared)

@@ -60,8 +60,8 @@ class DecisionRow(BaseModel):
         description="B's share of the decisive (non-tie) judgments the decision used"
     )
     b_share_low: float = Field(
-        description="the sign test's confidence sequence for b_share: B better exactly when "
-        "b_share_low > 0.5, A better when b_share_high < 0.5"
+        description="the sign test's confidence sequence for b_share: a B-better row has "
+        "b_share_low >= 0.5, an A-better row b_share_high <= 0.5, an open row holds 0.5"
     )
     b_share_high: float
     n_judgments: int

@@ -140,7 +140,10 @@ class NotServed(BaseModel):
     system_a: str
     system_b: str
     needed: int | None = Field(description="judgments likely still needed (null: not in sight)")
-    unused_prompts: int = Field(description="its prompts nobody judged yet")
+    servable_prompts: int = Field(
+        description="its unjudged prompts it could be served now (not leased to another "
+        "annotator, annotatable)"
+    )
     reason: str
 
 
