@@ -123,6 +123,8 @@ def declare_errors(app: FastAPI, *, admin_token: bool = True) -> None:
                 params = operation.get("parameters", [])
                 if path.startswith("/projects/{project_id}"):
                     codes |= {401, 403, 422}  # 422: a project id over 200 characters
+                if path == "/health":  # the token is optional: without one, aggregates only
+                    operation["security"] = [{}, {"HTTPBearer": []}]
                 if path == "/projects" and method == "post":
                     if admin_token:
                         codes |= {401}
