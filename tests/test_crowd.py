@@ -207,8 +207,9 @@ def test_cli_export_and_import(tmp_path, capsys):
 
 def test_an_evalset_recommend_batch_goes_out_and_comes_back(tmp_path, capsys):
     data = Path(__file__).resolve().parents[1] / "data" / "chateval_ncm" / "judgments.csv"
+    # every judgment as the unit: NCM's prompts cannot close its open comparisons otherwise
     assert main(["recommend", "--data", str(data), "--size", "12", "--format", "csv",
-                 "--quiet"]) == 0  # fmt: skip
+                 "--quiet", "--unit", "judgment"]) == 0  # fmt: skip
     (tmp_path / "batch.csv").write_text(capsys.readouterr().out)
     paths = write_export(read_tasks(tmp_path / "batch.csv"), "survey", tmp_path / "out")
     tasks = read_tasks(paths[0])

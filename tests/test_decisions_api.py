@@ -132,15 +132,26 @@ def test_next_batch_skips_closed_comparisons_and_unannotatable_cells(client):
     project_id, headers, _ = _campaign(client)
     r = client.post(f"/projects/{project_id}/next-batch", json={"size": 200}, headers=headers)
     assert r.status_code == 200, r.text
+    # the open comparison s0-s2 has five fresh prompts: not enough to close it even in the
+    # best case, so it is named, not served
+    assert r.json()["cells"] == []
+    (left,) = r.json()["not_served"]
+    assert {left["system_a"], left["system_b"]} == {"s0", "s2"} and left["servable_prompts"] == 5
+    # named as a target, it is served: fresh, annotatable prompts only
+    r = client.post(
+        f"/projects/{project_id}/next-batch",
+        json={"size": 200, "targets": [["s0", "s2"]]},
+        headers=headers,
+    )
     cells = r.json()["cells"]
-    assert cells
+    assert len(cells) == 5
     for cell in cells:
         pair = {cell["system_a"], cell["system_b"]}
         assert pair != {"s0", "s1"}, "a closed comparison got a cell"
         assert "mute" not in pair, "a system without responses was served"
         if pair == {"s0", "s2"}:
             assert int(cell["item_id"][1:]) >= 5, "two identical responses were served"
-            assert cell["reason"] in ("burn_in", "closest_to_decision", "open")
+            assert cell["reason"] == "targeted"
     # fresh prompts only: no cell that already has a judgment, none twice
     keys = [(c["item_id"], c["system_a"], c["system_b"]) for c in cells]
     assert len(keys) == len(set(keys))
@@ -159,6 +170,7 @@ def test_recommend_from_a_served_project_carries_the_texts(client, capsys):
     project_id, headers, _ = _campaign(client)
     token = headers["Authorization"].split()[1]
     argv = ["recommend", "--project", project_id, "--url", str(client.base_url), "--token", token]
+    argv += ["--targets", "s0:s2"]  # its five fresh prompts cannot close it: named, it is served
     assert main(argv + ["--size", "6", "--format", "json", "--quiet"]) == 0
     tasks = json.loads(capsys.readouterr().out)
     # the family's one open comparison, s0-s2, has five annotatable fresh prompts left
