@@ -76,7 +76,7 @@ from typing import NamedTuple
 import numpy as np
 
 from adaptive.cell_tally import CellTally, tally_cells
-from adaptive.evidence import log_sign_evalue, share_lower_bound
+from adaptive.evidence import log_share_evalue, log_sign_evalue, share_lower_bound
 from adaptive.needed import NEEDED_HORIZON as NEEDED_HORIZON  # the horizon of ``needed``
 from adaptive.needed import needed_equivalence, needed_sign
 from adaptive.rule import CORRECTIONS as CORRECTIONS
@@ -381,20 +381,36 @@ def update(
 
 def _share_bounds(new: dict, counts: list, mixture: float, side: float) -> None:
     """The sign tests inverted (in place): the running confidence sequence of B's share of
-    the non-ties, which excludes 1/2 exactly when a sign e-process reaches ``1 / side``.
-    One vectorised bisection for the whole batch, then each comparison's running bounds."""
+    the non-ties, which excludes 1/2 exactly when a sign e-process reaches ``1 / side``."""
     if not counts:
         return
     b = np.concatenate([k for _, k, _ in counts])
     m = np.concatenate([n for _, _, n in counts])
-    low = share_lower_bound(b, m, mixture, side)
-    high = 1.0 - share_lower_bound(m - b, m, mixture, side)
-    start = 0
-    for c, k, _ in counts:
-        stop = start + k.shape[0]
-        new["share_low"][c] = max(new["share_low"][c], low[start:stop].max())
-        new["share_high"][c] = min(new["share_high"][c], high[start:stop].min())
-        start = stop
+    lengths = np.array([k.shape[0] for _, k, _ in counts])
+    which = np.array([c for c, _, _ in counts])
+    seg = np.repeat(np.arange(len(counts)), lengths)
+    low = _running_bound(b, m, seg, new["share_low"][which], mixture, side)
+    high = 1.0 - _running_bound(m - b, m, seg, 1.0 - new["share_high"][which], mixture, side)
+    new["share_low"][which], new["share_high"][which] = low, high
+
+
+def _running_bound(k, m, seg, prior, mixture: float, side: float) -> np.ndarray:
+    """Each segment's largest :func:`share_lower_bound` over its looks and ``prior``, as
+    bisecting every look would give, bisecting few: a look can raise a bound ``x`` only if
+    its e-value at ``x`` reaches the threshold (the rejected shares are an interval from
+    0), so a first bound from every 16th look (and the last) leaves few looks to bisect."""
+    bound = prior.astype(np.float64).copy()
+    if seg.shape[0] <= 16 * bound.shape[0]:  # a few looks per segment: bisect them all
+        np.maximum.at(bound, seg, share_lower_bound(k, m, mixture, side))
+        return bound
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(seg)) + 1])
+    coarse = (np.arange(seg.shape[0]) - starts[seg]) % 16 == 0
+    coarse[np.concatenate([starts[1:] - 1, [seg.shape[0] - 1]])] = True
+    np.maximum.at(bound, seg[coarse], share_lower_bound(k[coarse], m[coarse], mixture, side))
+    more = log_share_evalue(k, m, mixture, bound[seg]) >= np.log(1.0 / side)
+    if more.any():
+        np.maximum.at(bound, seg[more], share_lower_bound(k[more], m[more], mixture, side))
+    return bound
 
 
 def equivalence_log_evalues(state, margin: float) -> tuple[np.ndarray, np.ndarray]:

@@ -96,6 +96,27 @@ def test_the_rejected_shares_are_an_interval_from_zero():
                 assert (rejected == (q0 < bound)).mean() > 0.998
 
 
+def test_the_running_share_bound_equals_bisecting_every_look():
+    """decisions._running_bound bisects only the looks that can raise a bound; it must give
+    what bisecting every look gives, to the last bit."""
+    from adaptive.decisions import _running_bound
+
+    rng = np.random.default_rng(2)
+    for _ in range(60):
+        lens = rng.integers(1, 600, rng.integers(1, 6))
+        seg = np.repeat(np.arange(len(lens)), lens)
+        k, m = [], []
+        for n in lens:
+            start = rng.integers(0, 30)
+            k.append(start + np.cumsum(rng.random(n) < rng.uniform(0.2, 0.8)))
+            m.append(start + rng.integers(0, 30) + np.arange(1, n + 1))
+        k, m = np.concatenate(k).astype(float), np.concatenate(m).astype(float)
+        prior = rng.uniform(0, 0.6, len(lens)) * (rng.random(len(lens)) < 0.5)
+        every = prior.copy()
+        np.maximum.at(every, seg, share_lower_bound(k, m, 5.0, 0.001))
+        np.testing.assert_array_equal(_running_bound(k, m, seg, prior, 5.0, 0.001), every)
+
+
 def test_the_share_sequence_covers_at_every_look():
     """Running bounds of B's share miss the true share at some look in at most `level`
     of the campaigns (here 2 x 0.05 each side), on 300 seeded campaigns of 400."""
