@@ -20,6 +20,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -129,6 +130,16 @@ class Install:
             timeout=timeout,
         )
 
+    def run_plan(self, name: str, runner: str, plan: list[Any]) -> Any:
+        """Write ``runner`` (a script) and ``plan`` (JSON) to the work folder, run the script
+        in the venv on them and return the JSON report it writes."""
+        (self.work / f"{name}_plan.json").write_text(json.dumps(plan))
+        (self.work / f"{name}_runner.py").write_text(runner)
+        argv = ("python", f"{name}_runner.py", f"{name}_plan.json", f"{name}_report.json")
+        out = self.run(*argv, timeout=1800)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return json.loads((self.work / f"{name}_report.json").read_text())
+
     def pip_install(self, target: str) -> None:
         # pip's own cache is used: the second install of a package is a copy
         done = self.run("python", "-m", "pip", "install", "-q", target, timeout=1800)
@@ -192,7 +203,7 @@ def documented_statements(doc: str) -> list[str]:
         try:
             ast.parse(call, mode="eval")
         except SyntaxError:
-            continue  # a signature with placeholders, not a call
+            continue  # a signature such as `evalset.fit(data, ...)`, not a call
         statements.append(ast.unparse(ast.parse(call)))
     return statements
 
@@ -232,12 +243,7 @@ def test_every_documented_call_runs_on_the_core_install(core: Install):
         else:
             assert names[name] == "data", f"evalset.{name} is documented but never called"
             statements.append(f"evalset.{name}(df)")
-    plan = core.work / "doc_statements.json"
-    plan.write_text(json.dumps(statements))
-    (core.work / "doc_runner.py").write_text(DOC_RUNNER)
-    out = core.run("python", "doc_runner.py", plan, "doc_report.json", timeout=1800)
-    assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads((core.work / "doc_report.json").read_text())
+    result = core.run_plan("doc", DOC_RUNNER, statements)
     assert result["evalset"].startswith(str(core.venv)), "imported the checkout, not the install"
     errors = [f"{e['source']}\n{e['error']}" for e in result["report"] if "error" in e]
     assert errors == [], "\n".join(errors)
@@ -310,12 +316,7 @@ def test_every_command_but_the_services_runs_on_the_core_install(core: Install):
     assert every <= set(re.findall(r"\b[a-z]+\b", help_text.stdout)), help_text.stdout
 
     commands = cli_commands()
-    plan = core.work / "cli_commands.json"
-    plan.write_text(json.dumps(commands))
-    (core.work / "cli_runner.py").write_text(CLI_RUNNER)
-    out = core.run("python", "cli_runner.py", plan, "cli_report.json", timeout=1800)
-    assert out.returncode == 0, out.stderr[-3000:]
-    report = json.loads((core.work / "cli_report.json").read_text())
+    report = core.run_plan("cli", CLI_RUNNER, commands)
     failed = [f"{r['argv']}: {r['rc']}\n{r['stderr'][-2000:]}" for r in report if r["rc"] != 0]
     assert failed == [], "\n".join(failed)
     by_command = {r["argv"][0]: r for r in report}
