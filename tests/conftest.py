@@ -75,6 +75,12 @@ LONGEST_FIRST = (
     "test_incremental.py",
     "test_calibration.py",
     "test_streaming.py",
+    # the slow suite's longest files (measured on a clean clone's .ci/run)
+    "test_fuzz_api.py",
+    "test_hardening_replicas.py",
+    "test_packaging.py",
+    "test_recovery.py",
+    "test_paper_table.py",
 )
 
 

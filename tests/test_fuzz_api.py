@@ -204,14 +204,15 @@ def test_generated_requests_get_no_server_error(tmp_path) -> None:  # noqa: ANN0
 @pytest.mark.parametrize(
     "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )
-def test_two_thousand_generated_requests_get_no_server_error(backend: str, tmp_path) -> None:  # noqa: ANN001
+def test_a_thousand_generated_requests_get_no_server_error(backend: str, tmp_path) -> None:  # noqa: ANN001
+    """1,000 requests per store (schemathesis' own run, below, covers every check)."""
     for url, project_id, headers in _target(backend, tmp_path):
-        result = fuzz(url, project_id, headers, num_requests=2000)
+        result = fuzz(url, project_id, headers, num_requests=1000)
     summary = {k: v for k, v in result.items() if k not in ("server_errors", "undeclared_errors")}
     summary["server_errors"] = len(result["server_errors"])
     summary["undeclared_errors"] = len(result["undeclared_errors"])
     print(f"fuzz[{backend}]: {json.dumps(summary, default=str)}")
-    assert result["requests"] >= 2000
+    assert result["requests"] >= 1000
     assert result["with_control_characters"] > 0
     assert not result["server_errors"], result["server_errors"][:5]
     assert not result["undeclared_errors"], result["undeclared_errors"][:5]
