@@ -38,6 +38,7 @@ posterior (minutes); ``"laplace"`` is accepted as another name for ``"fast"``.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -84,10 +85,10 @@ def fit(
     likelihood: str | None = None,
     parameterization: str = "comparison",
     lapse: bool | None = None,
-    num_draws: int = 1000,
-    num_chains: int = 4,
-    num_warmup: int = 1000,
-    num_samples: int = 1000,
+    num_draws: int | None = None,
+    num_chains: int | None = None,
+    num_warmup: int | None = None,
+    num_samples: int | None = None,
     group_redundant: bool = True,
     seed: int = 0,
 ):
@@ -106,6 +107,8 @@ def fit(
             (theta = s_B - s_A; symmetric thresholds, so theta = 0 means no preference).
         lapse: learn the share of random answers (``None``: the preset's, off); it brings
             the model's cell effect and turns the default's robust intervals off.
+        num_draws, num_chains, num_warmup, num_samples: the fit's sizes (``None``: those
+            of :class:`adaptive.fitting.FitConfig`, as on the command line).
         group_redundant: group prompts whose judgments correlate > 0.6.
     """
     from adaptive.pipeline import analyze
@@ -139,10 +142,10 @@ def _fit_config(
     :func:`adaptive.fitting.preset_config` (the command line's and the service's too)."""
     from adaptive.fitting import preset_config
 
-    chosen: dict[str, Any] = {"likelihood": likelihood, "lapse": lapse}
+    chosen: dict[str, Any] = {"likelihood": likelihood, "lapse": lapse, **run}
     overrides = {k: v for k, v in chosen.items() if v is not None}
     return preset_config(
-        preset, method=_method(method), parameterization=parameterization, **run, **overrides
+        preset, method=_method(method), parameterization=parameterization, **overrides
     )
 
 
@@ -167,16 +170,15 @@ def significance(
         >>> sig.select("system_a", "system_b", "significant").row(0)
         ('s0', 's2', True)
     """
-    from adaptive.significance import compare
+    from evalset.verdicts import significance_rows
 
     judgments = read(data)
-    rows = []
-    for dim in _dims(judgments, dimension):
-        result = fit(judgments, dimension=dim, method=method, seed=seed, **fit_options)
-        rows += compare(result.posterior, result.cells, rule=rule, alpha=alpha, level=level)
-    return pl.DataFrame(rows, infer_schema_length=None).sort(
-        ["dimension", "mean"], descending=[False, True]
+    fits = (
+        fit(judgments, dimension=dim, method=method, seed=seed, **fit_options)
+        for dim in _dims(judgments, dimension)
     )
+    rows = significance_rows(fits, adjust=rule, alpha=alpha, level=level)
+    return pl.DataFrame(rows, infer_schema_length=None)
 
 
 def items(
@@ -237,6 +239,10 @@ def inference_data(result: Any):
 # ---------------------------------------------------------------- thin wrappers
 
 
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
 def recommend(
     data: Any,
     *,
@@ -253,7 +259,8 @@ def recommend(
     :class:`evalset.batch.RecommendRequest` (``size`` 20, ``seed`` 0, ``adjacent``,
     ``tier``, ``burn_in``, ``max_per_cell``, ``annotator``, ``parameterization``,
     ``draws``) and of its decision rule (``alpha``, ``margin``, ``unit``, ``correction``);
-    the defaults are those types'.
+    the defaults are those types'. What the batch leaves out (comparisons its prompts cannot
+    close, a short batch) is printed to stderr, as the command line does.
     """
     from evalset.batch import RecommendRequest, as_pairs, recommend_batch, side_tables
     from evalset.decide import rule_of
@@ -266,7 +273,9 @@ def recommend(
     if "tier" in options:
         options["tier"] = tuple(options["tier"])
     request = RecommendRequest(rule=rule, targets=as_pairs(targets), **options)
-    rows = recommend_batch(read(data), request, prompt_text=prompt_text, responses=responses)
+    rows = recommend_batch(
+        read(data), request, prompt_text=prompt_text, responses=responses, note=_stderr
+    )
     return pl.DataFrame(rows, infer_schema_length=None)
 
 
@@ -279,27 +288,18 @@ def prune(
     dimension: str | None = None,
     seed: int = 0,
 ) -> pl.DataFrame:
-    """Kept and dropped prompts per model tier with reasons and expected SE (``evalset prune``)."""
-    from adaptive.cells import build_cells
-    from adaptive.loco import loco_data
-    from adaptive.pruning import PruneConfig, plan_rows
-    from adaptive.pruning import prune as prune_plans
+    """Kept and dropped prompts per model tier with reasons and expected SE (``evalset prune``).
+
+    The rows of :func:`evalset.pruning.prune_judgments`, the library ``evalset prune`` and
+    ``GET /projects/{id}/pruning`` call: the kept prompts first, most informative first.
+    """
+    from adaptive.pruning import PruneConfig
+    from evalset.pruning import prune_judgments
 
     if (keep is None) == (target_se_ratio is None):
         raise ValueError("give exactly one of keep or target_se_ratio")
-    judgments = read(data)
     config = PruneConfig(keep=keep, target_se_ratio=target_se_ratio, num_tiers=tiers, seed=seed)
-    rows = []
-    for dim in _dims(judgments, dimension):
-        cells = build_cells(judgments, dimension=dim)
-        plans, _, _ = prune_plans(loco_data(cells), config)
-        rows += plan_rows(
-            plans,
-            dimension=dim,
-            prompts=cells.prompts,
-            comparison_names=cells.comparison_names(),
-            num_tiers=tiers,
-        )
+    rows = prune_judgments(read(data), config, dimension=dimension)
     return pl.DataFrame(rows, infer_schema_length=None)
 
 

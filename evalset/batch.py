@@ -63,6 +63,7 @@ def recommend_batch(
     prompt_text: Mapping[tuple[str, ...], str] | None = None,
     responses: Mapping[tuple[str, ...], str] | None = None,
     log: Callable[[str], None] | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Fit each dimension of the judgments (fast path) and recommend a batch of tasks.
 
@@ -70,7 +71,8 @@ def recommend_batch(
         judgments: validated judgments in arrival order.
         request: the :class:`RecommendRequest`.
         prompt_text: prompt text by (item_id,); responses: by (item_id, system).
-        log: where progress and notes go (default: nowhere).
+        log: where progress goes (default: nowhere).
+        note: where the notes on what the batch leaves out go (default: ``log``).
 
     Returns:
         One task per row, in display order, with ``reason`` and ``needed``.
@@ -92,6 +94,7 @@ def recommend_batch(
     )
 
     say = log or (lambda _: None)
+    tell = note or say
     prompt_text = prompt_text or {}
     responses = responses or {}
     dims = judgments["dimension"].unique(maintain_order=True).to_list()
@@ -160,14 +163,14 @@ def recommend_batch(
     left_out = not_served(info, snapshot, names)
     for row in left_out:
         need = "no decision in sight" if row["needed"] is None else f"~{row['needed']} judgments"
-        say(
+        tell(
             f"not served: {row['dimension']} {row['system_a']} vs {row['system_b']} needs "
             f"{need} and has {row['servable_prompts']} unjudged prompts to serve: "
             "the campaign's prompts "
             "cannot close it (add prompts, or decide with --unit judgment)"
         )
     if len(batch) < request.size:
-        say(f"note: only {len(batch)} of {request.size} tasks: no other open, annotatable cell")
+        tell(f"note: only {len(batch)} of {request.size} tasks: no other open, annotatable cell")
     out = []
     for k, cell in enumerate(batch):
         item, a, b = cell["item_id"], cell["system_a"], cell["system_b"]

@@ -107,22 +107,12 @@ class Pending:
 def _prune_rows(
     source: Source, keep: int | None, target_se_ratio: float | None, num_tiers: int, seed: int
 ) -> Any:
-    from adaptive.cells import build_cells
-    from adaptive.loco import loco_data
-    from adaptive.pruning import PruneConfig, plan_rows, prune
+    from adaptive.pruning import PruneConfig
+    from evalset.pruning import prune_judgments
     from services.schemas import PruningPublic, PruningRow
 
-    cells = build_cells(source.judgments, dimension=source.dimension)
-    data = loco_data(cells)
     config = PruneConfig(keep=keep, target_se_ratio=target_se_ratio, num_tiers=num_tiers, seed=seed)
-    plans, _, _ = prune(data, config)
-    rows = plan_rows(
-        plans,
-        dimension=source.dimension,
-        prompts=cells.prompts,
-        comparison_names=cells.comparison_names(),
-        num_tiers=num_tiers,
-    )
+    rows = prune_judgments(source.judgments, config, dimension=source.dimension)
     return PruningPublic(
         dimension=source.dimension,
         num_judgments=source.num_judgments,

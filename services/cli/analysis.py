@@ -6,6 +6,7 @@ import argparse
 import math
 from typing import Any
 
+from evalset.verdicts import DEFAULT_ADJUST
 from services.cli.common import add_data_args, dimensions_of, emit, log
 
 SIGNIFICANCE_COLUMNS = (
@@ -334,12 +335,10 @@ def strong_note(
 
 
 def run_significance(args: argparse.Namespace) -> int:
-    from adaptive.significance import compare
+    from evalset.verdicts import significance_rows
 
     config = fit_config(args)
-    rows = []
-    for result in _analyses(args, config):
-        rows.extend(compare(result.posterior, result.cells, rule=args.adjust))
+    rows = significance_rows(_analyses(args, config), adjust=args.adjust)
     columns = SIGNIFICANCE_COLUMNS if args.format == "table" else None
     emit(rows, args.format, columns=columns)
     note = strong_note(rows, config.theta_scale, lapse=config.lapse, robust=config.robust)
@@ -375,7 +374,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--adjust",
         choices=["holm", "bonferroni", "none"],
-        default="holm",
+        default=DEFAULT_ADJUST,
         help="multiplicity adjustment of the second verdict",
     )
     p.set_defaults(func=run_significance)

@@ -7,7 +7,7 @@ import os
 import time
 from typing import Any
 
-from services.cli.common import add_data_args, dimensions_of, emit, log, progress_bar, spinner
+from services.cli.common import add_data_args, dimensions_of, emit, log, progress_bar
 
 LOCO_COLUMNS = (
     "dimension",
@@ -172,43 +172,18 @@ def run_loco_command(args: argparse.Namespace) -> int:
 
 
 def run_prune_command(args: argparse.Namespace) -> int:
-    from adaptive.pruning import PruneConfig, plan_rows, prune
-    from adaptive.tiers import tier_names
+    from adaptive.data import read_judgments
+    from adaptive.pruning import PruneConfig
+    from evalset.pruning import prune_judgments
 
     config = PruneConfig(
         keep=args.keep, target_se_ratio=args.target_se_ratio, **_selection_options(args)
     )
-    names = tier_names(args.tiers)
-    rows: list[dict[str, Any]] = []
-    for dim, cells, data in _dimensions(args):
-        with spinner(f"prune {dim!r}: fitting, tiers and information", quiet=args.quiet):
-            plans, tiers, _ = prune(data, config)
-        comparisons = cells.comparison_names()
-        for plan in plans:
-            tier = names[plan.tier]
-            if not args.quiet:
-                members = [s for s, t in zip(cells.systems, tiers.system_tier) if t == plan.tier]
-                log(
-                    f"prune {dim!r} tier {tier} ({', '.join(members)}): keep {len(plan.kept)} of "
-                    f"{data.num_prompts} prompts for {len(plan.comparisons)} comparisons; expected SE "
-                    f"ratio vs the full set {plan.se_ratio:.3f}"
-                )
-        rows += plan_rows(
-            plans,
-            dimension=dim,
-            prompts=cells.prompts,
-            comparison_names=comparisons,
-            num_tiers=args.tiers,
-        )
-    # kept prompts first, by rank (most informative first), then the dropped ones by name
-    rows.sort(
-        key=lambda r: (
-            r["dimension"],
-            r["tier"],
-            not r["kept"],
-            r["rank"] if r["kept"] and r["rank"] is not None else 0,
-            r["item_id"],
-        )
+    rows = prune_judgments(
+        read_judgments(args.data),
+        config,
+        dimension=args.dimension,
+        log=None if args.quiet else log,
     )
     emit(rows, args.format, columns=PRUNE_COLUMNS if args.format != "json" else None)
     return 0

@@ -1,0 +1,206 @@
+"""Issue 39: significance, the next batch and pruning of the same judgments through the command
+line, ``import evalset`` and the service give the same rows (decisions:
+tests/test_decisions_doors_http.py).
+
+The command line and Python fit the judgments themselves and give the same rows, to 1e-9.
+The service never fits in a request: its significance and next batch read the snapshot its
+worker published (the per-system live model), so from it the rows carry the same data half
+(judgments, observed net preference and interval, the data's adjusted verdict) and the next
+batch leaves out the same comparisons; its pruning runs the same function on the stored
+judgments and gives the same rows.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import polars as pl
+import pytest
+
+import evalset
+from services.cli import main
+from services.settings import Settings
+from tests.factories import ThreadServer
+
+ROOT = Path(__file__).resolve().parents[1]
+NCM = ROOT / "data" / "chateval_ncm"
+#: NCM's first prompts (11 systems, their compared pairs): every fit takes seconds
+NUM_PROMPTS = 24
+
+
+def _close(got: object, want: object, where: object) -> None:
+    if isinstance(want, float) and isinstance(got, float):
+        assert got == pytest.approx(want, rel=1e-9, abs=1e-12), where
+    else:
+        assert got == want, where
+
+
+def _same_rows(got: list[dict], want: list[dict], *, columns: tuple[str, ...] | None = None):
+    """Same rows: the same columns (or those ``columns``), the same numbers to 1e-9."""
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        if columns is None:
+            assert list(g) == list(w)
+        for key in columns or w:
+            _close(g[key], w[key], (key, g, w))
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    """The subsample as a judgments file beside NCM's prompt and response texts."""
+    folder = tmp_path_factory.mktemp("ncm")
+    frame = pl.read_csv(NCM / "judgments.csv")
+    first = frame["item_id"].unique(maintain_order=True).head(NUM_PROMPTS)
+    frame.filter(pl.col("item_id").is_in(first.to_list())).write_csv(folder / "judgments.csv")
+    for name in ("items.csv", "responses.csv"):
+        shutil.copy(NCM / name, folder / name)
+    return folder / "judgments.csv"
+
+
+@pytest.fixture(scope="module")
+def served(data, tmp_path_factory) -> Iterator[tuple[ThreadServer, httpx.Client, str, dict]]:
+    """The subsample in a served project, with the worker's first snapshot of it."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'doors.db'}"
+    frame = pl.read_csv(data)
+    with ThreadServer(Settings(database_url=url, nuts=False)) as server:
+        with httpx.Client(base_url=server.url, timeout=120) as api:
+            project_id = f"p-{uuid.uuid4().hex[:8]}"
+            token = api.post("/projects", json={"project_id": project_id}).json()["token"]
+            headers = {"Authorization": f"Bearer {token}"}
+            systems = sorted(set(frame["system_a"]) | set(frame["system_b"]))
+            body = {"systems": [{"system_id": s} for s in systems]}
+            assert api.post(
+                f"/projects/{project_id}/systems", json=body, headers=headers
+            ).is_success
+            # the texts the command line reads beside the file: which cells can be annotated
+            texts = dict(pl.read_csv(NCM / "items.csv").select("item_id", "prompt").iter_rows())
+            responses: dict[str, dict[str, str]] = {}
+            for item, system, text in pl.read_csv(NCM / "responses.csv").iter_rows():
+                responses.setdefault(item, {})[system] = text
+            prompts = frame["item_id"].unique(maintain_order=True).to_list()
+            body = {
+                "prompts": [
+                    {"prompt_id": p, "text": texts[p], "responses": responses.get(p, {})}
+                    for p in prompts
+                ]
+            }
+            assert api.post(
+                f"/projects/{project_id}/prompts", json=body, headers=headers
+            ).is_success
+            rows = [{"judgment_id": f"j{i}", **r} for i, r in enumerate(frame.to_dicts())]
+            r = api.post(
+                f"/projects/{project_id}/judgments", json={"judgments": rows}, headers=headers
+            )
+            assert r.status_code == 200, r.text
+            deadline = time.monotonic() + 180
+            while True:
+                snaps = api.get(f"/projects/{project_id}", headers=headers).json()["snapshots"]
+                if snaps and snaps[0]["num_judgments"] == frame.height:
+                    break
+                assert time.monotonic() < deadline, "no snapshot of the judgments"
+                time.sleep(0.1)
+            yield server, api, project_id, headers
+
+
+def _cli(argv: list[str], capsys) -> tuple[str, str]:
+    assert main(argv) == 0
+    out = capsys.readouterr()
+    return out.out, out.err
+
+
+def test_significance_is_the_same_through_every_door(data, served, capsys):
+    out, _ = _cli(["significance", "--data", str(data), "--format", "json", "--quiet"], capsys)
+    cli = json.loads(out)
+    python = evalset.significance(data).to_dicts()
+    _same_rows(python, cli)
+    # the service's rows come from its worker's snapshot: the data's half is the same
+    _, api, project_id, headers = served
+    r = api.get(f"/projects/{project_id}/significance", headers=headers)
+    assert r.status_code == 200, r.text
+    http = {frozenset((row["system_a"], row["system_b"])): row for row in r.json()["rows"]}
+    assert set(http) == {frozenset((row["system_a"], row["system_b"])) for row in cli}
+    for row in cli:
+        got = http[frozenset((row["system_a"], row["system_b"]))]
+        if (got["system_a"], got["system_b"]) != (row["system_a"], row["system_b"]):
+            low, high = got["observed_ci_low"], got["observed_ci_high"]
+            got = {
+                **got,
+                "system_a": got["system_b"],
+                "system_b": got["system_a"],
+                "observed_net": -got["observed_net"],
+                "observed_ci_low": None if high is None else -high,
+                "observed_ci_high": None if low is None else -low,
+            }
+        for key in ("n_judgments", "n_prompts", "observed_net", "data_adjusted"):
+            _close(got[key], row[key], (key, got, row))
+        for key in ("observed_ci_low", "observed_ci_high"):
+            if got[key] is not None:
+                _close(got[key], row[key], (key, got, row))
+
+
+def test_pruning_is_the_same_through_every_door(data, served, capsys):
+    out, _ = _cli(["prune", "--data", str(data), "--keep", "8", "--format", "json"], capsys)
+    cli = json.loads(out)
+    assert {r["kept"] for r in cli} == {True, False}
+    python = evalset.prune(data, keep=8).to_dicts()
+    _same_rows(python, cli)
+    _, api, project_id, headers = served
+    deadline = time.monotonic() + 180
+    while True:
+        r = api.get(f"/projects/{project_id}/pruning", params={"keep": 8}, headers=headers)
+        if r.status_code != 409:
+            break
+        assert time.monotonic() < deadline, r.text
+        time.sleep(0.2)
+    assert r.status_code == 200, r.text
+    _same_rows(r.json()["rows"], cli)
+
+
+def _not_served(log: str) -> set[tuple[str, str, str, int | None, int]]:
+    """The comparisons a batch's notes leave out: (dimension, A, B, needed, servable prompts)."""
+    out = set()
+    for line in log.splitlines():
+        if not line.startswith("not served: "):
+            continue
+        words = line.removeprefix("not served: ").split()
+        need = None if words[5] == "no" else int(words[5].lstrip("~"))
+        servable = int(line.split(" and has ")[1].split()[0])
+        out.add((words[0], words[1], words[3], need, servable))
+    return out
+
+
+@pytest.mark.parametrize("unit", ["prompt", "judgment"])
+def test_the_next_batch_is_the_same_through_every_door(data, served, unit, capsys):
+    argv = ["recommend", "--data", str(data), "--size", "12", "--format", "json", "--seed", "3"]
+    out, err = _cli([*argv, "--unit", unit], capsys)
+    cli = json.loads(out)
+    python = evalset.recommend(data, size=12, seed=3, unit=unit)
+    python_log = capsys.readouterr().err
+    _same_rows(python.to_dicts(), cli)
+    left_out = _not_served(err)
+    assert _not_served(python_log) == left_out
+    # the service's batch reads its worker's snapshot, not this fit: it leaves out the same
+    # comparisons (the decisions say which cannot close) and serves open ones of the family
+    _, api, project_id, headers = served
+    body = {"size": 12, "unit": unit, "seed": 3}
+    r = api.post(f"/projects/{project_id}/next-batch", json=body, headers=headers)
+    assert r.status_code == 200, r.text
+    http = r.json()
+    assert {
+        (c["dimension"], c["system_a"], c["system_b"], c["needed"], c["servable_prompts"])
+        for c in http["not_served"]
+    } == left_out
+    undecided = evalset.decisions(data, unit=unit).filter(pl.col("decision") == "undecided")
+    open_pairs = {frozenset(p) for p in undecided.select("system_a", "system_b").iter_rows()}
+    for cells in (cli, http["cells"]):
+        assert {frozenset((c["system_a"], c["system_b"])) for c in cells} <= open_pairs
+    if unit == "prompt":  # 24 prompts close none of NCM's open comparisons
+        assert len(left_out) == len(open_pairs) and cli == http["cells"] == []
+    else:  # repeats count: nothing is left out, every door fills the batch
+        assert left_out == set() and len(cli) == len(http["cells"]) == 12
