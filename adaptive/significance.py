@@ -31,6 +31,9 @@ prompts): the model's estimate with its 95% posterior interval
   (``indirect_conflict``).
 * ``sign_agrees``: False when the model's Δ and the observed Δ have opposite
   signs; ``note`` then says so in words.
+* ``model_agrees`` / ``disagreement``: the model's estimates (theta and its Δ) against
+  the judgments' Δ, the one a decision rests on, with the reason in words when they
+  disagree (:func:`disagreement`).
 
 Draws are finite, so an interval end has a Monte Carlo error (``ci_mcse``: ArviZ's
 quantile MCSE of the end nearest 0). When that end lies within ``MCSE_Z`` of its
@@ -216,7 +219,52 @@ def compare(
         if "skill" in posterior.draws:
             rows[-1]["indirect_conflict"] = rows[-1]["ppc_flag"]
         rows[-1]["note"] = _note(rows[-1], per_system="skill" in posterior.draws)
+        why = disagreement(rows[-1], per_system="skill" in posterior.draws)
+        rows[-1] |= {"model_agrees": why is None, "disagreement": why}
     return rows
+
+
+def _side(value: float) -> str:
+    return "B" if value > 0 else "A"
+
+
+def disagreement(row: dict, *, per_system: bool) -> str | None:
+    """Why the model's estimate of a comparison disagrees with its own judgments, or None.
+
+    The model's estimates are its theta (``mean``, the ability scale) and its Δ
+    (``model_net``; ``net_preference`` when the model gives Δ itself: cell effect or
+    lapse); the judgments' is ``observed_net``, the Δ a decision rests on. They disagree
+    when the model leans to the other side of 0 than the judgments or the judgments lie
+    outside what the model predicts (``ppc_flag``).
+
+    Example:
+        >>> disagreement({"mean": 0.13, "model_net": 0.01, "observed_net": -0.02,
+        ...               "ppc_flag": False}, per_system=True)  # doctest: +ELLIPSIS
+        "the model's theta (+0.130) leans to B, the judgments' net preference (-0.020) to A; ..."
+    """
+    observed = row["observed_net"]
+    model_net = row["model_net"] if "model_net" in row else row["net_preference"]
+    reasons = []
+    for name, value in (("theta", row["mean"]), ("net preference", model_net)):
+        if value * observed < 0:
+            reasons.append(
+                f"the model's {name} ({value:+.3f}) leans to {_side(value)}, the judgments' "
+                f"net preference ({observed:+.3f}) to {_side(observed)}"
+            )
+            break
+    if row["ppc_flag"]:
+        reasons.append(
+            f"the judgments' net preference is outside what the model predicts (z = "
+            f"{row['ppc_z']:+.1f})"
+        )
+    if not reasons:
+        return None
+    why = (
+        "the model reads this pair from every comparison of the two systems (their skills)"
+        if per_system
+        else "the model reads theta at the average prompt's thresholds, where prompts lean"
+    )
+    return "; ".join(reasons) + f"; {why}, the decision from this pair's judgments alone"
 
 
 _FLIP = {

@@ -119,6 +119,14 @@ def test_significance_is_the_same_through_every_door(data, served, capsys):
     cli = json.loads(out)
     python = evalset.significance(data).to_dicts()
     _same_rows(python, cli)
+    # the model's estimate is labelled as the model's, with the reason when it disagrees
+    for row in cli:
+        theta, observed = row["mean"], row["observed_net"]
+        assert row["model_agrees"] == (row["disagreement"] is None)
+        if theta * observed < 0 or row["ppc_flag"]:
+            assert not row["model_agrees"]
+        if theta * observed < 0:
+            assert f"the model's theta ({theta:+.3f})" in row["disagreement"]
     # the service's rows come from its worker's snapshot: the data's half is the same
     _, api, project_id, headers = served
     r = api.get(f"/projects/{project_id}/significance", headers=headers)

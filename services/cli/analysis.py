@@ -20,6 +20,7 @@ SIGNIFICANCE_COLUMNS = (
     "p_b_better",
     "significant",
     "significant_adjusted",
+    "model_agrees",
     "net_preference",
     "net_ci_low",
     "net_ci_high",
@@ -349,7 +350,9 @@ def run_significance(args: argparse.Namespace) -> int:
             f"significant: 95% interval excludes 0; significant_adjusted: {args.adjust} on posterior tail "
             "probabilities; net_preference: the expected signed judgment (+1 B, -1 A) over the "
             "judged prompts with its 95% interval (default model: the comparison's own judgments, "
-            "the interval from the model's residuals; model_net in --format json is the model's)"
+            "the interval from the model's residuals; model_net in --format json is the model's); "
+            "model_agrees: the model's theta and net preference lean the judgments' way and "
+            "predict them (disagreement in --format json says why not)"
         )
     return 0
 
