@@ -39,6 +39,7 @@ posterior (minutes); ``"laplace"`` is accepted as another name for ``"fast"``.
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,7 @@ from adaptive.rule import DEFAULT_LEVEL
 from evalset._common import _dims, _method, example, read
 from evalset.bradley_terry import annotators, leaderboard
 from evalset.decide import decisions, evidence
+from evalset.verdicts import DEFAULT_ADJUST, DEFAULT_INTERVAL
 
 __all__ = [
     "annotators",
@@ -154,15 +156,19 @@ def significance(
     *,
     dimension: str | None = None,
     method: str = "fast",
-    rule: str = "holm",
+    adjust: str = DEFAULT_ADJUST,
     alpha: float = DEFAULT_LEVEL,
-    level: float = 0.95,
+    level: float = DEFAULT_INTERVAL,
     seed: int = 0,
+    rule: str | None = None,
     **fit_options: Any,
 ) -> pl.DataFrame:
     """Every comparison: theta mean, sd, interval, P(B better), raw and adjusted verdicts.
 
     Rows are sorted by dimension, then by ``mean`` (the largest preference for B first).
+    ``adjust``: the multiplicity adjustment of ``significant_adjusted`` (``holm``,
+    ``bonferroni`` or ``none``; as ``evalset significance --adjust``) at family-wise level
+    ``alpha``; ``rule`` is its former name (deprecated: a rule is a decision rule).
     ``fit_options`` go to :func:`fit` (e.g. ``preset="paper"`` or ``lapse=False``).
 
     Example:
@@ -172,12 +178,19 @@ def significance(
     """
     from evalset.verdicts import significance_rows
 
+    if rule is not None:
+        warnings.warn(
+            "significance(rule=...) is now adjust=...: a rule is a decision rule",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        adjust = rule
     judgments = read(data)
     fits = (
         fit(judgments, dimension=dim, method=method, seed=seed, **fit_options)
         for dim in _dims(judgments, dimension)
     )
-    rows = significance_rows(fits, adjust=rule, alpha=alpha, level=level)
+    rows = significance_rows(fits, adjust=adjust, alpha=alpha, level=level)
     return pl.DataFrame(rows, infer_schema_length=None)
 
 

@@ -83,18 +83,32 @@ def annotators(
     dimension: str | None = None,
     method: str = "fast",
     assume_a_first: bool = False,
-    alpha: float = 0.05,
+    test_level: float = 0.05,
     seed: int = 0,
+    alpha: float | None = None,
 ) -> pl.DataFrame:
     """Per annotator: position bias (interval), agreement with the others, flags
     (:func:`adaptive.annotators.screen_annotators`). Without a ``shown_first`` column
-    the position screen needs ``assume_a_first=True`` (response a shown first)."""
+    the position screen needs ``assume_a_first=True`` (response a shown first).
+    ``test_level``: the level of the agreement test (``alpha`` is its former name,
+    deprecated: alpha is the decision level)."""
+    import warnings
+
+    if alpha is not None:
+        warnings.warn(
+            "annotators(alpha=...) is now test_level=...: alpha is the decision level",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        test_level = alpha
     from adaptive.annotators import ScreenConfig, screen_annotators
 
     judgments = read(data)
     if dimension is not None:
         judgments = judgments.filter(pl.col("dimension") == dimension)
     bt_method = {"fast": "laplace", "nuts": "nuts"}[_method(method)]
-    config = ScreenConfig(method=bt_method, assume_a_first=assume_a_first, alpha=alpha, seed=seed)
+    config = ScreenConfig(
+        method=bt_method, assume_a_first=assume_a_first, alpha=test_level, seed=seed
+    )
     rows, _ = screen_annotators(judgments, config)
     return pl.DataFrame(rows, infer_schema_length=None)

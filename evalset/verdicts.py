@@ -9,7 +9,7 @@ give the same rows, in the same order, through either door.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from adaptive.rule import DEFAULT_LEVEL
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # adaptive.pipeline loads JAX: imported where it is used
     from adaptive.pipeline import Analysis
 
 #: the multiplicity adjustment of the significance verdicts (``holm``, ``bonferroni``, ``none``)
-DEFAULT_ADJUST = "holm"
+DEFAULT_ADJUST: Final = "holm"
 #: the posterior interval level of the significance rows
 DEFAULT_INTERVAL = 0.95
 

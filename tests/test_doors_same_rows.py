@@ -212,3 +212,24 @@ def test_the_next_batch_is_the_same_through_every_door(data, served, unit, capsy
         assert len(left_out) == len(open_pairs) and cli == http["cells"] == []
     else:  # repeats count: nothing is left out, every door fills the batch
         assert left_out == set() and len(cli) == len(http["cells"]) == 12
+
+
+def test_a_multiplicity_adjustment_is_adjust_and_a_test_level_is_not_alpha(served):
+    """``rule`` names the decision rule and ``alpha`` the decision level; the significance
+    adjustment and the annotators' test level have their own names (the former still work)."""
+    _, api, project_id, headers = served
+    url = f"/projects/{project_id}/significance"
+    new = api.get(url, params={"adjust": "bonferroni"}, headers=headers)
+    old = api.get(url, params={"rule": "bonferroni"}, headers=headers)
+    assert new.status_code == old.status_code == 200
+    assert new.json()["rows"] == old.json()["rows"]
+    assert {r["adjust_rule"] for r in new.json()["rows"]} == {
+        "bonferroni on the model and on the data"
+    }
+    df = evalset.example(num_systems=3, num_prompts=8, seed=1)
+    with pytest.warns(DeprecationWarning, match="adjust="):
+        former = evalset.significance(df, rule="none", num_draws=100)
+    assert former.equals(evalset.significance(df, adjust="none", num_draws=100))
+    with pytest.warns(DeprecationWarning, match="test_level="):
+        former = evalset.annotators(df, alpha=0.2)
+    assert former.equals(evalset.annotators(df, test_level=0.2))

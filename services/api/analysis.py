@@ -14,7 +14,9 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query
 from fastapi.types import DecoratedCallable
 
+from adaptive.rule import DEFAULT_LEVEL
 from adaptive.snapshot import Snapshot
+from evalset.verdicts import DEFAULT_ADJUST, DEFAULT_INTERVAL
 from services import schemas as s
 from services.answers import item_rows, leaderboard_rows, pair_rows
 from services.api.deps import ProjectId, SettingsDep, State
@@ -24,8 +26,14 @@ from services.store import repository as repo
 
 router = APIRouter()
 
-Rule = Annotated[
-    Literal["holm", "bonferroni", "none"], Query(description="multiplicity adjustment")
+Adjust = Annotated[
+    Literal["holm", "bonferroni", "none"],
+    Query(description="multiplicity adjustment of significant_adjusted"),
+]
+#: ``adjust``'s former name (a rule is a decision rule, GET .../decisions)
+FormerRule = Annotated[
+    Literal["holm", "bonferroni", "none"] | None,
+    Query(deprecated=True, description="former name of adjust"),
 ]
 Level = Annotated[float, Query(gt=0.5, lt=1.0, description="posterior interval level")]
 Alpha = Annotated[float, Query(gt=0.0, lt=0.5, description="family-wise error rate")]
@@ -137,14 +145,15 @@ def significance(
     all_pairs: Annotated[
         bool, Query(description="every pair of systems, not only compared ones")
     ] = False,
-    rule: Rule = "holm",
-    alpha: Alpha = 0.05,
-    level: Level = 0.95,
+    adjust: Adjust = DEFAULT_ADJUST,
+    alpha: Alpha = DEFAULT_LEVEL,
+    level: Level = DEFAULT_INTERVAL,
     method: Method = None,
+    rule: FormerRule = None,
 ) -> s.SignificancePublic:
     """Every comparison: theta = s_B - s_A (> 0: B better), interval, P(B better), verdicts."""
     snap = _newest(state, project_id, dimension, method)
-    rows = pair_rows(snap, all_pairs=all_pairs, rule=rule, alpha=alpha, level=level)
+    rows = pair_rows(snap, all_pairs=all_pairs, rule=rule or adjust, alpha=alpha, level=level)
     return _significance(snap, rows)
 
 
@@ -156,10 +165,11 @@ def significance_pair(
     state: State,
     dimension: Dimension = None,
     all_pairs: bool = False,
-    rule: Rule = "holm",
-    alpha: Alpha = 0.05,
-    level: Level = 0.95,
+    adjust: Adjust = DEFAULT_ADJUST,
+    alpha: Alpha = DEFAULT_LEVEL,
+    level: Level = DEFAULT_INTERVAL,
     method: Method = None,
+    rule: FormerRule = None,
 ) -> s.SignificancePublic:
     """One pair in the orientation asked (A vs B); works for pairs never compared too."""
     if system_a == system_b:
@@ -169,7 +179,12 @@ def significance_pair(
         if name not in snap.systems:
             raise ApiError(404, "not_found", f"unknown system {name!r} in snapshot {snap.version}")
     rows = pair_rows(
-        snap, [(system_a, system_b)], all_pairs=all_pairs, rule=rule, alpha=alpha, level=level
+        snap,
+        [(system_a, system_b)],
+        all_pairs=all_pairs,
+        rule=rule or adjust,
+        alpha=alpha,
+        level=level,
     )
     return _significance(snap, rows)
 

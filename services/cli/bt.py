@@ -271,7 +271,7 @@ def run_annotators(args: argparse.Namespace) -> int:
         num_warmup=args.warmup,
         num_samples=args.draws,
         seed=args.seed,
-        alpha=args.alpha,
+        alpha=args.test_level,
         assume_a_first=args.assume_a_first,
     )
     rows, info = screen_annotators(judgments, config)
@@ -409,7 +409,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_data_args(p)
     _add_fit_args(p, default_method="nuts")
     p.set_defaults(warmup=500)
-    p.add_argument("--alpha", type=float, default=0.05, help="level of the agreement test")
+    p.add_argument(
+        "--test-level",
+        "--alpha",
+        dest="test_level",
+        type=float,
+        default=0.05,
+        help="level of the agreement test (--alpha: its former name)",
+    )
     p.add_argument(
         "--assume-a-first",
         action="store_true",
