@@ -233,3 +233,21 @@ def test_a_multiplicity_adjustment_is_adjust_and_a_test_level_is_not_alpha(serve
     with pytest.warns(DeprecationWarning, match="test_level="):
         former = evalset.annotators(df, alpha=0.2)
     assert former.equals(evalset.annotators(df, test_level=0.2))
+
+
+def test_recommend_from_a_project_takes_the_family_the_decisions_take(data, served, capsys):
+    server, api, project_id, headers = served
+    pairs = "Cakechat:Human1,Cakechat:NCM"
+    family = {frozenset(p.split(":")) for p in pairs.split(",")}
+    token = headers["Authorization"].removeprefix("Bearer ")
+    argv = ["recommend", "--size", "6", "--format", "json", "--unit", "judgment"]
+    project = ["--project", project_id, "--url", server.url, "--token", token]
+    out, _ = _cli([*argv, *project, "--pairs", pairs], capsys)
+    tasks = json.loads(out)
+    assert tasks and {frozenset((t["system_a"], t["system_b"])) for t in tasks} <= family
+    # a file's batch serves its compared comparisons: it says so instead of ignoring the flag
+    assert main([*argv, "--data", str(data), "--pairs", pairs]) == 2
+    assert "--targets" in capsys.readouterr().err
+    # a pair the service does not know is refused with its reason, as the decisions door does
+    assert main([*argv, *project, "--pairs", "Cakechat:nobody"]) == 2
+    assert "nobody" in capsys.readouterr().err

@@ -43,7 +43,8 @@ DECISION_COLUMNS = (
 def add_rule_args(parser: argparse.ArgumentParser, *, with_family: bool = False) -> None:
     """The decision rule's flags, shared by ``decisions``, ``recommend`` and ``replay``;
     their defaults are :class:`adaptive.rule.DecisionRule`'s. ``with_family``: the comparison
-    family's flags too (``recommend`` and ``replay`` use the comparisons compared)."""
+    family's flags too (``decisions`` and ``recommend``, with a file or a served project;
+    ``replay`` takes its own ``--family``)."""
     parser.add_argument(
         "--alpha",
         type=float,

@@ -58,10 +58,17 @@ def recommend_from_file(args: argparse.Namespace) -> list[dict[str, Any]]:
             f"note: no responses ({folder / 'responses.csv'} with columns item_id, system, "
             "response); the response columns of the tasks are empty"
         )
+    rule = rule_from_args(args)
+    if rule.family != DEFAULT_FAMILY:
+        # the file's batch decides and serves the comparisons it has judgments of
+        raise CliError(
+            f"--family {rule.family} (and --pairs) is served with --project; with --data the "
+            "batch serves the comparisons compared: name the pairs that matter with --targets"
+        )
     request = RecommendRequest(
         size=args.size,
         seed=args.seed,
-        rule=rule_from_args(args),
+        rule=rule,
         targets=tuple(_pairs(args.targets)),
         adjacent=args.adjacent,
         tier=tuple(s.strip() for s in (args.tier or "").split(",") if s.strip()),
@@ -87,14 +94,21 @@ def recommend_from_project(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Ask a running service for the next batch."""
     import httpx
 
-    # the decision rule the batch serves (the service's defaults are the same type's)
-    body = {
+    from services.cli.decisions import rule_from_args
+
+    # the decision rule the batch serves, its family too (the service's defaults are the
+    # same type's): the flags of `evalset decisions`, parsed by the same helper
+    rule = rule_from_args(args)
+    body: dict[str, Any] = {
         "size": args.size,
-        "alpha": args.alpha,
-        "margin": args.margin,
-        "unit": args.unit,
-        "correction": args.correction,
+        "alpha": rule.alpha,
+        "margin": rule.margin,
+        "unit": rule.unit,
+        "correction": rule.correction,
+        "family": rule.family,
     }
+    if rule.pairs:
+        body["pairs"] = [list(p) for p in rule.pairs]
     if args.annotator:
         body["annotator_id"] = args.annotator
     if args.dimension:
@@ -395,7 +409,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=RecommendRequest.max_per_cell,
         help="tasks of one cell per batch (default: 1)",
     )
-    add_rule_args(p)
+    add_rule_args(p, with_family=True)
     p.add_argument(
         "--parameterization",
         choices=["comparison", "system"],
