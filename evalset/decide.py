@@ -176,6 +176,9 @@ def decisions(
 
     The rows of ``evalset decisions --format json``: ``decision, net_preference`` (Δ, the
     expected signed judgment in [-1, 1]), ``cs_low, cs_high`` (its confidence sequence),
+    ``b_share`` (B's share of the decisive judgments the decision used), ``b_share_low,
+    b_share_high`` (the sign test's confidence sequence for it: a B better row's low end
+    reaches 0.5, an A better row's high end falls to 0.5, an open row's holds 0.5),
     ``n_judgments, n_used, n_prompts, closed_at``, ``needed`` (judgments likely still
     needed, an integer; null when out of sight), ``unused_prompts``, ``needs_new_prompts``
     (its dimension's unused prompts cannot close it), the e-values, ``alpha_each``,
