@@ -153,8 +153,16 @@ def significance(
 ) -> s.SignificancePublic:
     """Every comparison: theta = s_B - s_A (> 0: B better), interval, P(B better), verdicts."""
     snap = _newest(state, project_id, dimension, method)
-    rows = pair_rows(snap, all_pairs=all_pairs, rule=rule or adjust, alpha=alpha, level=level)
-    return _significance(snap, rows)
+    options = ("significance", all_pairs, rule or adjust, alpha, level)
+    return state.answer(  # type: ignore[no-any-return]
+        project_id,
+        snap,
+        options,
+        lambda: _significance(
+            snap,
+            pair_rows(snap, all_pairs=all_pairs, rule=rule or adjust, alpha=alpha, level=level),
+        ),
+    )
 
 
 @_answers("/projects/{project_id}/significance/{system_a}/{system_b}", "significance_pair")

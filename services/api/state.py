@@ -135,6 +135,7 @@ class ServiceState:
     refresher: Refresher | None = None
     _frames: dict[Key, _Cached] = field(default_factory=dict)
     _snapshots: OrderedDict[tuple[str, str, int], Snapshot] = field(default_factory=OrderedDict)
+    _answers: OrderedDict[tuple[Any, ...], Any] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _prune_pool: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="prune")
@@ -571,3 +572,25 @@ class ServiceState:
             while len(self._snapshots) > 16:
                 self._snapshots.popitem(last=False)
         return snapshot
+
+    def answer(
+        self,
+        project_id: str,
+        snapshot: Snapshot,
+        options: tuple[Any, ...],
+        compute: Callable[[], Any],
+    ) -> Any:
+        """``compute()``, an answer that depends on ``snapshot`` and ``options`` only, kept
+        per snapshot version: a snapshot's significance table is read many times between
+        two re-estimations (its interval ends' Monte Carlo errors are most of its cost)."""
+        key = (project_id, snapshot.dimension, snapshot.version, snapshot.method, options)
+        with self._lock:
+            if key in self._answers:
+                self._answers.move_to_end(key)
+                return self._answers[key]
+        found = compute()
+        with self._lock:
+            self._answers[key] = found
+            while len(self._answers) > 64:
+                self._answers.popitem(last=False)
+        return found

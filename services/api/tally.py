@@ -166,10 +166,13 @@ class FamilyTally:
     Attributes:
         state: the decision state, comparison ``f`` the family's ``f``-th.
         folded: dimension -> how many of its judgments the state has seen.
+        decided: the decisions of ``state``, kept until a judgment is folded in (a read
+            with nothing new is the same look: its e-values and closings do not change).
     """
 
     state: DecisionState
     folded: dict[str, int] = field(default_factory=dict)
+    decided: Decisions | None = None
 
 
 @dataclass
@@ -261,13 +264,17 @@ class ProjectTally:
             prompt.append(dim.prompt.view()[lo:hi][keep])
             signed.append(dim.signed.view()[lo:hi][keep] * sign[ids][keep])
             found.folded[d] = hi
-        if comp:
+        fresh = sum(len(c) for c in comp)
+        if fresh == 0 and found.decided is not None:
+            return found.decided
+        if fresh:
             found.state = update(
                 found.state, np.concatenate(comp), np.concatenate(prompt), np.concatenate(signed)
             )
         if rule.correction == "e-holm":
             found.state = self._keep_closings(key, found.state)
-        return decisions_of(found.state)
+        found.decided = decisions_of(found.state)
+        return found.decided
 
     def _keep_closings(self, key: tuple[Any, ...], state: DecisionState) -> DecisionState:
         """``state`` with the closings remembered for ``key``; remembers its own."""
