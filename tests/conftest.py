@@ -76,19 +76,21 @@ def thread_server():
 LONGEST_FIRST = (
     "test_inference.py",
     "test_whitened_nuts.py",
-    "test_loco.py",
-    "test_engine.py",
-    "test_fit_threads.py",
-    "test_cli.py",
+    "test_doors_same_rows.py",
     "test_incremental.py",
-    "test_calibration.py",
+    "test_cli.py",
+    "test_fit_threads.py",
+    "test_loco.py",
+    "test_prepare_shape.py",
+    "test_replay.py",
     "test_streaming.py",
+    "test_replicas.py",
     # the slow suite's longest files (measured on a clean clone's .ci/run)
-    "test_fuzz_api.py",
-    "test_hardening_replicas.py",
     "test_packaging.py",
+    "test_fuzz_api.py",
     "test_recovery.py",
     "test_paper_table.py",
+    "test_hardening_replicas.py",
 )
 
 

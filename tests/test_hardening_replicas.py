@@ -244,11 +244,19 @@ def _run_pair(url: str, env: dict, seconds: float, *, kills: int = 0) -> dict:
             s.stop()
 
 
+#: SIGKILLs of the leader, and seconds of batches before them, in the slow suite;
+#: ``EVALSET_LEADER_KILLS=10 EVALSET_LEADER_SECONDS=40`` repeats the run behind
+#: docs/service.md's takeover and CPU figures (about 5 minutes longer)
+LEADER_KILLS = int(os.environ.get("EVALSET_LEADER_KILLS", "4"))
+LEADER_SECONDS = float(os.environ.get("EVALSET_LEADER_SECONDS", "20"))
+
+
 @pytest.mark.slow
-def test_leader_takeover_over_ten_kills_and_cpu(tmp_path: Path) -> None:
+def test_leader_takeover_over_repeated_kills_and_cpu(tmp_path: Path) -> None:
     """Two replicas: re-estimation CPU about 1x with leader election (vs about 2x without),
-    and >= 10 SIGKILLs of the leader: the follower publishes a snapshot with the batch
-    sent after the kill within the bound (poll_seconds + one fit), nothing lost."""
+    and repeated SIGKILLs of the leader (``LEADER_KILLS``): the follower publishes a
+    snapshot with the batch sent after each kill within the bound (poll_seconds + one
+    fit), nothing lost."""
     env = {
         "EVALSET_NUTS": "false",
         "EVALSET_POLL_SECONDS": "1",
@@ -261,13 +269,13 @@ def test_leader_takeover_over_ten_kills_and_cpu(tmp_path: Path) -> None:
             out[election] = _run_pair(
                 url,
                 {**env, "EVALSET_LEADER_ELECTION": election},
-                40.0,
-                kills=10 if election == "true" else 0,
+                LEADER_SECONDS,
+                kills=LEADER_KILLS if election == "true" else 0,
             )
     print("leader election:", json.dumps(out))
     on, off = out["true"], out["false"]
     assert on["stored"] == on["sent"] and off["stored"] == off["sent"]
-    assert len(on["takeover_seconds"]) == 10
+    assert len(on["takeover_seconds"]) == LEADER_KILLS
     assert max(on["takeover_seconds"]) < 60
     print(
         f"takeover median {statistics.median(on['takeover_seconds']):.1f} s, "
