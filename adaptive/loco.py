@@ -65,6 +65,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from adaptive.loco_batch import run_rounds
+from adaptive.loco_data import (
+    DEFAULT_ABILITY,
+    DEFAULT_GRID,
+    DEFAULT_POLICIES,
+    DEFAULT_RANDOM,
+    DEFAULT_TIER_ESTIMATE,
+    DEFAULT_TIER_INFORMATION,
+    DEFAULT_TIERS,
+    LOCO_POLICIES,
+)
 from adaptive.loco_data import LocoData as LocoData  # re-exported, as is loco_data
 from adaptive.loco_data import loco_data as loco_data
 from adaptive.redundancy import DEFAULT_FDR, DEFAULT_THRESHOLD
@@ -89,10 +99,6 @@ from adaptive.tier_plan import (
 from stan_free_models.graded_response import graded_log_prob
 from stan_free_models.information import expected_information
 
-LOCO_POLICIES = ("random", "prompt", "prompt_model", "discrimination")
-DEFAULT_POLICIES = ("random", "prompt", "prompt_model")
-DEFAULT_GRID = (10, 25, 50, 100, 150, 200)
-
 
 @dataclass(frozen=True)
 class LocoConfig:
@@ -100,10 +106,10 @@ class LocoConfig:
 
     grid: tuple[int, ...] = DEFAULT_GRID
     policies: tuple[str, ...] = DEFAULT_POLICIES
-    num_random: int = 20
-    num_tiers: int = 2
+    num_random: int = DEFAULT_RANDOM
+    num_tiers: int = DEFAULT_TIERS
     tier_sizes: tuple[int, ...] | None = None
-    ability_method: str = "lstsq"
+    ability_method: str = DEFAULT_ABILITY
     min_tier_comparisons: int = 2
     redundancy_threshold: float | None = DEFAULT_THRESHOLD  # None: keep every prompt
     redundancy_fdr: float | None = DEFAULT_FDR
@@ -111,8 +117,8 @@ class LocoConfig:
     num_info_draws: int = 100  # ability draws per comparison for expected information
     grid_points: int = 801
     grid_limit: float = 8.0
-    tier_estimate: str = "global"  # or "tier", "linked": see the module doc
-    tier_information: str = "refit"  # or "located": see the module doc
+    tier_estimate: str = DEFAULT_TIER_ESTIMATE  # or "tier", "linked": see the module doc
+    tier_information: str = DEFAULT_TIER_INFORMATION  # or "located": see the module doc
     seed: int = 0
 
     def __post_init__(self) -> None:

@@ -12,6 +12,18 @@ import numpy as np
 
 from adaptive.cells import RATING_HALF_RANGE, CellData, prompt_rating_matrix
 
+#: model tiers, and how a system's ability is found to split them (LOCO and pruning, every door)
+DEFAULT_TIERS = 2
+DEFAULT_ABILITY = "lstsq"
+#: LOCO's defaults (adaptive.loco.LocoConfig and the loco command): policies, prompts per
+#: fold, random draws per fold, and where the held-out ability and the information come from
+LOCO_POLICIES = ("random", "prompt", "prompt_model", "discrimination")
+DEFAULT_POLICIES = ("random", "prompt", "prompt_model")
+DEFAULT_GRID = (10, 25, 50, 100, 150, 200)
+DEFAULT_RANDOM = 20
+DEFAULT_TIER_ESTIMATE = "global"
+DEFAULT_TIER_INFORMATION = "refit"
+
 
 @dataclass(frozen=True)
 class LocoData:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import jax
 import numpy as np
 
-from adaptive.loco_data import LocoData
+from adaptive.loco_data import DEFAULT_ABILITY, DEFAULT_TIERS, LocoData
 from adaptive.redundancy import DEFAULT_FDR, DEFAULT_THRESHOLD
 from adaptive.selection import (
     LOW_INFORMATION,
@@ -177,9 +177,9 @@ def plan_tier(
 class PruneConfig:
     keep: int | None = None
     target_se_ratio: float | None = None
-    num_tiers: int = 2
+    num_tiers: int = DEFAULT_TIERS
     tier_sizes: tuple[int, ...] | None = None
-    ability_method: str = "lstsq"
+    ability_method: str = DEFAULT_ABILITY
     min_tier_comparisons: int = 2
     redundancy_threshold: float | None = DEFAULT_THRESHOLD
     redundancy_fdr: float | None = DEFAULT_FDR

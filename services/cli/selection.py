@@ -7,6 +7,16 @@ import os
 import time
 from typing import Any
 
+from adaptive.loco_data import (
+    DEFAULT_ABILITY,
+    DEFAULT_GRID,
+    DEFAULT_POLICIES,
+    DEFAULT_RANDOM,
+    DEFAULT_TIER_ESTIMATE,
+    DEFAULT_TIER_INFORMATION,
+    DEFAULT_TIERS,
+)
+from adaptive.redundancy import DEFAULT_FDR, DEFAULT_THRESHOLD
 from services.cli.common import add_data_args, dimensions_of, emit, log, progress_bar
 
 LOCO_COLUMNS = (
@@ -54,7 +64,12 @@ def _fdr(text: str) -> float | None:
 
 
 def _add_selection_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--tiers", type=int, default=2, help="number of model tiers (default 2)")
+    p.add_argument(
+        "--tiers",
+        type=int,
+        default=DEFAULT_TIERS,
+        help=f"number of model tiers (default {DEFAULT_TIERS})",
+    )
     p.add_argument(
         "--tier-sizes",
         type=_int_list,
@@ -63,19 +78,19 @@ def _add_selection_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--ability",
         choices=["lstsq", "mean"],
-        default="lstsq",
+        default=DEFAULT_ABILITY,
         help="system ability for tiers: least-squares skills (default) or plain mean of signed Delta",
     )
     p.add_argument(
         "--redundancy-threshold",
         type=float,
-        default=0.6,
-        help="group prompts whose judgments correlate above this (default 0.6)",
+        default=DEFAULT_THRESHOLD,
+        help=f"group prompts whose judgments correlate above this (default {DEFAULT_THRESHOLD})",
     )
     p.add_argument(
         "--redundancy-fdr",
         type=_fdr,
-        default=0.05,
+        default=DEFAULT_FDR,
         help="... and whose correlation is significant at this false discovery rate ('none' to skip)",
     )
     p.add_argument("--no-redundancy", action="store_true", help="do not drop redundant prompts")
@@ -198,14 +213,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--grid",
         type=_int_list,
-        default=(10, 25, 50, 100, 150, 200),
-        help="numbers of prompts k (default 10,25,50,100,150,200)",
+        default=DEFAULT_GRID,
+        help=f"numbers of prompts k (default {','.join(map(str, DEFAULT_GRID))})",
     )
     p.add_argument(
         "--policies",
         type=_name_list,
-        default=("random", "prompt", "prompt_model"),
-        help="random, prompt, prompt_model, discrimination (default: the first three)",
+        default=DEFAULT_POLICIES,
+        help=f"random, prompt, prompt_model, discrimination (default {','.join(DEFAULT_POLICIES)})",
     )
     p.add_argument(
         "--workers",
@@ -213,12 +228,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="parallel folds on Ray (local, or the cluster at RAY_ADDRESS); 1 = serial "
         "(default: the number of CPUs, 1 without Ray)",
     )
-    p.add_argument("--num-random", type=int, default=20, help="random draws per fold (default 20)")
+    p.add_argument(
+        "--num-random",
+        type=int,
+        default=DEFAULT_RANDOM,
+        help=f"random draws per fold (default {DEFAULT_RANDOM})",
+    )
     p.add_argument("--plot", help="write the SE-vs-k figure to this PNG")
     p.add_argument(
         "--tier-estimate",
         choices=["global", "tier", "linked"],
-        default="global",
+        default=DEFAULT_TIER_ESTIMATE,
         help="prompt_model: estimate the held-out ability with the global item parameters "
         "(default; one ability scale for every policy), the tier's (the paper's wording; "
         "the tier's own scale), or the tier's linked to the global scale (mean-sigma)",
@@ -226,7 +246,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--tier-information",
         choices=["refit", "located"],
-        default="refit",
+        default=DEFAULT_TIER_INFORMATION,
         help="prompt_model: rank by information from item parameters re-estimated inside "
         "the tier (default; the paper's procedure), or from the global parameters evaluated "
         "at the tier's abilities (no tier fit)",
