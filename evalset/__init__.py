@@ -48,7 +48,7 @@ import numpy as np
 import polars as pl
 
 from adaptive.rule import DEFAULT_LEVEL
-from evalset._common import _dims, _method, example, read
+from evalset._common import NUTS_DRAWS, NUTS_MIN_ESS, NUTS_WARMUP, _dims, _method, example, read
 from evalset.bradley_terry import annotators, leaderboard
 from evalset.decide import decisions, evidence
 from evalset.verdicts import DEFAULT_ADJUST, DEFAULT_INTERVAL
@@ -109,8 +109,10 @@ def fit(
             (theta = s_B - s_A; symmetric thresholds, so theta = 0 means no preference).
         lapse: learn the share of random answers (``None``: the preset's, off); it brings
             the model's cell effect and turns the default's robust intervals off.
-        num_draws, num_chains, num_warmup, num_samples: the fit's sizes (``None``: those
-            of :class:`adaptive.fitting.FitConfig`, as on the command line).
+        num_draws, num_chains, num_warmup, num_samples: the fit's sizes (``None``: the
+            command line's: :class:`adaptive.fitting.FitConfig`'s for the fast path; for
+            NUTS a 300-iteration warm-up, then blocks of 250 draws per chain until every
+            parameter has a bulk and tail ESS of 400).
         group_redundant: group prompts whose judgments correlate > 0.6.
     """
     from adaptive.pipeline import analyze
@@ -146,6 +148,9 @@ def _fit_config(
 
     chosen: dict[str, Any] = {"likelihood": likelihood, "lapse": lapse, **run}
     overrides = {k: v for k, v in chosen.items() if v is not None}
+    if _method(method) == "nuts":  # the command line's run sizes (one definition)
+        sizes = {"num_warmup": NUTS_WARMUP, "num_samples": NUTS_DRAWS, "min_ess": NUTS_MIN_ESS}
+        overrides = sizes | overrides
     return preset_config(
         preset, method=_method(method), parameterization=parameterization, **overrides
     )

@@ -333,3 +333,15 @@ def test_nuts_defaults_to_a_short_warm_up_and_blocks_until_an_ess_target():
     assert config().min_ess is None  # the fast path has no ESS
     with pytest.raises(SystemExit, match="applies to --method nuts"):
         config("--min-ess", "100")
+    # import evalset resolves the same NUTS run and the same fast path as the command line
+    # (which alone shows a progress bar)
+    from dataclasses import replace
+
+    from evalset import _fit_config
+
+    def python(**kwargs):
+        return replace(_fit_config(**kwargs), progress=True)
+
+    assert python(method="nuts") == nuts
+    assert python(method="nuts", num_samples=700) == config("--method", "nuts", "--draws", "700")
+    assert python(method="fast") == config()

@@ -6,6 +6,7 @@ import argparse
 import math
 from typing import Any
 
+from evalset._common import NUTS_DRAWS, NUTS_MIN_ESS, NUTS_WARMUP
 from evalset.verdicts import DEFAULT_ADJUST
 from services.cli.common import add_data_args, dimensions_of, emit, log
 
@@ -29,11 +30,6 @@ SIGNIFICANCE_COLUMNS = (
     "n_prompts",
     "note",
 )
-
-
-#: NUTS's defaults: a short warm-up (the whitened sampler starts at the mode), blocks of
-#: draws until every parameter has this bulk and tail ESS (paper size: about 80 s)
-NUTS_WARMUP, NUTS_DRAWS, NUTS_MIN_ESS = 300, 250, 400.0
 
 
 def _add_fit_args(parser: argparse.ArgumentParser) -> None:
@@ -204,13 +200,14 @@ def fit_config(args: argparse.Namespace) -> Any:
             overrides["min_ess"] = args.min_ess
     elif args.method == "nuts":
         overrides["min_ess"] = NUTS_MIN_ESS
+    if args.method == "nuts":  # the fast path has no warm-up
+        overrides["num_warmup"] = args.warmup
     try:
         config = preset_config(
             args.preset,
             method=args.method,
             parameterization=args.parameterization,
             num_chains=args.chains,
-            num_warmup=args.warmup,
             **draws,
             seed=args.seed,
             progress=not args.quiet,
