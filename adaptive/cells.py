@@ -44,6 +44,8 @@ class CellData:
         pair_a, pair_b: (C,) systems of each comparison in its orientation.
         judgment_*: (N,) one entry per judgment, oriented to its comparison.
         cell_*: (M,) one entry per (comparison, item) with judgments.
+        judgment_screen: (N,) the ranked screen (0..S-1) of each judgment, -1 for a
+            judgment from no screen; None when the data has no ``screen_id``.
     """
 
     dimension: str
@@ -67,6 +69,7 @@ class CellData:
     cell_count: np.ndarray
     cell_rating: np.ndarray
     extras: Mapping[str, object] = field(default_factory=dict)
+    judgment_screen: np.ndarray | None = None
 
     @property
     def num_comparisons(self) -> int:
@@ -268,7 +271,17 @@ def build_cells(
         cell_count=cell_count,
         cell_rating=cell_rating,
         extras={"num_comparisons": num_comp},
+        judgment_screen=_screen_index(df),
     )
+
+
+def _screen_index(df: pl.DataFrame) -> np.ndarray | None:
+    """(N,) each judgment's screen (0..S-1, first-seen order), -1 without; None if no screens."""
+    if "screen_id" not in df.columns or df["screen_id"].null_count() == df.height:
+        return None
+    screen = df["screen_id"]
+    index = {s: i for i, s in enumerate(screen.drop_nulls().unique(maintain_order=True).to_list())}
+    return np.array([-1 if s is None else index[s] for s in screen.to_list()], dtype=np.int64)
 
 
 def prompt_rating_matrix(cells: CellData) -> tuple[np.ndarray, np.ndarray]:

@@ -14,7 +14,15 @@ dimension       no       what was judged (``overall`` when absent)
 judgment_id     no       a client-supplied unique id (makes ingestion idempotent)
 shown_first     no       which response the annotator saw first: ``a`` or ``b``
 timestamp       no       when the judgment was made (kept as text)
+screen_id       no       the ranked screen the pair came from (empty: none)
 =============== ======== =========================================================
+
+``screen_id``: the pairs of one ranked screen (an annotator ranks several systems'
+outputs for one prompt on one screen) share it; a screen's rows must share
+``item_id``, ``annotator_id`` and ``dimension`` and hold each pair of systems at most
+once. **Ranking files** (one row per screen: ``item_id, annotator_id, ranking`` with
+``ranking`` such as ``"x > y = z"``) are expanded into those pairs
+(:mod:`adaptive.rankings`); a pair's ``row`` is its screen's row in the file.
 
 A file that breaks the schema fails whole with :class:`DataError`, naming the
 file, the (1-based, header excluded) row, the column and what was expected; no
@@ -48,6 +56,8 @@ from typing import Any
 
 import polars as pl
 
+from adaptive.rankings import RANKING_READ, expand_rankings, is_ranking
+
 REQUIRED_COLUMNS: tuple[str, ...] = ("item_id", "system_a", "system_b", "annotator_id", "winner")
 OPTIONAL_COLUMNS: tuple[str, ...] = (
     "dimension",
@@ -55,6 +65,7 @@ OPTIONAL_COLUMNS: tuple[str, ...] = (
     "shown_first",
     "timestamp",
     "both_bad",
+    "screen_id",
 )
 WINNERS: tuple[str, ...] = ("a", "b", "tie")
 #: one judgment as the service stores, exports and imports it (in this order)
@@ -139,7 +150,7 @@ ARENA_WINNERS: dict[str, str] = {
 ARENA_COLUMNS: tuple[str, ...] = ("model_a", "model_b", "winner")
 #: columns of an Arena log that are read (the rest, e.g. the conversations, are not)
 _ARENA_READ = ARENA_COLUMNS + ("question_id", "id", "judge", "tstamp", "turn")
-_KNOWN = REQUIRED_COLUMNS + OPTIONAL_COLUMNS + _ARENA_READ
+_KNOWN = REQUIRED_COLUMNS + OPTIONAL_COLUMNS + _ARENA_READ + RANKING_READ
 
 
 def is_arena(columns: Iterable[str]) -> bool:
@@ -216,6 +227,11 @@ def _as_text(frame: pl.DataFrame, *, source: str) -> pl.DataFrame:
     """Keep the columns the schema knows (Arena logs converted), every one as text."""
     if is_arena(frame.columns):
         return arena_to_judgments(frame, source=source)
+    if is_ranking(frame.columns):
+        pairs, problems = expand_rankings(frame)
+        if problems:
+            raise DataError(source, [RowProblem(*p) for p in problems])
+        return pairs
     keep = [c for c in frame.columns if c in REQUIRED_COLUMNS + OPTIONAL_COLUMNS]
     if not keep:
         keep = frame.columns  # the error names what is missing
@@ -260,7 +276,7 @@ def read_judgments(source: str | Path | object) -> pl.DataFrame:
     Args:
         source: a ``.csv``, ``.tsv``, ``.json`` (array), ``.jsonl``/``.ndjson`` or
             ``.parquet`` file, or a polars / pandas DataFrame, in the common schema
-            or as a Chatbot Arena battle log.
+            as a Chatbot Arena battle log, or as a ranking file (one row per screen).
 
     Returns:
         A frame with the required columns, ``dimension`` (filled with ``overall`` when
@@ -313,9 +329,12 @@ def validate_judgments(frame: pl.DataFrame, *, source: str = "<judgments>") -> p
     if frame.height == 0:
         raise DataError(source, message="no judgments in the file")
     keep = list(REQUIRED_COLUMNS) + [c for c in OPTIONAL_COLUMNS if c in frame.columns]
-    df = frame.select(
-        [pl.col(c).cast(pl.Utf8).str.strip_chars().alias(c) for c in keep]
-    ).with_row_index("row", offset=1)
+    df = frame.select([pl.col(c).cast(pl.Utf8).str.strip_chars().alias(c) for c in keep])
+    # a ranking file's pairs keep their screen's row in the file
+    if "row" in frame.columns:
+        df = df.with_columns(frame["row"].cast(pl.UInt32).alias("row"))
+    else:
+        df = df.with_row_index("row", offset=1)
     df = df.with_columns(pl.col("winner").str.to_lowercase())
     if "dimension" not in df.columns:
         df = df.with_columns(pl.lit(DEFAULT_DIMENSION).alias("dimension"))
@@ -334,6 +353,13 @@ def validate_judgments(frame: pl.DataFrame, *, source: str = "<judgments>") -> p
             .alias("shown_first")
         )
     df = df.with_columns(pl.col("annotator_id").fill_null(""))
+    if "screen_id" in df.columns:
+        df = df.with_columns(
+            pl.when(pl.col("screen_id") == "")
+            .then(None)
+            .otherwise(pl.col("screen_id"))
+            .alias("screen_id")
+        )
 
     problems: list[RowProblem] = []
 
@@ -377,12 +403,50 @@ def validate_judgments(frame: pl.DataFrame, *, source: str = "<judgments>") -> p
         dup = df.filter(pl.col("judgment_id").is_duplicated() & (pl.col("judgment_id") != ""))
         for row, value in dup.select("row", "judgment_id").iter_rows():
             problems.append(RowProblem(int(row), "judgment_id", str(value), "a unique id"))
+    if "screen_id" in df.columns:
+        problems += _screen_problems(df)
     if problems:
         problems.sort(key=lambda p: (p.row, p.column))
         raise DataError(source, problems)
     ordered = list(REQUIRED_COLUMNS) + ["dimension"]
     ordered += [c for c in OPTIONAL_COLUMNS if c in df.columns and c != "dimension"] + ["row"]
     return df.select(ordered)
+
+
+def _screen_problems(df: pl.DataFrame) -> list[RowProblem]:
+    """The rows of a screen that do not share its prompt, annotator and dimension, or that
+    repeat one of its pairs (a screen shows each pair of systems once)."""
+    screens = df.filter(pl.col("screen_id").is_not_null()).with_columns(
+        pl.min_horizontal("system_a", "system_b").alias("_lo"),
+        pl.max_horizontal("system_a", "system_b").alias("_hi"),
+    )
+    problems = []
+    first = screens.group_by("screen_id", maintain_order=True).first()
+    joined = screens.join(
+        first.select("screen_id", "item_id", "annotator_id", "dimension", "row"),
+        on="screen_id",
+        suffix="_first",
+    )
+    for column in ("item_id", "annotator_id", "dimension"):
+        bad = joined.filter(pl.col(column) != pl.col(f"{column}_first"))
+        for row, value, at in bad.select("row", column, "row_first").iter_rows():
+            problems.append(
+                RowProblem(
+                    int(row),
+                    column,
+                    str(value),
+                    f"the {column} of its screen (screen_id's first row, {at})",
+                )
+            )
+    dup = screens.filter(pl.struct("screen_id", "_lo", "_hi").is_duplicated())
+    dup = dup.filter(pl.struct("screen_id", "_lo", "_hi").is_first_distinct().not_())
+    for row, value, lo, hi in dup.select("row", "screen_id", "_lo", "_hi").iter_rows():
+        problems.append(
+            RowProblem(
+                int(row), "screen_id", str(value), f"each pair once per screen ({lo} vs {hi} again)"
+            )
+        )
+    return problems
 
 
 def filter_judgments(

@@ -203,6 +203,42 @@ def cell_of_observations(cells: CellData, likelihood: str) -> np.ndarray:
     return np.unique(key, return_inverse=True)[1].astype(np.int32).reshape(-1)
 
 
+def cluster_of_observations(cells: CellData, likelihood: str) -> np.ndarray:
+    """The independent unit (0..K-1) of every observation, for cluster-robust intervals.
+
+    Without ranked screens, the cell (:func:`cell_of_observations`). With them, a
+    screen's pairs are dependent (one annotator, one sitting, the same k outputs) and a
+    cell's judgments are too (the same two responses), so the units are the connected
+    components of "same cell or same screen": the finest partition in which every two
+    dependent observations share a unit (usually a prompt's cells, when several
+    annotators rank the same outputs). docs/statistics.md, "Ranked screens".
+    """
+    cell = cell_of_observations(cells, likelihood)
+    screen = cells.judgment_screen
+    if screen is None:
+        return cell
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    if likelihood == "net":  # the observations are cells: each judgment's cell
+        num_items = len(cells.items)
+        keys = cells.cell_comparison * num_items + cells.cell_item
+        judgment_cell = np.searchsorted(
+            keys, cells.judgment_comparison * num_items + cells.judgment_item
+        )
+    else:
+        judgment_cell = cell
+    num_cells = int(cell.max()) + 1
+    on_screen = screen >= 0
+    # a bipartite graph of cells and screens, one edge per judgment on a screen
+    rows = judgment_cell[on_screen]
+    cols = num_cells + screen[on_screen]
+    size = num_cells + int(screen.max()) + 1
+    graph = coo_matrix((np.ones(rows.shape[0]), (rows, cols)), shape=(size, size))
+    _, label = connected_components(graph, directed=False)
+    return np.unique(label[cell], return_inverse=True)[1].astype(np.int32).reshape(-1)
+
+
 def fit_cells(
     cells: CellData, config: FitConfig = FitConfig(), *, init: dict | None = None
 ) -> Posterior:
@@ -225,7 +261,7 @@ def fit_cells(
             exact_items=config.exact_items,
             refine_sweeps=config.refine_sweeps,
             refine_below=config.refine_below,
-            robust_cluster=cell_of_observations(cells, config.likelihood)
+            robust_cluster=cluster_of_observations(cells, config.likelihood)
             if config.robust
             else None,
         )
