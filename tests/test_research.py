@@ -67,3 +67,16 @@ def test_research_is_not_a_package_and_keeps_the_line_rule():
         if (n := len(path.read_text().splitlines())) > MAX_LINES
     }
     assert long == {}
+
+
+def test_the_statistics_page_stays_a_users_page_and_its_row_links_resolve():
+    """docs/statistics.md is what a user reads to understand the numbers (under 450 lines); the
+    measurements behind it live in research/, and each link to them names a file that exists."""
+    import re
+
+    page = ROOT / "docs" / "statistics.md"
+    text = page.read_text()
+    assert len(text.splitlines()) < 450
+    links = re.findall(r"\]\((\.\./research/[^)#\s]+)", text)
+    missing = [link for link in links if not (page.parent / link).resolve().exists()]
+    assert links and missing == []
