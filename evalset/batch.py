@@ -167,7 +167,7 @@ def recommend_batch(
             f"not served: {row['dimension']} {row['system_a']} vs {row['system_b']} needs "
             f"{need} and has {row['servable_prompts']} unjudged prompts to serve: "
             "the campaign's prompts "
-            "cannot close it (add prompts, or decide with --unit judgment)"
+            "cannot close it (add prompts, or decide on the judgment unit)"
         )
     if len(batch) < request.size:
         tell(f"note: only {len(batch)} of {request.size} tasks: no other open, annotatable cell")
