@@ -153,15 +153,8 @@ def significance(
 ) -> s.SignificancePublic:
     """Every comparison: theta = s_B - s_A (> 0: B better), interval, P(B better), verdicts."""
     snap = _newest(state, project_id, dimension, method)
-    options = ("significance", all_pairs, rule or adjust, alpha, level)
-    return state.answer(  # type: ignore[no-any-return]
-        project_id,
-        snap,
-        options,
-        lambda: _significance(
-            snap,
-            pair_rows(snap, all_pairs=all_pairs, rule=rule or adjust, alpha=alpha, level=level),
-        ),
+    return _significance_rows(
+        state, project_id, snap, None, all_pairs, rule or adjust, alpha, level
     )
 
 
@@ -186,15 +179,33 @@ def significance_pair(
     for name in (system_a, system_b):
         if name not in snap.systems:
             raise ApiError(404, "not_found", f"unknown system {name!r} in snapshot {snap.version}")
-    rows = pair_rows(
-        snap,
-        [(system_a, system_b)],
-        all_pairs=all_pairs,
-        rule=rule or adjust,
-        alpha=alpha,
-        level=level,
+    pairs = [(system_a, system_b)]
+    return _significance_rows(
+        state, project_id, snap, pairs, all_pairs, rule or adjust, alpha, level
     )
-    return _significance(snap, rows)
+
+
+def _significance_rows(
+    state: State,
+    project_id: str,
+    snap: Snapshot,
+    pairs: list[tuple[str, str]] | None,
+    all_pairs: bool,
+    adjust: str,
+    alpha: float,
+    level: float,
+) -> s.SignificancePublic:
+    """The significance answer of ``snap`` (every pair, or ``pairs``), kept per snapshot
+    version: it is read many times between two re-estimations."""
+    options = ("significance", tuple(pairs or ()), all_pairs, adjust, alpha, level)
+    return state.answer(  # type: ignore[no-any-return]
+        project_id,
+        snap,
+        options,
+        lambda: _significance(
+            snap, pair_rows(snap, pairs, all_pairs=all_pairs, rule=adjust, alpha=alpha, level=level)
+        ),
+    )
 
 
 @_answers("/projects/{project_id}/leaderboard", "leaderboard")
