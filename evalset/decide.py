@@ -170,6 +170,8 @@ def decisions(
     correction: str = DEFAULT_CORRECTION,
     family: str = DEFAULT_FAMILY,
     pairs: Sequence[tuple[str, str]] = (),
+    judge: Any = None,
+    judge_name: str | None = None,
 ) -> pl.DataFrame:
     """Per comparison: ``B better``, ``A better``, ``equivalent`` or ``undecided``, valid at
     every look (:mod:`adaptive.decisions`), from its own judgments in row (arrival) order.
@@ -185,7 +187,31 @@ def decisions(
     ``family`` and ``family_size`` (which comparisons share ``alpha``: ``compared``, the
     comparisons with judgments; ``registered``, the ``pairs`` given; ``all-pairs``) and
     ``rule``. ``correction``: ``bonferroni``, ``e-holm`` or ``none`` (:mod:`adaptive.rule`).
+
+    ``judge``: an automatic judge's verdicts (a frame or file in the judgments schema whose
+    ``annotator_id`` names the judge, optional ``inconsistent``) give hybrid decisions
+    (:func:`evalset.hybrid.decide_with_judge`, docs/hybrid.md): Δ stays the humans'; the rows
+    keep ``decision, net_preference, cs_low, cs_high, n_judgments, n_used, n_prompts,
+    closed_at, alpha_each, family, family_size, rule`` and add ``judge, judge_cells,
+    judge_agreement, effective_humans, judge_weight``. ``judge_name`` picks one judge when
+    the verdicts name several.
     """
+    if judge is not None:
+        from evalset.hybrid import hybrid_decisions
+
+        report = hybrid_decisions(
+            data,
+            judge,
+            judge=judge_name,
+            dimension=dimension,
+            alpha=alpha,
+            margin=margin,
+            unit=unit,
+            correction=correction,
+            family=family,
+            pairs=pairs,
+        )
+        return pl.DataFrame(report.rows, infer_schema_length=None)
     judgments, rule = _judgments_and_rule(
         data,
         dimension,

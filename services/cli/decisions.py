@@ -19,6 +19,8 @@ from services.cli.common import FORMATS, emit, log
 from services.cli.errors import CliError
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from adaptive.rule import DecisionRule
 
 DECISION_COLUMNS = (
@@ -37,6 +39,21 @@ DECISION_COLUMNS = (
     "closed_at",
     "needed",
     "needs_new_prompts",
+)
+#: the table of hybrid decisions (``--judge-data``)
+HYBRID_DECISION_COLUMNS = (
+    "dimension",
+    "system_a",
+    "system_b",
+    "decision",
+    "net_preference",
+    "cs_low",
+    "cs_high",
+    "n_used",
+    "n_judgments",
+    "closed_at",
+    "judge_agreement",
+    "effective_humans",
 )
 
 
@@ -115,6 +132,8 @@ def run_decisions(args: argparse.Namespace) -> int:
     judgments = read_judgments(args.data)
     if args.dimension:
         judgments = filter_judgments(judgments, dimensions=[args.dimension])
+    if args.judge_data:
+        return _hybrid_decisions(args, judgments)
     report = decide_judgments(judgments, rule_from_args(args))
     rows = report.rows
     log(f"family: {report.family.describe()}")
@@ -134,6 +153,24 @@ def run_decisions(args: argparse.Namespace) -> int:
     return 0
 
 
+def _hybrid_decisions(args: argparse.Namespace, judgments: pl.DataFrame) -> int:
+    """Hybrid decisions: the human judgments and a judge's verdicts (evalset.hybrid)."""
+    from evalset.hybrid import decide_with_judge, read_verdicts
+
+    verdicts = read_verdicts(args.judge_data)
+    if args.dimension:
+        verdicts = verdicts.filter(verdicts["dimension"] == args.dimension)
+    report = decide_with_judge(judgments, verdicts, rule_from_args(args), judge=args.judge)
+    rows = report.rows
+    log(f"family: {report.family.describe()}")
+    if rows:
+        log(f"rule: {rows[0]['rule']}")
+        closed = sum(r["decision"] != "undecided" for r in rows)
+        log(f"{closed} of {len(rows)} comparisons decided; judge {report.judge!r}")
+    emit(rows, args.format, columns=HYBRID_DECISION_COLUMNS if args.format == "table" else None)
+    return 0
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "decisions",
@@ -148,5 +185,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--data", required=True, help="judgments file (CSV, JSONL or Parquet)")
     p.add_argument("--dimension", help="only this dimension (default: every dimension)")
     p.add_argument("--format", choices=list(FORMATS), default="table", help="output format")
+    p.add_argument(
+        "--judge-data",
+        help="an automatic judge's verdicts (judgments schema, annotator_id naming the judge, "
+        "optional inconsistent column): hybrid decisions, Δ still the humans' "
+        "(docs/hybrid.md)",
+    )
+    p.add_argument(
+        "--judge",
+        help="with --judge-data naming several judges: the one to use (default: the only one)",
+    )
     add_rule_args(p, with_family=True)
     p.set_defaults(func=run_decisions)

@@ -1,0 +1,293 @@
+"""Hybrid decisions for every door: human judgments plus a named automatic judge's verdicts.
+
+:func:`decide_with_judge` is the one function :func:`evalset.decisions` (``judge=``),
+``evalset decisions --judge-data`` and ``GET /projects/{id}/hybrid-decisions`` call, so the
+same judgments and verdicts give the same rows through each door. The family, the rule's
+level, margin and unit are those of :func:`evalset.decide.decide_judgments`; the decision of
+each comparison is :func:`adaptive.hybrid_decisions.decide_hybrid`'s (human judgments in
+arrival order taken as uniform draws of the comparison's judged cells; docs/hybrid.md).
+
+Judge verdicts are a frame (or file) in the judgments schema whose ``annotator_id`` names the
+judge, with an optional ``inconsistent`` column (true: the judge disagreed with itself when
+the two answers swapped sides; such ties get a calibration of their own). They are never
+human judgments: they enter no count of judgments and no human-only decision.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import polars as pl
+
+from adaptive.rule import DecisionRule
+from evalset._common import read
+
+#: columns of a hybrid decision row beyond those it shares with the human-only rows
+HYBRID_COLUMNS = (
+    "judge",
+    "judge_cells",
+    "judge_agreement",
+    "effective_humans",
+    "judge_weight",
+)
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no", "")
+_CODE = {"a": 0, "tie": 1, "b": 2}
+_FLIP_CODE = {"a": 2, "tie": 1, "b": 0}
+
+
+class JudgeError(ValueError):
+    """Judge verdicts that cannot be used (no judge, an unknown or ambiguous one, bad flags)."""
+
+
+def read_verdicts(source: Any) -> pl.DataFrame:
+    """Validated judge verdicts (the judgments schema) with a boolean ``inconsistent`` column.
+
+    Args:
+        source: a file (CSV, JSONL, Parquet, ...) or a polars / pandas frame.
+
+    Raises:
+        adaptive.data.DataError: a row breaks the judgments schema; JudgeError: a bad
+            ``inconsistent`` value.
+    """
+    from adaptive.data import as_polars, read_judgments
+
+    frame = read_judgments(source)
+    raw = _raw_flags(Path(source)) if isinstance(source, str | Path) else as_polars(source)
+    flags = [False] * frame.height
+    if "inconsistent" in raw.columns:
+        text = raw["inconsistent"].cast(pl.String).fill_null("").str.to_lowercase()
+        values = text.gather(frame["row"] - 1).to_list()
+        for i, v in enumerate(values):
+            if v not in _TRUE + _FALSE:
+                row = int(frame["row"][i])
+                raise JudgeError(
+                    f"row {row}, column 'inconsistent': got {v!r}, expected true/false"
+                )
+            flags[i] = v in _TRUE
+    return frame.with_columns(pl.Series("inconsistent", flags, pl.Boolean))
+
+
+def _raw_flags(path: Path) -> pl.DataFrame:
+    """The file's ``inconsistent`` column, if any (the judgments reader keeps only the schema's)."""
+    import json
+
+    from adaptive.data import _read_raw
+
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        records = json.loads(path.read_text())
+        if any("inconsistent" in r for r in records):
+            return pl.DataFrame({"inconsistent": [r.get("inconsistent") for r in records]})
+        return pl.DataFrame()
+    if suffix in {".parquet", ".pq"}:
+        if "inconsistent" in pl.read_parquet_schema(path):
+            return pl.read_parquet(path, columns=["inconsistent"])
+        return pl.DataFrame()
+    return _read_raw(path)
+
+
+def choose_judge(verdicts: pl.DataFrame, judge: str | None) -> str:
+    """The judge a decision uses: ``judge``, or the only one (else an error listing them)."""
+    names = sorted(set(verdicts["annotator_id"].to_list()))
+    if judge is not None:
+        if judge not in names:
+            raise JudgeError(f"no verdicts of judge {judge!r}; the judges are {names}")
+        return judge
+    if len(names) != 1:
+        raise JudgeError(f"the verdicts name {len(names)} judges {names}: choose one (judge)")
+    if not names[0]:
+        raise JudgeError("judge verdicts need an annotator_id naming the judge")
+    return str(names[0])
+
+
+class HybridReport(NamedTuple):
+    """What :func:`decide_with_judge` answers: the rows and how they were made."""
+
+    rows: list[dict[str, Any]]
+    rule: DecisionRule
+    judge: str
+    family: Any  # adaptive.rule.Family
+    outside: list[tuple[str, str, str]]
+
+
+def _family_table(family: Any) -> pl.DataFrame:
+    """(dimension, system_a, system_b) -> comparison index and orientation, both ways round."""
+    rows = []
+    for f, (d, a, b) in enumerate(family.comparisons):
+        rows.append((d, a, b, f, False))
+        rows.append((d, b, a, f, True))
+    return pl.DataFrame(
+        rows,
+        schema={"dimension": pl.String, "system_a": pl.String, "system_b": pl.String,
+                "comparison": pl.Int64, "flipped": pl.Boolean},
+        orient="row",
+    )  # fmt: skip
+
+
+def describe(rule: DecisionRule, judge: str, size: int) -> str:
+    """The rule's words for hybrid rows."""
+    each = _alpha_each(rule, size)
+    split = (
+        f"bonferroni: alpha {rule.alpha:g} / {size} comparisons = {each:.3g} each"
+        if rule.correction == "bonferroni"
+        else f"none: alpha {rule.alpha:g} per comparison"
+    )
+    return (
+        f"hybrid with judge {judge!r}: empirical-Bernstein confidence sequence of the human "
+        f"judgments corrected by the judge's calibrated verdicts, unit {rule.unit}, margin "
+        f"{rule.margin:g}; {split}"
+    )
+
+
+def _alpha_each(rule: DecisionRule, size: int) -> float:
+    if rule.correction == "e-holm":
+        raise JudgeError("hybrid decisions take correction bonferroni or none (not e-holm)")
+    return rule.alpha_each(size) if rule.correction == "bonferroni" else rule.alpha
+
+
+def decide_with_judge(
+    judgments: pl.DataFrame,
+    verdicts: pl.DataFrame,
+    rule: DecisionRule | None = None,
+    *,
+    judge: str | None = None,
+) -> HybridReport:
+    """Every family comparison's hybrid decision: human judgments and one judge's verdicts.
+
+    Args:
+        judgments: validated human judgments in arrival order (:func:`evalset.read`).
+        verdicts: :func:`read_verdicts`'s frame (one or several judges).
+        rule: the :class:`DecisionRule` (its family, level, margin, unit; correction
+            ``bonferroni`` or ``none``).
+        judge: which judge (default: the only one).
+
+    Returns:
+        :class:`HybridReport`; a row per family comparison with the human-only rows'
+        ``dimension, system_a, system_b, decision, net_preference, cs_low, cs_high,
+        n_judgments, n_used, n_prompts, closed_at`` and ``judge, judge_cells,
+        judge_agreement, effective_humans, judge_weight, alpha_each, family,
+        family_size, rule``.
+    """
+    from adaptive.decisions import OUTCOME_NAMES, decision_observations
+    from adaptive.hybrid_decisions import decide_hybrid, design_shares
+    from evalset.decide import family_judgments
+
+    rule = rule or DecisionRule()
+    name = choose_judge(verdicts, judge)
+    family = family_judgments(judgments, rule).family
+    alpha_each = _alpha_each(rule, family.size)
+    table = _family_table(family)
+    key = ["dimension", "system_a", "system_b"]
+    humans = (
+        judgments.select([*key, "item_id", "winner"])
+        .with_row_index("order")
+        .join(table, on=key, how="inner")
+        .sort("order")
+    )
+    sign = pl.col("winner").replace_strict(
+        {"a": -1.0, "tie": 0.0, "b": 1.0}, return_dtype=pl.Float64
+    )
+    humans = humans.with_columns(
+        pl.when(pl.col("flipped")).then(-sign).otherwise(sign).alias("signed")
+    )
+    cells = (
+        verdicts.filter(pl.col("annotator_id") == name)
+        .select([*key, "item_id", "winner", "inconsistent"])
+        .join(table, on=key, how="inner")
+        .unique(subset=["comparison", "item_id"], keep="first", maintain_order=True)
+    )
+    forward = pl.col("winner").replace_strict(_CODE, return_dtype=pl.Int64)
+    backward = pl.col("winner").replace_strict(_FLIP_CODE, return_dtype=pl.Int64)
+    code = pl.when(pl.col("flipped")).then(backward).otherwise(forward)
+    cells = cells.with_columns(
+        pl.when(pl.col("inconsistent") & (pl.col("winner") == "tie"))
+        .then(pl.lit(3, pl.Int64))
+        .otherwise(code)
+        .alias("verdict")
+    ).select("comparison", "item_id", "verdict")
+    R = family.size
+    comp = humans["comparison"].to_numpy()
+    prompt = humans["item_id"].cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)
+    used = decision_observations(comp, prompt, rule.unit)
+    cost = humans.select(pl.int_range(1, pl.len() + 1).over("comparison").alias("k"))
+    cost_k = cost["k"].to_numpy()
+    joined = humans.select("comparison", "item_id").join(
+        cells, on=["comparison", "item_id"], how="left", maintain_order="left"
+    )
+    verdict = joined["verdict"].to_numpy(allow_copy=True)
+    judge_cells = np.bincount(cells["comparison"].to_numpy(), minlength=R)
+    unjudged = judge_cells[comp] == 0
+    in_design = ~np.isnan(verdict.astype(np.float64)) | unjudged
+    verdict = np.where(unjudged, 1, np.nan_to_num(verdict.astype(np.float64))).astype(np.int64)
+    keep = used & in_design
+    share = design_shares(cells["comparison"].to_numpy(), cells["verdict"].to_numpy(), R)
+    d = decide_hybrid(
+        comp[keep],
+        verdict[keep],
+        humans["signed"].to_numpy()[keep],
+        cost_k[keep],
+        share,
+        alpha_each=alpha_each,
+        margin=rule.margin,
+    )
+    n_judgments = np.bincount(comp, minlength=R)
+    n_prompts = (
+        humans.group_by("comparison")
+        .agg(pl.col("item_id").n_unique().alias("n"))
+        .sort("comparison")
+    )
+    prompts = np.zeros(R, np.int64)
+    prompts[n_prompts["comparison"].to_numpy()] = n_prompts["n"].to_numpy()
+    words = describe(rule, name, R)
+    rows = []
+    for c, (dim, a, b) in enumerate(family.comparisons):
+        judged = bool(judge_cells[c])
+        rows.append(
+            {
+                "dimension": dim,
+                "system_a": a,
+                "system_b": b,
+                "decision": OUTCOME_NAMES[int(d.outcome[c])],
+                "net_preference": _finite(d.estimate[c]),
+                "cs_low": float(d.low[c]),
+                "cs_high": float(d.high[c]),
+                "n_judgments": int(n_judgments[c]),
+                "n_used": int(d.num_used[c]),
+                "n_prompts": int(prompts[c]),
+                "closed_at": int(d.closed_at[c]) or None,
+                "judge": name,
+                "judge_cells": int(judge_cells[c]),
+                "judge_agreement": _finite(d.agreement[c]) if judged else None,
+                "effective_humans": _finite(d.effective_humans[c]),
+                "judge_weight": float(d.judge_weight[c]) if judged else None,
+                "alpha_each": float(alpha_each),
+                "family": family.kind,
+                "family_size": R,
+                "rule": words,
+            }
+        )
+    compared = judgments.select(key).unique(maintain_order=True)
+    outside = compared.join(table, on=key, how="anti", maintain_order="left").rows()
+    return HybridReport(rows, rule, name, family, outside)
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if np.isfinite(value) else None
+
+
+def hybrid_decisions(
+    data: Any, judge_data: Any, *, judge: str | None = None, **rule: Any
+) -> HybridReport:
+    """:func:`decide_with_judge` on a judgments frame or file and a verdicts frame or file
+    (``rule``: :func:`evalset.decide.rule_of`'s options)."""
+    from evalset.decide import rule_of
+
+    dimension = rule.pop("dimension", None)
+    judgments = read(data)
+    verdicts = read_verdicts(judge_data)
+    if dimension is not None:
+        judgments = judgments.filter(pl.col("dimension") == dimension)
+        verdicts = verdicts.filter(pl.col("dimension") == dimension)
+    return decide_with_judge(judgments, verdicts, rule_of(**rule), judge=judge)

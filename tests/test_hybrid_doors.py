@@ -1,0 +1,180 @@
+"""Hybrid decisions (issue 41) behind the decision doors: ``evalset.decisions(judge=...)``,
+``evalset decisions --judge-data`` and the service's judge verdicts and hybrid decisions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+import evalset
+from evalset.hybrid import HYBRID_COLUMNS, JudgeError, read_verdicts
+from services.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+MTBENCH = ROOT / "data" / "mtbench"
+
+
+def null_campaign(seed: int, *, num_systems: int = 21, num_prompts: int = 40, judge: str):
+    """Every pair of ``num_systems`` on ``num_prompts`` prompts, one human judgment per cell in
+    random order, Δ exactly 0 per comparison (half the prompts lean B, half lean A as much),
+    and a judge that tries to mislead: ``against`` says the opposite of each cell's lean,
+    ``always_b`` says B everywhere, ``lean`` names the lean of the first half only."""
+    rng = np.random.default_rng(seed)
+    humans, verdicts = [], []
+    half = num_prompts // 2
+    for a in range(num_systems):
+        for b in range(a + 1, num_systems):
+            lean = rng.permutation(np.repeat([1, -1], half))  # +1: the cell leans B
+            for p in range(num_prompts):
+                probs = [0.15, 0.25, 0.6] if lean[p] > 0 else [0.6, 0.25, 0.15]
+                winner = rng.choice(["a", "tie", "b"], p=probs)
+                cell = (f"p{p}", f"s{a:02d}", f"s{b:02d}")
+                humans.append((*cell, f"w{rng.integers(9)}", winner, rng.random()))
+                if judge == "against":
+                    say = "a" if lean[p] > 0 else "b"
+                elif judge == "always_b":
+                    say = "b"
+                else:
+                    say = ("b" if lean[p] > 0 else "a") if p < half else "tie"
+                verdicts.append((*cell, "adversary", say))
+    frame = pl.DataFrame(
+        humans,
+        schema=["item_id", "system_a", "system_b", "annotator_id", "winner", "u"],
+        orient="row",
+    )
+    frame = frame.sort("u").drop("u")  # arrival order: a uniform shuffle of the cells
+    judge_frame = pl.DataFrame(
+        verdicts, schema=["item_id", "system_a", "system_b", "annotator_id", "winner"], orient="row"
+    )
+    return frame, judge_frame
+
+
+@pytest.mark.parametrize("judge", ["against", "always_b", "lean"])
+def test_a_null_campaign_with_an_adversarial_judge_decides_within_the_level(judge):
+    """Δ = 0 on every comparison: a sign decision is wrong; with ``none`` each comparison may
+    err at most alpha (two sides at alpha / 2), whatever the judge, at every look."""
+    alpha, rates = 0.2, []
+    for seed in range(2):
+        humans, verdicts = null_campaign(seed, judge=judge)
+        rows = evalset.decisions(humans, judge=verdicts, alpha=alpha, correction="none")
+        assert rows.height == 210 and set(rows["judge"]) == {"adversary"}
+        signs = rows.filter(pl.col("decision").is_in(["B better", "A better"])).height
+        rates.append(signs / rows.height)
+    # 420 comparisons: the observed rate stays below alpha with room for its sampling error
+    assert np.mean(rates) <= alpha + 2.0 * np.sqrt(alpha * (1 - alpha) / 420)
+
+
+def _cli(argv: list[str], capsys) -> list[dict]:
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _same_rows(got: list[dict], want: list[dict]) -> None:
+    """The same columns in the same order, the same values (numbers to 1e-9)."""
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert list(g) == list(w)
+        for key, value in w.items():
+            if isinstance(value, float):
+                assert g[key] == pytest.approx(value, rel=1e-9, abs=1e-12), (key, g, w)
+            else:
+                assert g[key] == value, (key, g, w)
+
+
+def test_python_and_the_command_line_give_the_same_hybrid_rows(capsys):
+    data, judge = MTBENCH / "judgments.csv", MTBENCH / "judge_gpt4.csv"
+    py = evalset.decisions(data, judge=judge).to_dicts()
+    cli = _cli(
+        ["decisions", "--data", str(data), "--judge-data", str(judge), "--format", "json"], capsys
+    )
+    _same_rows(cli, py)
+    human = evalset.decisions(data).to_dicts()
+    # the columns that mean the same as the human-only rows', in their order, then the judge's
+    shared = [
+        c
+        for c in human[0]
+        if c in py[0] and c not in ("alpha_each", "family", "family_size", "rule")
+    ]
+    assert list(py[0]) == shared + list(HYBRID_COLUMNS) + [
+        "alpha_each",
+        "family",
+        "family_size",
+        "rule",
+    ]
+    for h, y in zip(human, py):
+        assert (h["system_a"], h["system_b"], h["n_judgments"]) == (
+            y["system_a"],
+            y["system_b"],
+            y["n_judgments"],
+        )
+        # every human cell of MT-Bench has a GPT-4 verdict: the same observations are used
+        assert y["n_used"] == h["n_used"] and y["judge_cells"] == 160
+        assert 0.4 < y["judge_agreement"] < 0.9
+    # the log's own signs: a hybrid sign never contradicts the human-only estimate's sign
+    for h, y in zip(human, py):
+        if y["decision"] in ("B better", "A better"):
+            assert np.sign(h["net_preference"]) == (1 if y["decision"] == "B better" else -1)
+    assert sum(y["decision"] != "undecided" for y in py) >= 10
+
+
+def test_verdicts_oriented_either_way_and_several_judges():
+    data = pl.read_csv(MTBENCH / "judgments.csv")
+    judge = read_verdicts(MTBENCH / "judge_gpt4.csv")
+    want = evalset.decisions(data, judge=judge).to_dicts()
+    swapped = judge.with_columns(
+        pl.col("system_b").alias("system_a"),
+        pl.col("system_a").alias("system_b"),
+        pl.col("winner").replace({"a": "b", "b": "a"}),
+    )
+    _same_rows(evalset.decisions(data, judge=swapped).to_dicts(), want)
+    # a second judge: the decision names which one, or says which there are
+    coin = judge.with_columns(
+        pl.lit("coin").alias("annotator_id"),
+        pl.Series("winner", np.random.default_rng(0).choice(["a", "b", "tie"], judge.height)),
+    )
+    both = pl.concat([judge, coin])
+    with pytest.raises(JudgeError, match=r"2 judges \['coin', 'gpt4_pair'\]"):
+        evalset.decisions(data, judge=both)
+    _same_rows(evalset.decisions(data, judge=both, judge_name="gpt4_pair").to_dicts(), want)
+    rows = evalset.decisions(data, judge=both, judge_name="coin")
+    assert set(rows["judge"]) == {"coin"}
+    # a random judge agrees with humans about a third of the time and buys nothing
+    assert rows["judge_agreement"].mean() < 0.45
+    assert (rows["effective_humans"] < rows["n_used"] * 1.1).all()
+    with pytest.raises(JudgeError, match="e-holm"):
+        evalset.decisions(data, judge=judge, correction="e-holm")
+
+
+def test_a_comparison_the_judge_never_saw_is_decided_by_its_humans():
+    data = pl.read_csv(MTBENCH / "judgments.csv")
+    judge = read_verdicts(MTBENCH / "judge_gpt4.csv")
+    pair = ("alpaca-13b", "gpt-3.5-turbo")
+    unseen = judge.filter(~pl.col("system_a").is_in(pair) | ~pl.col("system_b").is_in(pair))
+    rows = {
+        (r["system_a"], r["system_b"]): r for r in evalset.decisions(data, judge=unseen).to_dicts()
+    }
+    row = rows[pair]
+    assert row["judge_cells"] == 0 and row["judge_agreement"] is None
+    assert row["judge_weight"] is None
+    # Z = Y: the estimate is the humans' mean over the observations used
+    human = {(r["system_a"], r["system_b"]): r for r in evalset.decisions(data).to_dicts()}[pair]
+    assert row["net_preference"] == pytest.approx(human["net_preference"], abs=1e-12)
+    assert row["effective_humans"] == pytest.approx(row["n_used"], rel=0.02)
+    assert row["decision"] == "B better"
+
+
+def test_an_inconsistent_flag_must_be_true_or_false(tmp_path):
+    path = tmp_path / "judge.csv"
+    path.write_text(
+        "item_id,system_a,system_b,annotator_id,winner,inconsistent\np1,x,y,j,tie,maybe\n"
+    )
+    with pytest.raises(JudgeError, match="row 1, column 'inconsistent'"):
+        read_verdicts(path)
+    path.write_text(
+        "item_id,system_a,system_b,annotator_id,winner,inconsistent\np1,x,y,j,tie,TRUE\n"
+    )
+    assert read_verdicts(path)["inconsistent"].to_list() == [True]
