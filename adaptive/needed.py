@@ -16,6 +16,11 @@ from adaptive.evidence import log_sign_evalue
 
 #: "needed" estimates beyond this many judgments are reported as out of sight (inf)
 NEEDED_HORIZON = 1_000_000
+#: the continuation sizes m' - m that :func:`needed_sign` tries (a geometric grid, 1% steps)
+_EXTRA = np.unique(np.round(np.geomspace(1.0, NEEDED_HORIZON, 1400)))
+#: every _STRIDE-th of them (and the last): the first pass of the search
+_STRIDE = 16
+_COARSE = np.unique(np.append(np.arange(0, _EXTRA.shape[0], _STRIDE), _EXTRA.shape[0] - 1))
 
 
 def needed_sign(
@@ -43,13 +48,46 @@ def needed_sign(
     if best:
         q = np.ones_like(q)
     non_tie = np.ones_like(m) if best else np.maximum((m + 1.0) / (t + 2.0), 1e-3)
-    extra = np.unique(np.round(np.geomspace(1.0, NEEDED_HORIZON, 1400)))[None, :]
-    grid = m[:, None] + extra
-    log_e = log_sign_evalue(lead[:, None] + q[:, None] * extra, grid, a)
-    reached = log_e >= np.log(1.0 / level)
-    first = np.argmax(reached, axis=1)
-    more = extra[0, first] / non_tie
-    return np.where(reached.any(axis=1), more, np.inf)
+    first = _first_reached(lead, q, m, a, np.log(1.0 / level))
+    reached = first < _EXTRA.shape[0]
+    more = _EXTRA[np.minimum(first, _EXTRA.shape[0] - 1)] / non_tie
+    return np.where(reached, more, np.inf)
+
+
+def _first_reached(lead, q, m, a: float, threshold: float) -> np.ndarray:
+    """(n,) the first index into _EXTRA where the continued e-value reaches ``threshold``
+    (len(_EXTRA) where none does).
+
+    Along a continuation (k' = lead + q x, m' = m + x, q >= 1/2) the log e-value falls at
+    most until the leading share's evidence starts to pay and rises from there, so the
+    sizes that reach the threshold are every size from the first one on: the first coarse
+    size that reaches it bounds the search, and only the sizes since the coarse one before
+    are tried one by one (len(_COARSE) + _STRIDE evaluations per comparison instead of
+    len(_EXTRA); the same answer, tests/test_decisions.py compares with every size tried).
+    """
+    size = _EXTRA.shape[0]
+    if lead.shape[0] == 0:
+        return np.zeros(0, np.int64)
+    coarse = _EXTRA[_COARSE][None, :]
+    hit = log_sign_evalue(lead[:, None] + q[:, None] * coarse, m[:, None] + coarse, a) >= threshold
+    j = np.argmax(hit, axis=1)
+    found = hit[np.arange(hit.shape[0]), j]
+    first = np.full(lead.shape[0], size, np.int64)
+    rows = np.flatnonzero(found)
+    if rows.shape[0] == 0:
+        return first
+    top = _COARSE[j[rows]]  # reached
+    start = np.where(j[rows] > 0, _COARSE[np.maximum(j[rows] - 1, 0)] + 1, 0)
+    offsets = np.arange(_STRIDE)[None, :]
+    index = np.minimum(start[:, None] + offsets, top[:, None])
+    extra = _EXTRA[index]
+    fine = (
+        log_sign_evalue(lead[rows, None] + q[rows, None] * extra, m[rows, None] + extra, a)
+        >= threshold
+    )
+    fine[:, -1] |= index[:, -1] == top  # the coarse size reached
+    first[rows] = index[np.arange(rows.shape[0]), np.argmax(fine, axis=1)]
+    return first
 
 
 _GRID = np.unique(np.round(np.geomspace(1.0, NEEDED_HORIZON, 400)))
