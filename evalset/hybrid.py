@@ -15,6 +15,7 @@ human judgments: they enter no count of judgments and no human-only decision.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -88,13 +89,19 @@ def _raw_flags(path: Path) -> pl.DataFrame:
     return _read_raw(path)
 
 
-def choose_judge(verdicts: pl.DataFrame, judge: str | None) -> str:
-    """The judge a decision uses: ``judge``, or the only one (else an error listing them)."""
-    names = sorted(set(verdicts["annotator_id"].to_list()))
+def choose_judge(judges: Iterable[str], judge: str | None) -> str:
+    """The judge a decision uses: ``judge``, or the only one (else an error listing them).
+
+    Args:
+        judges: the judges' names (of every verdict, or each once).
+    """
+    names = sorted(set(judges))
     if judge is not None:
         if judge not in names:
             raise JudgeError(f"no verdicts of judge {judge!r}; the judges are {names}")
         return judge
+    if not names:
+        raise JudgeError("no judge verdicts: give an automatic judge's verdicts first")
     if len(names) != 1:
         raise JudgeError(f"the verdicts name {len(names)} judges {names}: choose one (judge)")
     if not names[0]:
@@ -175,7 +182,7 @@ def decide_with_judge(
     from evalset.decide import family_judgments
 
     rule = rule or DecisionRule()
-    name = choose_judge(verdicts, judge)
+    name = choose_judge(verdicts["annotator_id"].to_list(), judge)
     family = family_judgments(judgments, rule).family
     alpha_each = _alpha_each(rule, family.size)
     table = _family_table(family)

@@ -178,3 +178,110 @@ def test_an_inconsistent_flag_must_be_true_or_false(tmp_path):
         "item_id,system_a,system_b,annotator_id,winner,inconsistent\np1,x,y,j,tie,TRUE\n"
     )
     assert read_verdicts(path)["inconsistent"].to_list() == [True]
+
+
+# ---------------------------------------------------------------- the service
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """A served project holding MT-Bench's human judgments (file order) and GPT-4's verdicts."""
+    import httpx
+
+    from services.settings import Settings
+    from tests.factories import ThreadServer
+
+    url = f"sqlite:///{tmp_path_factory.mktemp('hybrid') / 'hybrid.db'}"
+    humans = pl.read_csv(MTBENCH / "judgments.csv")
+    judge = pl.read_csv(MTBENCH / "judge_gpt4.csv")
+    with ThreadServer(Settings(database_url=url, streaming=False)) as server:
+        with httpx.Client(base_url=server.url, timeout=120) as api:
+            token = api.post("/projects", json={"project_id": "mt"}).json()["token"]
+            headers = {"Authorization": f"Bearer {token}"}
+            systems = sorted(set(humans["system_a"]) | set(humans["system_b"]))
+            prompts = sorted(set(humans["item_id"]) | set(judge["item_id"]))
+            for path, body in (
+                ("systems", {"systems": [{"system_id": x} for x in systems]}),
+                ("prompts", {"prompts": [{"prompt_id": p, "text": p} for p in prompts]}),
+            ):
+                assert api.post(f"/projects/mt/{path}", json=body, headers=headers).is_success
+            rows = [{"judgment_id": f"h{i}", **r} for i, r in enumerate(humans.to_dicts())]
+            r = api.post("/projects/mt/judgments", json={"judgments": rows}, headers=headers)
+            assert r.status_code == 200, r.text
+            yield api, headers, judge
+
+
+def _verdicts(judge: pl.DataFrame, prefix: str = "v") -> list[dict]:
+    return [
+        {"judgment_id": f"{prefix}{i}", **{k: v for k, v in r.items()}}
+        for i, r in enumerate(
+            judge.with_columns(pl.col("inconsistent").cast(pl.Boolean)).to_dicts()
+        )
+    ]
+
+
+def test_the_service_stores_verdicts_apart_and_gives_the_same_hybrid_rows(served, capsys):
+    api, headers, judge = served
+    verdicts = _verdicts(judge)
+    before = api.get("/projects/mt", headers=headers).json()["num_judgments"]
+    # no verdicts yet: the question names what is missing
+    r = api.get("/projects/mt/hybrid-decisions", headers=headers)
+    assert r.status_code == 422 and "no judge verdicts" in r.text
+    r = api.post("/projects/mt/judge-verdicts", json={"verdicts": verdicts}, headers=headers)
+    assert r.status_code == 200, r.text
+    assert r.json() == {"accepted": 2400, "duplicates": 0, "judges": {"gpt4_pair": 2400}}
+    # idempotent: the same batch again stores nothing
+    r = api.post("/projects/mt/judge-verdicts", json={"verdicts": verdicts[:50]}, headers=headers)
+    assert r.json()["accepted"] == 0 and r.json()["duplicates"] == 50
+    # never a human judgment
+    assert api.get("/projects/mt", headers=headers).json()["num_judgments"] == before
+    human_rows = api.get("/projects/mt/decisions", headers=headers).json()["rows"]
+    assert sum(row["n_judgments"] for row in human_rows) == before
+    body = api.get("/projects/mt/hybrid-decisions", headers=headers).json()
+    assert body["judge"] == "gpt4_pair" and body["num_verdicts"] == 2400
+    data, judge_file = MTBENCH / "judgments.csv", MTBENCH / "judge_gpt4.csv"
+    py = evalset.decisions(data, judge=judge_file).to_dicts()
+    cli = _cli(
+        ["decisions", "--data", str(data), "--judge-data", str(judge_file), "--format", "json"],
+        capsys,
+    )
+    _same_rows(cli, py)
+    assert body["rule"] == py[0]["rule"]
+    _same_rows(body["rows"], [{k: v for k, v in row.items() if k != "rule"} for row in py])
+    # the rule's options and a named judge reach the same function
+    query = {"alpha": 0.1, "correction": "none", "unit": "judgment", "judge": "gpt4_pair"}
+    body = api.get("/projects/mt/hybrid-decisions", params=query, headers=headers).json()
+    py = evalset.decisions(data, judge=judge_file, alpha=0.1, correction="none", unit="judgment")
+    _same_rows(
+        body["rows"], [{k: v for k, v in row.items() if k != "rule"} for row in py.to_dicts()]
+    )
+    r = api.get("/projects/mt/hybrid-decisions", params={"judge": "nobody"}, headers=headers)
+    assert r.status_code == 422 and "['gpt4_pair']" in r.text
+    r = api.get("/projects/mt/hybrid-decisions", params={"correction": "e-holm"}, headers=headers)
+    assert r.status_code == 422 and "e-holm" in r.text
+
+
+def test_a_bad_verdict_batch_is_refused_whole_with_row_and_reason(served):
+    api, headers, judge = served
+    good = _verdicts(judge.head(3), prefix="bad")
+    bad = [
+        {**good[0], "winner": "B wins"},
+        {**good[1], "annotator_id": ""},
+        {**good[2], "system_b": "nobody"},
+    ]
+    r = api.post("/projects/mt/judge-verdicts", json={"verdicts": bad}, headers=headers)
+    assert r.status_code == 422
+    r = api.post(
+        "/projects/mt/judge-verdicts", json={"verdicts": [bad[2], good[0]]}, headers=headers
+    )
+    assert r.status_code == 422, r.text
+    problems = r.json()["error"]["problems"]
+    # every bad row with its reason: an unknown system, a second verdict on a judged cell
+    assert [(p["row"], p["field"]) for p in problems] == [(0, "system_b"), (1, "item_id")]
+    assert "unknown system 'nobody'" in problems[0]["message"]
+    assert "one verdict per cell" in problems[1]["message"]
+    # a second verdict of the judge on a stored cell (another id) is refused, nothing stored
+    r = api.post("/projects/mt/judge-verdicts", json={"verdicts": good}, headers=headers)
+    assert r.status_code == 422 and "one verdict per cell" in r.text
+    listed = api.get("/projects/mt/judge-verdicts", params={"judge": "gpt4_pair"}, headers=headers)
+    assert not any(v["judgment_id"].startswith("bad") for v in listed.json()["verdicts"])

@@ -56,7 +56,7 @@ def test_migrate_is_idempotent(store: Store) -> None:
     store.migrate()
     with store.read() as conn:
         version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
-    assert version == "0004"
+    assert version == "0005"
 
 
 def test_project_id_is_unique(store: Store) -> None:

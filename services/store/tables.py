@@ -8,6 +8,7 @@ from __future__ import annotations
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     Column,
     DateTime,
     Float,
@@ -109,6 +110,26 @@ judgments = Table(
     # append-only and idempotent: one row per client-supplied judgment_id
     UniqueConstraint("project_id", "judgment_id", name="uq_judgments_project_judgment"),
     Index("ix_judgments_project_dimension_seq", "project_id", "dimension", "seq"),
+)
+
+# an automatic judge's verdicts (0005): never human judgments, so never in ``judgments``;
+# ``annotator_id`` names the judge, one verdict per judge and cell
+judge_verdicts = Table(
+    "judge_verdicts",
+    metadata,
+    Column("seq", SEQ, primary_key=True, autoincrement=True),
+    Column("project_id", String(ID), ForeignKey("projects.project_id"), nullable=False),
+    Column("judgment_id", String(ID), nullable=False),
+    Column("item_id", String(ID), nullable=False),
+    Column("system_a", String(ID), nullable=False),
+    Column("system_b", String(ID), nullable=False),
+    Column("annotator_id", String(ID), nullable=False),
+    Column("winner", String(8), nullable=False),
+    Column("dimension", String(ID), nullable=False),
+    Column("inconsistent", Boolean, nullable=False),
+    Column("received_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("project_id", "judgment_id", name="uq_judge_verdicts_project_judgment"),
+    Index("ix_judge_verdicts_project_seq", "project_id", "seq"),
 )
 
 snapshots = Table(

@@ -1,0 +1,257 @@
+"""An automatic judge beside the humans: ``POST/GET /projects/{id}/judge-verdicts`` and
+``GET /projects/{id}/hybrid-decisions``.
+
+Verdicts are stored in their own table (:mod:`services.store.repository.verdicts`), checked by
+the judgments' validator, and never counted as human judgments. The hybrid decisions are
+:func:`evalset.hybrid.decide_with_judge` on the stored judgments (arrival order) and verdicts,
+the function ``evalset decisions --judge-data`` and ``evalset.decisions(judge=...)`` call, so
+the three doors give the same rows. A read recomputes from the store unless nothing was
+stored since the last read of the same question (the answer is kept per project, rule, judge
+and the last sequence numbers of both tables).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Annotated, Any, NoReturn
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
+
+from adaptive.rule import DecisionRule
+from services import schemas as s
+from services.api.decisions import Rule
+from services.api.deps import ProjectId, State
+from services.api.errors import ApiError, error_responses
+from services.store import repository as repo
+from services.store.repository.rows import JudgmentRow
+from services.store.repository.verdicts import (
+    VerdictRow,
+    add_verdicts,
+    fetch_verdicts,
+    judge_counts,
+)
+
+router = APIRouter()
+
+#: answers kept (project, rule, judge, last sequence numbers) -> response
+CACHE_SIZE = 32
+_cache: OrderedDict[tuple[Any, ...], HybridDecisionsPublic] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+class JudgeVerdictCreate(s.JudgmentBase):
+    """One verdict of an automatic judge on a cell, in the judgments' schema."""
+
+    annotator_id: s.Id = Field(description="the judge's name (e.g. gpt4_pair)")
+    inconsistent: bool = Field(
+        default=False,
+        description="the judge disagreed with itself when the two answers swapped sides "
+        "(a tie it gave that way gets a calibration of its own)",
+    )
+
+
+class JudgeVerdictsCreate(s.Strict):
+    verdicts: list[JudgeVerdictCreate] = Field(min_length=1, max_length=s.MAX_BATCH)
+
+
+class JudgeVerdictPublic(JudgeVerdictCreate):
+    seq: int = Field(description="arrival order among the project's verdicts")
+
+
+class JudgeVerdictBatchResult(BaseModel):
+    accepted: int = Field(description="verdicts newly stored")
+    duplicates: int = Field(description="verdicts already stored (retries)")
+    judges: dict[str, int] = Field(description="verdicts stored per judge after this batch")
+
+
+class JudgeVerdictsPublic(BaseModel):
+    judges: dict[str, int]
+    verdicts: list[JudgeVerdictPublic]
+
+
+class HybridDecisionRow(BaseModel):
+    dimension: str
+    system_a: str
+    system_b: str
+    decision: str = Field(description="'B better', 'A better', 'equivalent' or 'undecided'")
+    net_preference: float | None = Field(
+        description="estimate of Δ, the humans' net preference over the judged cells"
+    )
+    cs_low: float = Field(description="anytime-valid confidence sequence of Δ")
+    cs_high: float
+    n_judgments: int = Field(description="human judgments of the comparison")
+    n_used: int = Field(description="human observations the decision used")
+    n_prompts: int
+    closed_at: int | None = Field(description="human judgments of the comparison when it closed")
+    judge: str
+    judge_cells: int = Field(description="cells of the comparison with the judge's verdict")
+    judge_agreement: float | None = Field(
+        description="share of the human observations equal to the judge's verdict"
+    )
+    effective_humans: float | None = Field(
+        description="human judgments alone that would give the same precision"
+    )
+    judge_weight: float | None = Field(description="how far the decision leans on the verdicts")
+    alpha_each: float
+    family: str
+    family_size: int
+
+
+class HybridDecisionsPublic(BaseModel):
+    rule: str = Field(description="the hybrid rule and the error control, in words")
+    family: str
+    family_size: int
+    judge: str
+    num_judgments: int = Field(description="human judgments of the project")
+    num_verdicts: int = Field(description="the judge's verdicts")
+    rows: list[HybridDecisionRow]
+
+
+@router.post(
+    "/projects/{project_id}/judge-verdicts",
+    operation_id="add_judge_verdicts",
+    tags=["judgments"],
+    responses=error_responses(422),
+)
+def add_judge_verdicts(
+    project_id: ProjectId, body: JudgeVerdictsCreate, state: State
+) -> JudgeVerdictBatchResult:
+    """Append an automatic judge's verdicts, all or nothing; a ``judgment_id`` already stored
+    with the same verdict is a no-op (retry). They are never human judgments: no count,
+    snapshot or human-only decision sees them. The batch is rejected whole, one problem per
+    bad row, on what refuses a judgment batch, a verdict without its judge's name
+    (``annotator_id``), or a second verdict of one judge on one cell."""
+    rows = [v.model_dump() for v in body.verdicts]
+    seen: dict[str, int] = {}
+    problems = []
+    for i, r in enumerate(rows):
+        first = seen.setdefault(r["judgment_id"], i)
+        if first != i:
+            problems.append(
+                {
+                    "row": i,
+                    "field": "judgment_id",
+                    "message": f"duplicate judgment_id {r['judgment_id']!r} (first in row {first})",
+                }
+            )
+    if problems:
+        raise ApiError(
+            422,
+            "validation_error",
+            "duplicate judgment_ids in the request; nothing was stored",
+            problems,
+        )
+    with state.store.write() as conn:
+        result = add_verdicts(conn=conn, project_id=project_id, verdicts=rows)
+        judges = judge_counts(conn=conn, project_id=project_id)
+    return JudgeVerdictBatchResult(
+        accepted=result.inserted, duplicates=result.duplicates, judges=judges
+    )
+
+
+@router.get(
+    "/projects/{project_id}/judge-verdicts",
+    operation_id="list_judge_verdicts",
+    tags=["judgments"],
+    responses=error_responses(422),
+)
+def list_judge_verdicts(
+    project_id: ProjectId,
+    state: State,
+    judge: Annotated[str | None, Query(max_length=200, description="one judge's only")] = None,
+) -> JudgeVerdictsPublic:
+    """The project's judge verdicts in arrival order, and how many each judge gave."""
+    with state.store.read() as conn:
+        rows = fetch_verdicts(conn=conn, project_id=project_id, judge=judge)
+        judges = judge_counts(conn=conn, project_id=project_id)
+    return JudgeVerdictsPublic(
+        judges=judges, verdicts=[JudgeVerdictPublic.model_construct(**r) for r in rows]
+    )
+
+
+@router.get(
+    "/projects/{project_id}/hybrid-decisions",
+    operation_id="hybrid_decisions",
+    tags=["analysis"],
+    summary="Every comparison's decision from its human judgments and a judge's verdicts",
+    responses=error_responses(401, 403, 404, 422),
+)
+def hybrid_decisions(
+    project_id: ProjectId,
+    state: State,
+    rule: Rule,
+    judge: Annotated[
+        str | None,
+        Query(max_length=200, description="which judge (default: the only one)"),
+    ] = None,
+) -> HybridDecisionsPublic:
+    """Each comparison's hybrid decision (docs/hybrid.md): Δ stays the humans' net preference,
+    the judge's verdicts sharpen its confidence sequence, valid at every look whatever the
+    judge, with the human judgments taken in arrival order as uniform draws of the judged
+    cells. The same rows as ``evalset decisions --judge-data`` and
+    ``evalset.decisions(judge=...)`` on the same judgments and verdicts; ``correction``
+    ``bonferroni`` or ``none``."""
+    from evalset.hybrid import JudgeError, choose_judge
+
+    with state.store.read() as conn:
+        judges = judge_counts(conn=conn, project_id=project_id)
+        try:
+            name = choose_judge(judges, judge)
+        except JudgeError as exc:
+            _unprocessable("judge", str(exc), exc)
+        last = repo.judgment_counts_by_dimension(conn=conn, project_id=project_id)
+        verdicts = fetch_verdicts(conn=conn, project_id=project_id, judge=name)
+        key = (project_id, rule, name, tuple(sorted(last.items())), verdicts[-1]["seq"])
+        with _cache_lock:
+            if key in _cache:
+                _cache.move_to_end(key)
+                return _cache[key]
+        judgments = repo.fetch_judgments(conn=conn, project_id=project_id)
+    try:
+        answer = _decide(judgments, verdicts, rule, name)
+    except JudgeError as exc:
+        _unprocessable("correction", str(exc), exc)
+    with _cache_lock:
+        _cache[key] = answer
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+    return answer
+
+
+def _unprocessable(field: str, message: str, exc: Exception) -> NoReturn:
+    raise ApiError(
+        422, "validation_error", message, [{"field": field, "message": message}]
+    ) from exc
+
+
+def _decide(
+    judgments: Sequence[JudgmentRow], verdicts: Sequence[VerdictRow], rule: DecisionRule, name: str
+) -> HybridDecisionsPublic:
+    """The stored judgments and verdicts as frames, decided as a file of them would be."""
+    import polars as pl
+
+    from adaptive.data import validate_judgments
+    from evalset.hybrid import decide_with_judge, read_verdicts
+
+    rows: list[dict[str, Any]] = []
+    words, family, size = "", "no comparisons (no human judgments)", 0
+    if judgments:
+        columns = ("item_id", "system_a", "system_b", "annotator_id", "winner", "dimension")
+        table = pl.DataFrame([{c: j[c] for c in columns} for j in judgments])  # type: ignore[literal-required]
+        human = validate_judgments(table, source="<store>")
+        frame = pl.DataFrame(list(verdicts)).drop("seq", "judgment_id")
+        report = decide_with_judge(human, read_verdicts(frame), rule, judge=name)
+        rows, family, size = report.rows, report.family.describe(), report.family.size
+        words = str(rows[0]["rule"]) if rows else ""
+    return HybridDecisionsPublic(
+        rule=words,
+        family=family,
+        family_size=size,
+        judge=name,
+        num_judgments=len(judgments),
+        num_verdicts=len(verdicts),
+        rows=[HybridDecisionRow(**{k: v for k, v in r.items() if k != "rule"}) for r in rows],
+    )

@@ -1,0 +1,208 @@
+"""An automatic judge's verdicts: validated batch ingestion (all or nothing, idempotent) and reads.
+
+Verdicts have the judgments' schema and are checked by the same validator
+(:func:`services.store.repository.judgments._check_judgments`, hence
+:mod:`services.store.validation`), with ``annotator_id`` naming the judge (required) and an
+``inconsistent`` flag. They live in their own table: no human count, snapshot or human-only
+decision ever reads them. A judge has one verdict per cell (dimension, prompt, pair of systems
+either way round).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, TypedDict
+
+from sqlalchemy import Connection, func, select
+
+from services.store import tables as t
+from services.store.repository._common import IngestResult, _chunks, _insert, utcnow
+from services.store.repository.catalogue import _known
+from services.store.repository.judgments import _check_judgments, _refuse, lock_judgments
+
+#: one verdict as the service stores and lists it (in this order)
+VERDICT_FIELDS = (
+    "judgment_id",
+    "item_id",
+    "system_a",
+    "system_b",
+    "annotator_id",
+    "winner",
+    "dimension",
+    "inconsistent",
+)
+
+
+class VerdictRow(TypedDict):
+    seq: int
+    judgment_id: str
+    item_id: str
+    system_a: str
+    system_b: str
+    annotator_id: str
+    winner: str
+    dimension: str
+    inconsistent: bool
+
+
+def _cell(r: dict[str, Any]) -> tuple[str, str, str, frozenset[str]]:
+    return (
+        r["annotator_id"],
+        r["dimension"],
+        r["item_id"],
+        frozenset((r["system_a"], r["system_b"])),
+    )
+
+
+def add_verdicts(
+    *,
+    conn: Connection,
+    project_id: str,
+    verdicts: Sequence[dict[str, Any]],
+    now: datetime | None = None,
+) -> IngestResult:
+    """Append a batch of judge verdicts, all or nothing, idempotent by ``judgment_id``.
+
+    Raises:
+        StoreError: ``validation_error`` (a bad id, winner or flag, a missing judge name) or
+            ``invalid_batch`` (an unknown system, prompt or dimension, a system compared with
+            itself, a ``judgment_id`` stored with another verdict, a second verdict of a judge
+            on one cell), one problem per bad row; nothing was written.
+    """
+    now = now or utcnow()
+    _check_judgments(verdicts)
+    problems: list[dict[str, Any]] = []
+    for i, v in enumerate(verdicts):
+        if not v.get("annotator_id"):
+            problems.append(
+                {
+                    "row": i,
+                    "judgment_id": v.get("judgment_id"),
+                    "field": "annotator_id",
+                    "message": "a verdict's annotator_id names its judge",
+                }
+            )
+        if v.get("inconsistent") not in (None, True, False):
+            problems.append(
+                {
+                    "row": i,
+                    "judgment_id": v.get("judgment_id"),
+                    "field": "inconsistent",
+                    "message": "inconsistent must be true or false",
+                }
+            )
+    _refuse(problems, "validation_error", "invalid field(s)")
+    lock_judgments(conn=conn, project_id=project_id)
+    rows: list[dict[str, Any]] = [{k: v.get(k) for k in VERDICT_FIELDS} for v in verdicts]
+    for r in rows:
+        r["inconsistent"] = bool(r["inconsistent"])
+
+    def problem(i: int, column: str, message: str) -> None:
+        problems.append(
+            {"row": i, "judgment_id": rows[i]["judgment_id"], "field": column, "message": message}
+        )
+
+    systems = {r["system_a"] for r in rows} | {r["system_b"] for r in rows}
+    items = {r["item_id"] for r in rows}
+    known_systems = _known(conn, t.systems, "system_id", project_id, systems)
+    known_prompts = _known(conn, t.prompts, "prompt_id", project_id, items)
+    known_dims = _known(
+        conn, t.dimensions, "dimension_id", project_id, {r["dimension"] for r in rows}
+    )
+    for i, r in enumerate(rows):
+        for column in ("system_a", "system_b"):
+            if r[column] not in known_systems:
+                problem(i, column, f"unknown system {r[column]!r}; register it first")
+        if r["item_id"] not in known_prompts:
+            problem(i, "item_id", f"unknown prompt {r['item_id']!r}; register it first")
+        if r["dimension"] not in known_dims:
+            problem(i, "dimension", f"unknown dimension {r['dimension']!r}; register it first")
+        if r["system_a"] == r["system_b"]:
+            problem(i, "system_b", "a system compared with itself")
+    c = t.judge_verdicts.c
+    existing: dict[str, dict[str, Any]] = {}
+    cells: dict[tuple[str, str, str, frozenset[str]], str] = {}
+    for chunk in _chunks(sorted(items)):
+        for row in conn.execute(
+            select(*[c[k] for k in VERDICT_FIELDS]).where(
+                c.project_id == project_id, c.item_id.in_(chunk)
+            )
+        ):
+            stored = row._asdict()
+            existing[stored["judgment_id"]] = stored
+            cells[_cell(stored)] = stored["judgment_id"]
+    for chunk in _chunks([r["judgment_id"] for r in rows]):
+        for row in conn.execute(
+            select(*[c[k] for k in VERDICT_FIELDS]).where(
+                c.project_id == project_id, c.judgment_id.in_(chunk)
+            )
+        ):
+            existing[row.judgment_id] = row._asdict()
+    new_rows = []
+    for i, r in enumerate(rows):
+        old = existing.get(r["judgment_id"])
+        if old is not None:
+            if old != r:
+                differs = [k for k in VERDICT_FIELDS if old[k] != r[k]]
+                problem(
+                    i,
+                    "judgment_id",
+                    f"judgment_id {r['judgment_id']!r} was already stored "
+                    f"with different {', '.join(differs)}; a verdict cannot be changed",
+                )
+            continue
+        other = cells.get(_cell(r))
+        if other is not None:
+            problem(
+                i,
+                "item_id",
+                f"judge {r['annotator_id']!r} already has a verdict on this "
+                f"cell ({other!r}); a judge gives one verdict per cell",
+            )
+            continue
+        cells[_cell(r)] = r["judgment_id"]
+        existing[r["judgment_id"]] = r
+        new_rows.append(r)
+    _refuse(problems, "invalid_batch", "problem(s)")
+    last_seq = 0
+    if new_rows:
+        stmt = (
+            _insert(conn, t.judge_verdicts)
+            .on_conflict_do_nothing(index_elements=["project_id", "judgment_id"])
+            .returning(c.seq)
+        )
+        params = [{**r, "project_id": project_id, "received_at": now} for r in new_rows]
+        last_seq = max((int(s) for (s,) in conn.execute(stmt, params)), default=0)
+    return IngestResult(
+        inserted=len(new_rows),
+        duplicates=len(rows) - len(new_rows),
+        dimensions=tuple(sorted({r["dimension"] for r in new_rows})),
+        last_seq=last_seq,
+    )
+
+
+def fetch_verdicts(
+    *, conn: Connection, project_id: str, judge: str | None = None
+) -> list[VerdictRow]:
+    """The project's verdicts in arrival order (one judge's, if named)."""
+    c = t.judge_verdicts.c
+    stmt = (
+        select(c.seq, *[c[k] for k in VERDICT_FIELDS])
+        .where(c.project_id == project_id)
+        .order_by(c.seq)
+    )
+    if judge is not None:
+        stmt = stmt.where(c.annotator_id == judge)
+    return [VerdictRow(**r._asdict()) for r in conn.execute(stmt)]  # type: ignore[typeddict-item]
+
+
+def judge_counts(*, conn: Connection, project_id: str) -> dict[str, int]:
+    """judge -> verdicts stored."""
+    c = t.judge_verdicts.c
+    rows = conn.execute(
+        select(c.annotator_id, func.count())
+        .where(c.project_id == project_id)
+        .group_by(c.annotator_id)
+    )
+    return {str(j): int(n) for j, n in rows}
