@@ -144,6 +144,32 @@ def test_annotator_never_gets_a_cell_they_judged(client):
     assert len(r["cells"]) == FRESH
 
 
+def test_a_catalogue_write_between_two_batches_is_seen(client):
+    """Nothing judged and no new snapshot between the two batches: only the catalogue moved
+    (the route keeps what it prepared from the catalogue until a write raises its version)."""
+    project_id, headers = _project(client)
+    url = f"/projects/{project_id}/next-batch"
+    before = client.post(url, json={"size": FRESH}, headers=headers).json()
+    assert any({c["system_a"], c["system_b"]} == {"s0", "s1"} for c in before["cells"])
+    # s0 and s1 give the same response to every prompt: their cells cannot be annotated
+    prompts = [
+        {
+            "prompt_id": f"q{i}",
+            "text": f"t{i}",
+            "responses": {"s0": "same", "s1": "same", "s2": "other"},
+        }
+        for i in range(NUM_PROMPTS)
+    ]
+    r = client.post(f"/projects/{project_id}/prompts", json={"prompts": prompts}, headers=headers)
+    assert r.status_code < 300, r.text
+    later = datetime.now(UTC) + timedelta(hours=2)  # the first batch's lease has expired
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(nb, "_now", lambda: later)
+        after = client.post(url, json={"size": FRESH}, headers=headers).json()
+    assert after["cells"], after
+    assert not any({c["system_a"], c["system_b"]} == {"s0", "s1"} for c in after["cells"])
+
+
 def test_errors_are_reported(client):
     project_id, headers = _project(client)
     url = f"/projects/{project_id}/next-batch"

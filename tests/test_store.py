@@ -56,7 +56,35 @@ def test_migrate_is_idempotent(store: Store) -> None:
     store.migrate()
     with store.read() as conn:
         version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
-    assert version == "0005"
+    assert version == "0006"
+
+
+def test_catalogue_version_moves_with_every_catalogue_write_and_no_judgment(store: Store) -> None:
+    def version() -> int:
+        with store.read() as conn:
+            return repo.catalogue_version(conn=conn, project_id="p")
+
+    before = version()
+    assert before > 0  # the fixture registered systems, prompts and a dimension
+    with store.write() as conn:
+        repo.add_judgments(conn=conn, project_id="p", judgments=[judgment(0)])
+    assert version() == before
+    writes = [
+        lambda conn: repo.upsert_systems(conn=conn, project_id="p", systems=[{"system_id": "x"}]),
+        lambda conn: repo.upsert_prompts(
+            conn=conn, project_id="p", prompts=[{"prompt_id": "p0", "responses": {"x": "hi"}}]
+        ),
+        lambda conn: repo.upsert_dimensions(
+            conn=conn, project_id="p", dimensions=[{"dimension_id": "style"}]
+        ),
+    ]
+    for write in writes:
+        seen = version()
+        with store.write() as conn:
+            write(conn)
+        assert version() > seen
+    with store.read() as conn:
+        assert repo.catalogue_version(conn=conn, project_id="nobody") == -1
 
 
 def test_project_id_is_unique(store: Store) -> None:

@@ -170,6 +170,9 @@ def _now() -> datetime:
 _CACHE: OrderedDict[tuple[Any, ...], tuple[RecommenderState, dict[str, Any]]] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 16
+# what of a prepared snapshot does not depend on the judgments (the posteriors' state, the
+# names, the cells' responses), keyed by project, catalogue version, snapshot versions, seed
+_BASES: OrderedDict[tuple[Any, ...], tuple[RecommenderState, CellNames, CellState]] = OrderedDict()
 
 
 def _public(lease: repo.LeaseRow, replayed: bool) -> NextBatchPublic:
@@ -235,6 +238,7 @@ def _prepare(
         key = (
             project_id,
             tuple((d, s.version) for d, s in sorted(snaps.items())),
+            tally.catalogue_version,
             tuple(tally.dimensions[d].num_judgments for d in sorted(snaps)),
             seed,
             rule,
@@ -245,7 +249,18 @@ def _prepare(
             if hit is not None:
                 _CACHE.move_to_end(key)
         if hit is None:
-            hit = _build(state, project_id, tally, snaps, seed, family, decisions)
+            base_key = (project_id, tally.catalogue_version, key[1], seed)
+            with _CACHE_LOCK:
+                base = _BASES.get(base_key)
+                if base is not None:
+                    _BASES.move_to_end(base_key)
+            if base is None:
+                base = _base(state, project_id, tally, snaps, seed)
+                with _CACHE_LOCK:
+                    _BASES[base_key] = base
+                    while len(_BASES) > _CACHE_SIZE:
+                        _BASES.popitem(last=False)
+            hit = _build(tally, snaps, base, family, decisions)
             with _CACHE_LOCK:
                 _CACHE[key] = hit
                 while len(_CACHE) > _CACHE_SIZE:
@@ -277,20 +292,17 @@ def _family_decisions(
     return take(flip(concat([decisions, empty]), flipped), index), index < family.size
 
 
-def _build(
+def _base(
     state: ServiceState,
     project_id: str,
     tally: ProjectTally,
     snaps: dict[str, Any],
     seed: int,
-    family: Family,
-    decisions: Decisions,
-) -> tuple[RecommenderState, dict[str, Any]]:
-    """The recommender snapshot and the cells' state from the posteriors and the tally."""
+) -> tuple[RecommenderState, CellNames, CellState]:
+    """The recommender snapshot of the posteriors, its names and the cells' responses."""
     from services.recommend_adapter import NamedFit, cell_state, prepare
 
-    with state.store.read() as conn:
-        prompt_rows = repo.list_prompts(conn=conn, project_id=project_id)
+    prompt_rows = state.tallies.prompts(state.store, project_id)
     # every pair of known systems is a comparison of the snapshot (the leaderboard's
     # adjacent pairs and tiers are found among them); pairs a snapshot compared keep its
     # orientation, the per-system skill gives the others (systems it never saw get prior
@@ -312,6 +324,23 @@ def _build(
         for system, text in (r.get("responses") or {}).items()
     }
     cells, _ = cell_state(names, (), responses=responses)
+    return snapshot, names, cells
+
+
+def _build(
+    tally: ProjectTally,
+    snaps: dict[str, Any],
+    base: tuple[RecommenderState, CellNames, CellState],
+    family: Family,
+    decisions: Decisions,
+) -> tuple[RecommenderState, dict[str, Any]]:
+    """The recommender snapshot and the cells' state from the posteriors and the tally."""
+    snapshot, names, template = base
+    cells = template._replace(
+        available=template.available.copy(),
+        shown_a=template.shown_a.copy(),
+        shown_b=template.shown_b.copy(),
+    )
     served, in_family = _family_decisions(names, family, decisions)
     cells.available[~in_family] = 0
     num_c, num_p = len(names.comparisons), len(names.prompts)

@@ -193,6 +193,11 @@ class ProjectTally:
     systems: tuple[str, ...] = ()
     num_prompts: int = 0
     dimensions: dict[str, DimensionTally] = field(default_factory=dict)
+    #: ``projects.catalogue_version`` when systems, dimensions and the prompt count were
+    #: read (None: never read); ``prompts`` caches the registered prompts of that version
+    catalogue_version: int | None = None
+    dimension_ids: tuple[str, ...] = ()
+    prompts: list[repo.PromptRow] | None = None
     families: OrderedDict[tuple[Any, ...], FamilyTally] = field(default_factory=OrderedDict)
     closings: OrderedDict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = field(
         default_factory=OrderedDict
@@ -318,13 +323,19 @@ class Tallies:
         """
         tally = self.project(project_id)
         with store.read() as conn:
-            systems = tuple(
-                r["system_id"] for r in repo.list_systems(conn=conn, project_id=project_id)
-            )
-            dims = [
-                d["dimension_id"] for d in repo.list_dimensions(conn=conn, project_id=project_id)
-            ]
-            num_prompts = repo.count_prompts(conn=conn, project_id=project_id)
+            # the catalogue is read again only when a write to it raised its version
+            version = repo.catalogue_version(conn=conn, project_id=project_id)
+            if version != tally.catalogue_version:
+                systems = tuple(
+                    r["system_id"] for r in repo.list_systems(conn=conn, project_id=project_id)
+                )
+                dims = tuple(
+                    d["dimension_id"]
+                    for d in repo.list_dimensions(conn=conn, project_id=project_id)
+                )
+                num_prompts = repo.count_prompts(conn=conn, project_id=project_id)
+            else:
+                systems, dims, num_prompts = tally.systems, tally.dimension_ids, tally.num_prompts
             new = {
                 d: repo.fetch_judgments(
                     conn=conn,
@@ -342,7 +353,19 @@ class Tallies:
             dim.fold(new[d])
         tally.systems = systems
         tally.num_prompts = num_prompts
+        if version != tally.catalogue_version:
+            tally.catalogue_version, tally.dimension_ids, tally.prompts = version, dims, None
         return tally
+
+    def prompts(self, store: Store, project_id: str) -> list[repo.PromptRow]:
+        """The project's registered prompts (with their responses) as of the last
+        :meth:`advance`, read once per catalogue version (call with the tally's lock held,
+        after ``advance``)."""
+        tally = self.project(project_id)
+        if tally.prompts is None:
+            with store.read() as conn:
+                tally.prompts = repo.list_prompts(conn=conn, project_id=project_id)
+        return tally.prompts
 
 
 def flip(decisions: Decisions, flipped: np.ndarray) -> Decisions:

@@ -36,6 +36,9 @@ projects = Table(
     Column("name", String(ID), nullable=False),
     Column("description", Text, nullable=False, default=""),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    # raised by every write to the project's systems, prompts or dimensions (0006): a reader
+    # that cached them reads this one number to know whether its copy is current
+    Column("catalogue_version", Integer, nullable=False, default=0, server_default="0"),
 )
 
 api_tokens = Table(

@@ -22,6 +22,7 @@ from services.store.repository._common import (
     utcnow,
 )
 from services.store.repository.catalogue import (
+    catalogue_version,
     count_prompts,
     list_dimensions,
     list_prompts,
@@ -106,6 +107,7 @@ __all__ = [
     "add_judgments",
     "announce_judgments",
     "as_utc",
+    "catalogue_version",
     "check_rows",
     "count_judgments",
     "count_prompts",

@@ -27,6 +27,13 @@ def _upsert(
     # one row per key, the last one winning (PostgreSQL refuses to upsert a row twice)
     rows = list({r[key]: r for r in rows}.values())
     project_id = rows[0]["project_id"]
+    # first, so that this write holds the project's row the way a judgment batch does
+    # (lock_judgments) and the two always take their locks in the same order
+    conn.execute(
+        t.projects.update()
+        .where(t.projects.c.project_id == project_id)
+        .values(catalogue_version=t.projects.c.catalogue_version + 1)
+    )
     ids = [r[key] for r in rows]
     existing = _known(conn, table, key, project_id, set(ids))
     for chunk in _chunks(rows, 200):
@@ -141,6 +148,15 @@ def list_prompts(
         PromptRow(prompt_id=r.prompt_id, text=r.text, responses=r.responses)
         for r in conn.execute(stmt)
     ]
+
+
+def catalogue_version(*, conn: Connection, project_id: str) -> int:
+    """A number that changes with every write to the project's systems, prompts or
+    dimensions (0 for a project that has none; -1 for an unknown project)."""
+    found = conn.scalar(
+        select(t.projects.c.catalogue_version).where(t.projects.c.project_id == project_id)
+    )
+    return -1 if found is None else int(found)
 
 
 def count_prompts(*, conn: Connection, project_id: str) -> int:
