@@ -182,11 +182,17 @@ def _calibration(state: HybridState, config: HybridConfig) -> tuple[np.ndarray, 
     return h, pooled
 
 
-def plan(state: HybridState, config: HybridConfig) -> Plan:
-    """The calibration, sampling rates, bounds and bets for the next human judgment."""
+def plan(state: HybridState, config: HybridConfig, rel: np.ndarray | None = None) -> Plan:
+    """The calibration, sampling rates, bounds and bets for the next human judgment.
+
+    ``rel``: (R, K) the rates the next cell was actually drawn with, when they were fixed
+    elsewhere (recorded when the cell was served; before its judgment arrived): they replace
+    the config's, so Z divides by the rate its cell really had and stays unbiased.
+    """
     share = state.share
     h, pooled = _calibration(state, config)
-    present = share > 0
+    if rel is not None:
+        return _plan_at(state, config, h, np.asarray(rel, np.float64))
     rel = np.ones_like(share)
     if config.use_judge and config.routing:
         kappa = config.prior_count
@@ -198,6 +204,13 @@ def plan(state: HybridState, config: HybridConfig) -> Plan:
         raw = root / np.sum(share * root, axis=1, keepdims=True)
         routed = config.floor + (1.0 - config.floor) * raw
         rel = np.where((state.n >= config.burn_in)[:, None], routed, 1.0)
+    return _plan_at(state, config, h, rel)
+
+
+def _plan_at(state: HybridState, config: HybridConfig, h: np.ndarray, rel: np.ndarray) -> Plan:
+    """The bounds and bets of the next human judgment given its calibration and rates."""
+    share = state.share
+    present = share > 0
     center = np.sum(share * h, axis=1)
     big = np.where(present, 0.0, np.inf)
     lower = center + np.min((-1.0 - h) / rel + big, axis=1)

@@ -28,6 +28,9 @@ from adaptive.hybrid import VERDICTS, HybridConfig, close, fold, plan, report, s
 
 #: the verdict code a comparison without verdicts puts all of its design in
 NO_VERDICT = VERDICTS.index("tie")
+#: how the service's next batch routes cells to humans (adaptive.hybrid's routing: sqrt of the
+#: residual second moment, 30% of the cells at random)
+ROUTING = HybridConfig(routing=True)
 
 
 class HybridDecisions(NamedTuple):
@@ -42,6 +45,7 @@ class HybridDecisions(NamedTuple):
     agreement: np.ndarray  # share of those observations equal to the judge's verdict
     effective_humans: np.ndarray  # humans alone would need this many for the same precision
     judge_weight: np.ndarray  # slope of the calibration on the verdict's sign (0: ignored)
+    next_rates: np.ndarray  # (R, K) the routing's rates for the next cell sent to humans
 
 
 def design_shares(
@@ -67,6 +71,8 @@ def decide_hybrid(
     alpha_each: float,
     margin: float,
     config: HybridConfig | None = None,
+    rates: np.ndarray | None = None,
+    routing: HybridConfig = ROUTING,
 ) -> HybridDecisions:
     """Each comparison's hybrid decision, its human observations folded in arrival order.
 
@@ -81,13 +87,17 @@ def decide_hybrid(
         alpha_each: each comparison's error bound (two-sided).
         margin: equivalence when the sequence fits in (-margin, margin).
         config: how the judge is used (default: uniform rates, :class:`HybridConfig`).
+        rates: (N, K) the rates over uniform each observation's cell was drawn with, per
+            verdict, as recorded when it was served by the routing (a row of ones: not
+            routed, a uniform draw); default: all ones.
+        routing: the routing whose rates ``next_rates`` gives.
 
     Returns:
         :class:`HybridDecisions`.
     """
     config = config or HybridConfig()
     if config.routing:
-        raise ValueError("a logged campaign's rates are not the hybrid's routing: routing=False")
+        raise ValueError("a log's rates are recorded (rates), not the config's routing")
     comparison = np.asarray(comparison, np.int64)
     R = share.shape[0]
     order = np.argsort(comparison, kind="stable")
@@ -101,10 +111,15 @@ def decide_hybrid(
     grid_v[rows, pos] = np.asarray(verdict, np.int64)[order]
     grid_y[rows, pos] = np.asarray(signed, np.float64)[order]
     grid_cost[rows, pos] = np.asarray(cost, np.int64)[order]
+    K = share.shape[1]
+    grid_rate = np.ones((R, T, K))
+    if rates is not None:
+        grid_rate[rows, pos] = np.asarray(rates, np.float64)[order]
     active = np.arange(T)[None, :] < counts[:, None]
     state = start(share, alpha_each)
     for t in range(T):
-        state = fold(state, plan(state, config), grid_v[:, t], grid_y[:, t], active[:, t])
+        p = plan(state, config, grid_rate[:, t] if rates is not None else None)
+        state = fold(state, p, grid_v[:, t], grid_y[:, t], active[:, t])
         state = close(state, margin)
     rep = report(state, config)
     obs = state.closed_at  # the observation that closed it (1-based; 0 open)
@@ -119,4 +134,30 @@ def decide_hybrid(
         rep.agreement,
         rep.effective_humans,
         rep.judge_weight,
+        plan(state, routing).rel,
     )
+
+
+def draw_routed(
+    rng: np.random.Generator, rates: np.ndarray, verdicts: np.ndarray, eligible: np.ndarray
+) -> int:
+    """One cell of a comparison for a human, drawn by the hybrid's routing; -1 if none can be.
+
+    The verdict k is drawn with probability share[k] * rates[k] (share: the design's, so the
+    cell's rate over a uniform draw is rates[k], the number recorded with it), then a cell
+    uniformly among the ``eligible`` cells of verdict k (those this annotator may be served).
+    When no eligible cell has the drawn verdict the draw gives up (-1) rather than change the
+    rates: the caller serves its own choice, which decisions then take as a uniform draw.
+
+    Args:
+        rng: numpy generator.
+        rates: (K,) :attr:`HybridDecisions.next_rates` of the comparison.
+        verdicts: (M,) verdict code of each cell of the comparison's design.
+        eligible: (M,) the cells that may be served.
+    """
+    K = rates.shape[0]
+    share = np.bincount(verdicts, minlength=K) / max(verdicts.shape[0], 1)
+    prob = share * rates
+    k = int(rng.choice(K, p=prob / prob.sum()))
+    candidates = np.flatnonzero((verdicts == k) & eligible)
+    return int(rng.choice(candidates)) if candidates.size else -1

@@ -117,6 +117,8 @@ class HybridReport(NamedTuple):
     judge: str
     family: Any  # adaptive.rule.Family
     outside: list[tuple[str, str, str]]
+    decisions: Any  # adaptive.hybrid_decisions.HybridDecisions (next_rates: the routing's)
+    cells: pl.DataFrame  # the design: comparison (family index), item_id, verdict code
 
 
 def _family_table(family: Any) -> pl.DataFrame:
@@ -160,6 +162,7 @@ def decide_with_judge(
     rule: DecisionRule | None = None,
     *,
     judge: str | None = None,
+    routes: pl.DataFrame | None = None,
 ) -> HybridReport:
     """Every family comparison's hybrid decision: human judgments and one judge's verdicts.
 
@@ -169,6 +172,12 @@ def decide_with_judge(
         rule: the :class:`DecisionRule` (its family, level, margin, unit; correction
             ``bonferroni`` or ``none``).
         judge: which judge (default: the only one).
+        routes: the rates cells were served with by the hybrid's routing (the service's next
+            batch records them): ``annotator_id, dimension, item_id, system_a, system_b,
+            judge, rates`` (a list per verdict code, oriented as the row's systems). A human
+            judgment of a routed cell by its annotator divides by its rate and always counts
+            (a routed draw is with replacement, whatever the unit); the others are taken as
+            uniform draws.
 
     Returns:
         :class:`HybridReport`; a row per family comparison with the human-only rows'
@@ -188,7 +197,7 @@ def decide_with_judge(
     table = _family_table(family)
     key = ["dimension", "system_a", "system_b"]
     humans = (
-        judgments.select([*key, "item_id", "winner"])
+        judgments.select([*key, "item_id", "winner", "annotator_id"])
         .with_row_index("order")
         .join(table, on=key, how="inner")
         .sort("order")
@@ -228,7 +237,8 @@ def decide_with_judge(
     unjudged = judge_cells[comp] == 0
     in_design = ~np.isnan(verdict.astype(np.float64)) | unjudged
     verdict = np.where(unjudged, 1, np.nan_to_num(verdict.astype(np.float64))).astype(np.int64)
-    keep = used & in_design
+    rates, routed = _recorded_rates(humans, routes, table, name)
+    keep = (used | routed) & in_design
     share = design_shares(cells["comparison"].to_numpy(), cells["verdict"].to_numpy(), R)
     d = decide_hybrid(
         comp[keep],
@@ -238,6 +248,7 @@ def decide_with_judge(
         share,
         alpha_each=alpha_each,
         margin=rule.margin,
+        rates=rates[keep] if routed.any() else None,
     )
     n_judgments = np.bincount(comp, minlength=R)
     n_prompts = (
@@ -277,7 +288,37 @@ def decide_with_judge(
         )
     compared = judgments.select(key).unique(maintain_order=True)
     outside = compared.join(table, on=key, how="anti", maintain_order="left").rows()
-    return HybridReport(rows, rule, name, family, outside)
+    return HybridReport(rows, rule, name, family, outside, d, cells)
+
+
+def _recorded_rates(
+    humans: pl.DataFrame, routes: pl.DataFrame | None, table: pl.DataFrame, judge: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """(N, K) each human judgment's recorded rates (ones: none) and (N,) whether recorded."""
+    from adaptive.hybrid import VERDICTS
+
+    N, K = humans.height, len(VERDICTS)
+    rates, routed = np.ones((N, K)), np.zeros(N, bool)
+    if routes is None or routes.height == 0:
+        return rates, routed
+    key = ["dimension", "system_a", "system_b"]
+    mine = (
+        routes.filter(pl.col("judge") == judge)
+        .join(table, on=key, how="inner")
+        .unique(subset=["annotator_id", "comparison", "item_id"], keep="last", maintain_order=True)
+        .select("annotator_id", "comparison", "item_id", "flipped", "rates")
+    )
+    hit = humans.select("annotator_id", "comparison", "item_id").join(
+        mine, on=["annotator_id", "comparison", "item_id"], how="left", maintain_order="left"
+    )
+    found = hit["rates"].is_not_null().to_numpy()
+    if found.any():
+        got = np.array(hit.filter(pl.col("rates").is_not_null())["rates"].to_list(), np.float64)
+        flip = hit.filter(pl.col("rates").is_not_null())["flipped"].to_numpy()
+        got[flip] = got[flip][:, [2, 1, 0, 3]]  # A <-> B for the family's orientation
+        rates[found] = got
+        routed = found
+    return rates, routed
 
 
 def _finite(value: float) -> float | None:

@@ -208,7 +208,7 @@ def served(tmp_path_factory):
             rows = [{"judgment_id": f"h{i}", **r} for i, r in enumerate(humans.to_dicts())]
             r = api.post("/projects/mt/judgments", json={"judgments": rows}, headers=headers)
             assert r.status_code == 200, r.text
-            yield api, headers, judge
+            yield api, headers, judge, server
 
 
 def _verdicts(judge: pl.DataFrame, prefix: str = "v") -> list[dict]:
@@ -221,7 +221,7 @@ def _verdicts(judge: pl.DataFrame, prefix: str = "v") -> list[dict]:
 
 
 def test_the_service_stores_verdicts_apart_and_gives_the_same_hybrid_rows(served, capsys):
-    api, headers, judge = served
+    api, headers, judge, _ = served
     verdicts = _verdicts(judge)
     before = api.get("/projects/mt", headers=headers).json()["num_judgments"]
     # no verdicts yet: the question names what is missing
@@ -262,7 +262,7 @@ def test_the_service_stores_verdicts_apart_and_gives_the_same_hybrid_rows(served
 
 
 def test_a_bad_verdict_batch_is_refused_whole_with_row_and_reason(served):
-    api, headers, judge = served
+    api, headers, judge, _ = served
     good = _verdicts(judge.head(3), prefix="bad")
     bad = [
         {**good[0], "winner": "B wins"},
@@ -285,3 +285,145 @@ def test_a_bad_verdict_batch_is_refused_whole_with_row_and_reason(served):
     assert r.status_code == 422 and "one verdict per cell" in r.text
     listed = api.get("/projects/mt/judge-verdicts", params={"judge": "gpt4_pair"}, headers=headers)
     assert not any(v["judgment_id"].startswith("bad") for v in listed.json()["verdicts"])
+
+
+def _publish(server, project_id: str, systems: list[str], items: list[str], num: int) -> None:
+    """A posterior snapshot of the project, as the worker would publish it (no fit)."""
+    import time
+
+    from adaptive.streaming import Snapshot
+
+    rng = np.random.default_rng(0)
+    draws = 100
+    server.state.publish(
+        (project_id, "overall"),
+        Snapshot(
+            dimension="overall",
+            version=0,
+            num_judgments=num,
+            last_seq=num,
+            method="laplace",
+            created_at=time.time(),
+            fit_seconds=0.1,
+            diagnostics={},
+            systems=tuple(systems),
+            items=tuple(items),
+            pair_a=np.array([0], np.int32),
+            pair_b=np.array([1], np.int32),
+            pair_judgments=np.array([1]),
+            pair_prompts=np.array([1]),
+            skill=rng.normal(0.0, 0.3, size=(draws, len(systems))).astype(np.float32),
+            alpha=np.exp(rng.normal(0, 0.2, size=(draws, len(items)))).astype(np.float32),
+            b=np.sort(rng.normal(0, 1, size=(draws, len(items), 2)), axis=-1).astype(np.float32),
+        ),
+    )
+
+
+def test_next_batch_routes_judged_comparisons_and_decisions_use_the_recorded_rates(served):
+    """A project with GPT-4's verdicts: next-batch draws a judged comparison's cells by the
+    hybrid's routing and keeps the rates in the lease; the judgments of those cells come back
+    and GET /hybrid-decisions divides by those rates, as evalset.hybrid does with them."""
+    from adaptive.rule import DecisionRule
+    from evalset.hybrid import decide_with_judge
+    from services.store.repository.verdicts import fetch_routes
+
+    api, _, judge, server = served
+    humans = pl.read_csv(MTBENCH / "judgments.csv").head(1500)
+    token = api.post("/projects", json={"project_id": "rt"}).json()["token"]
+    headers = {"Authorization": f"Bearer {token}"}
+    systems = sorted(set(humans["system_a"]) | set(humans["system_b"]))
+    prompts = sorted(set(judge["item_id"]))
+    for path, body in (
+        ("systems", {"systems": [{"system_id": x} for x in systems]}),
+        ("prompts", {"prompts": [{"prompt_id": p} for p in prompts]}),
+    ):
+        assert api.post(f"/projects/rt/{path}", json=body, headers=headers).is_success
+    rows = [{"judgment_id": f"h{i}", **r} for i, r in enumerate(humans.to_dicts())]
+    assert api.post("/projects/rt/judgments", json={"judgments": rows}, headers=headers).is_success
+    r = api.post(
+        "/projects/rt/judge-verdicts", json={"verdicts": _verdicts(judge)}, headers=headers
+    )
+    assert r.status_code == 200, r.text
+    _publish(server, "rt", systems, prompts, humans.height)
+    body = {"size": 30, "annotator_id": "fresh", "unit": "judgment", "seed": 3}
+    r = api.post("/projects/rt/next-batch", json=body, headers=headers)
+    assert r.status_code == 200, r.text
+    cells = r.json()["cells"]
+    assert len(cells) == 30 and sum(c["reason"] == "routed" for c in cells) >= 25
+    with server.state.store.read() as conn:
+        routes = fetch_routes(conn=conn, project_id="rt")
+    assert len(routes) == sum(c["reason"] == "routed" for c in cells)
+    design = {(r["item_id"], frozenset((r["system_a"], r["system_b"]))) for r in judge.to_dicts()}
+    report = decide_with_judge(
+        evalset.read(humans), read_verdicts(judge), DecisionRule(unit="judgment")
+    )
+    family = {
+        frozenset((a, b)): (c, (a, b)) for c, (_, a, b) in enumerate(report.family.comparisons)
+    }
+    for route in routes:
+        pair = frozenset((route["system_a"], route["system_b"]))
+        assert (route["item_id"], pair) in design and route["judge"] == "gpt4_pair"
+        c, oriented = family[pair]
+        want = report.decisions.next_rates[c]
+        if oriented != (route["system_a"], route["system_b"]):
+            want = want[[2, 1, 0, 3]]
+        # the rates the cell was drawn with: the routing's, after the campaign's judgments
+        assert route["rates"] == pytest.approx(want.tolist(), rel=1e-12)
+        assert min(route["rates"]) >= 0.3 - 1e-12  # the random floor
+    # the annotator judges the batch; the decisions divide those residuals by the rates
+    back = [
+        {"judgment_id": f"r{i}", "item_id": c["item_id"], "system_a": c["system_a"],
+         "system_b": c["system_b"], "annotator_id": "fresh", "winner": "b" if i % 3 else "a"}
+        for i, c in enumerate(cells)
+    ]  # fmt: skip
+    assert api.post("/projects/rt/judgments", json={"judgments": back}, headers=headers).is_success
+    got = api.get("/projects/rt/hybrid-decisions", headers=headers).json()["rows"]
+    everything = pl.concat(
+        [humans.select(pl.exclude("dimension")), pl.DataFrame(back).drop("judgment_id")]
+    )
+    want_rows = decide_with_judge(
+        evalset.read(everything), read_verdicts(judge), routes=pl.DataFrame(routes)
+    ).rows
+    _same_rows(got, [{k: v for k, v in row.items() if k != "rule"} for row in want_rows])
+    plain = decide_with_judge(evalset.read(everything), read_verdicts(judge)).rows
+    assert [r["net_preference"] for r in plain] != [r["net_preference"] for r in want_rows]
+
+
+def test_routed_draws_with_recorded_rates_keep_a_null_campaign_within_the_level():
+    """The service's loop in numbers: after every batch the routing's rates come from the
+    decisions so far, cells are drawn with them (draw_routed) and the rates are recorded;
+    with Δ = 0 and a judge that always says B on the cells leaning A, the decisions stay
+    within alpha, and the verdicts are drawn at share * rate."""
+    from adaptive.hybrid_decisions import decide_hybrid, design_shares, draw_routed
+
+    rng = np.random.default_rng(5)
+    R, M, alpha = 120, 40, 0.2
+    lean = np.array([rng.permutation(np.repeat([1, -1], M // 2)) for _ in range(R)])
+    verdict = np.where(lean < 0, 2, rng.choice([0, 1], size=(R, M)))  # misleading on A-leaners
+    share = design_shares(np.repeat(np.arange(R), M), verdict.reshape(-1), R)
+    comp, code, y, cost, rates = [], [], [], [], []
+    drawn = np.zeros((R, 4))
+    expected = np.zeros((R, 4))
+    next_rates = np.ones((R, 4))
+    for _ in range(12):  # batches of 10 per comparison
+        for r in range(R):
+            for _ in range(10):
+                i = draw_routed(rng, next_rates[r], verdict[r], np.ones(M, bool))
+                p = [0.15, 0.25, 0.6] if lean[r, i] > 0 else [0.6, 0.25, 0.15]
+                comp.append(r)
+                code.append(verdict[r, i])
+                y.append(rng.choice([-1.0, 0.0, 1.0], p=p))
+                cost.append(len(comp))
+                rates.append(next_rates[r].copy())
+                drawn[r, verdict[r, i]] += 1
+                expected[r] += share[r] * next_rates[r]
+        d = decide_hybrid(
+            np.array(comp), np.array(code), np.array(y), np.array(cost), share,
+            alpha_each=alpha, margin=0.0, rates=np.array(rates),
+        )  # fmt: skip
+        next_rates = d.next_rates
+    assert (next_rates != 1.0).any()  # the routing left uniform sampling
+    wrong = np.isin(d.outcome, (1, 2)).mean()
+    assert wrong <= alpha + 2.0 * np.sqrt(alpha * (1 - alpha) / R)
+    # the verdicts were drawn as recorded: counts match share * rate summed over the draws
+    assert drawn.sum(axis=0) == pytest.approx(expected.sum(axis=0), rel=0.05)

@@ -15,12 +15,14 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
+import polars as pl
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from adaptive.rule import DecisionRule
+from evalset.hybrid import HybridReport, decide_with_judge
 from services import schemas as s
 from services.api.decisions import Rule
 from services.api.deps import ProjectId, State
@@ -30,9 +32,15 @@ from services.store.repository.rows import JudgmentRow
 from services.store.repository.verdicts import (
     VerdictRow,
     add_verdicts,
+    count_routes,
+    fetch_routes,
     fetch_verdicts,
     judge_counts,
+    last_verdict_seq,
 )
+
+if TYPE_CHECKING:
+    from services.api.state import ServiceState
 
 router = APIRouter()
 
@@ -40,6 +48,7 @@ router = APIRouter()
 CACHE_SIZE = 32
 _cache: OrderedDict[tuple[Any, ...], HybridDecisionsPublic] = OrderedDict()
 _cache_lock = threading.Lock()
+_reports: dict[tuple[Any, ...], HybridReport] = {}
 
 
 class JudgeVerdictCreate(s.JudgmentBase):
@@ -194,31 +203,67 @@ def hybrid_decisions(
     cells. The same rows as ``evalset decisions --judge-data`` and
     ``evalset.decisions(judge=...)`` on the same judgments and verdicts; ``correction``
     ``bonferroni`` or ``none``."""
-    from evalset.hybrid import JudgeError, choose_judge
+    from evalset.hybrid import JudgeError
+
+    try:
+        return _answer(state, project_id, rule, judge)
+    except JudgeError as exc:
+        field = "correction" if "e-holm" in str(exc) else "judge"
+        _unprocessable(field, str(exc), exc)
+
+
+def _answer(
+    state: ServiceState, project_id: str, rule: DecisionRule, judge: str | None
+) -> HybridDecisionsPublic:
+    """The hybrid decisions of the stored judgments, verdicts and recorded routes (cached)."""
+    from evalset.hybrid import choose_judge
 
     with state.store.read() as conn:
-        judges = judge_counts(conn=conn, project_id=project_id)
-        try:
-            name = choose_judge(judges, judge)
-        except JudgeError as exc:
-            _unprocessable("judge", str(exc), exc)
+        name = choose_judge(judge_counts(conn=conn, project_id=project_id), judge)
         last = repo.judgment_counts_by_dimension(conn=conn, project_id=project_id)
-        verdicts = fetch_verdicts(conn=conn, project_id=project_id, judge=name)
-        key = (project_id, rule, name, tuple(sorted(last.items())), verdicts[-1]["seq"])
+        seen = (tuple(sorted(last.items())), last_verdict_seq(conn=conn, project_id=project_id))
+        key = (project_id, rule, name, seen, count_routes(conn=conn, project_id=project_id))
         with _cache_lock:
             if key in _cache:
                 _cache.move_to_end(key)
                 return _cache[key]
         judgments = repo.fetch_judgments(conn=conn, project_id=project_id)
-    try:
-        answer = _decide(judgments, verdicts, rule, name)
-    except JudgeError as exc:
-        _unprocessable("correction", str(exc), exc)
+        verdicts = fetch_verdicts(conn=conn, project_id=project_id, judge=name)
+        routes = fetch_routes(conn=conn, project_id=project_id)
+    frame = pl.DataFrame(routes) if routes else None
+    answer = _decide(judgments, verdicts, rule, name, frame)
     with _cache_lock:
         _cache[key] = answer
         while len(_cache) > CACHE_SIZE:
             _cache.popitem(last=False)
     return answer
+
+
+def stored_report(
+    state: ServiceState, project_id: str, rule: DecisionRule
+) -> tuple[HybridReport, str] | None:
+    """The hybrid report of a project with exactly one judge, without recorded routes (what
+    the next batch's routing needs: its rates are recorded whatever they are), or None."""
+    with state.store.read() as conn:
+        judges = judge_counts(conn=conn, project_id=project_id)
+        if len(judges) != 1:
+            return None
+        last = repo.judgment_counts_by_dimension(conn=conn, project_id=project_id)
+        if not last:
+            return None
+        (name,) = judges
+        seen = (tuple(sorted(last.items())), last_verdict_seq(conn=conn, project_id=project_id))
+        key = ("routing", project_id, rule, name, seen)
+        with _cache_lock:
+            if key in _reports:
+                return _reports[key], name
+        judgments = repo.fetch_judgments(conn=conn, project_id=project_id)
+        verdicts = fetch_verdicts(conn=conn, project_id=project_id, judge=name)
+    report = decide_with_judge(_human_frame(judgments), _verdict_frame(verdicts), rule, judge=name)
+    with _cache_lock:
+        _reports.clear()  # one per process is enough: it is the newest
+        _reports[key] = report
+    return report, name
 
 
 def _unprocessable(field: str, message: str, exc: Exception) -> NoReturn:
@@ -227,23 +272,34 @@ def _unprocessable(field: str, message: str, exc: Exception) -> NoReturn:
     ) from exc
 
 
+def _human_frame(judgments: Sequence[JudgmentRow]) -> pl.DataFrame:
+    from adaptive.data import validate_judgments
+
+    columns = ("item_id", "system_a", "system_b", "annotator_id", "winner", "dimension")
+    table = pl.DataFrame([{c: j[c] for c in columns} for j in judgments])  # type: ignore[literal-required]
+    return validate_judgments(table, source="<store>")
+
+
+def _verdict_frame(verdicts: Sequence[VerdictRow]) -> pl.DataFrame:
+    from evalset.hybrid import read_verdicts
+
+    return read_verdicts(pl.DataFrame(list(verdicts)).drop("seq", "judgment_id"))
+
+
 def _decide(
-    judgments: Sequence[JudgmentRow], verdicts: Sequence[VerdictRow], rule: DecisionRule, name: str
+    judgments: Sequence[JudgmentRow],
+    verdicts: Sequence[VerdictRow],
+    rule: DecisionRule,
+    name: str,
+    routes: pl.DataFrame | None,
 ) -> HybridDecisionsPublic:
     """The stored judgments and verdicts as frames, decided as a file of them would be."""
-    import polars as pl
-
-    from adaptive.data import validate_judgments
-    from evalset.hybrid import decide_with_judge, read_verdicts
-
     rows: list[dict[str, Any]] = []
     words, family, size = "", "no comparisons (no human judgments)", 0
     if judgments:
-        columns = ("item_id", "system_a", "system_b", "annotator_id", "winner", "dimension")
-        table = pl.DataFrame([{c: j[c] for c in columns} for j in judgments])  # type: ignore[literal-required]
-        human = validate_judgments(table, source="<store>")
-        frame = pl.DataFrame(list(verdicts)).drop("seq", "judgment_id")
-        report = decide_with_judge(human, read_verdicts(frame), rule, judge=name)
+        report = decide_with_judge(
+            _human_frame(judgments), _verdict_frame(verdicts), rule, judge=name, routes=routes
+        )
         rows, family, size = report.rows, report.family.describe(), report.family.size
         words = str(rows[0]["rule"]) if rows else ""
     return HybridDecisionsPublic(

@@ -445,6 +445,7 @@ def next_batch(
         recommend_named,
         targets,
     )
+    from services.api.hybrid_routing import route_cells
 
     key = body.idempotency_key or idempotency_key
     if key is not None and (problem := id_problem(key)) is not None:
@@ -518,6 +519,9 @@ def next_batch(
         held = hold_leased(cells, names, leased)
         batch, info = recommend_named(body.seed, snapshot, names, held, request)
         left_out[:] = not_served(info, snapshot, names)
+        # with an automatic judge's verdicts, a comparison's cells are drawn by the hybrid's
+        # routing and their rates kept in the lease (services/api/hybrid_routing.py)
+        batch = route_cells(state, project_id, body.annotator_id, body.seed, rule, batch, leased)
         return [
             repo.LeasedCellRow(**cell, snapshot_version=int(maps["versions"][cell["dimension"]]))
             for cell in batch

@@ -206,3 +206,62 @@ def judge_counts(*, conn: Connection, project_id: str) -> dict[str, int]:
         .group_by(c.annotator_id)
     )
     return {str(j): int(n) for j, n in rows}
+
+
+def last_verdict_seq(*, conn: Connection, project_id: str) -> int:
+    """The newest verdict's sequence number (0: none)."""
+    c = t.judge_verdicts.c
+    return int(conn.scalar(select(func.max(c.seq)).where(c.project_id == project_id)) or 0)
+
+
+def count_routes(*, conn: Connection, project_id: str) -> int:
+    """The project's leases (each may hold cells the hybrid's routing chose)."""
+    c = t.leases.c
+    return int(
+        conn.scalar(select(func.count()).select_from(t.leases).where(c.project_id == project_id))
+        or 0
+    )
+
+
+def fetch_routes(*, conn: Connection, project_id: str) -> list[dict[str, Any]]:
+    """Every leased cell the hybrid's routing chose, with the rates it was drawn with:
+    ``annotator_id, dimension, item_id, system_a, system_b, judge, rates`` (oldest lease
+    first; expired leases too, since their judgments may still arrive)."""
+    c = t.leases.c
+    out = []
+    rows = conn.execute(
+        select(c.annotator_id, c.cells).where(c.project_id == project_id).order_by(c.created_at)
+    )
+    for annotator, cells in rows:
+        for cell in cells or ():
+            rates = cell.get("routing_rates")
+            if rates is None:
+                continue
+            out.append(
+                {
+                    "annotator_id": annotator,
+                    "dimension": cell["dimension"],
+                    "item_id": cell["item_id"],
+                    "system_a": cell["system_a"],
+                    "system_b": cell["system_b"],
+                    "judge": cell.get("judge", ""),
+                    "rates": [float(x) for x in rates],
+                }
+            )
+    return out
+
+
+def cells_judged_by(
+    *, conn: Connection, project_id: str, annotator_id: str
+) -> set[tuple[str, str, frozenset[str]]]:
+    """(dimension, item_id, {system_a, system_b}) of every human judgment of ``annotator_id``
+    (none for an anonymous annotator)."""
+    if not annotator_id:
+        return set()
+    c = t.judgments.c
+    rows = conn.execute(
+        select(c.dimension, c.item_id, c.system_a, c.system_b).where(
+            c.project_id == project_id, c.annotator_id == annotator_id
+        )
+    )
+    return {(d, i, frozenset((a, b))) for d, i, a, b in rows}
