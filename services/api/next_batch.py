@@ -438,6 +438,7 @@ def next_batch(
     Cells that cannot be annotated (a system without a response to the prompt, or
     two identical responses) are never served. The cells are leased until
     ``expires_at`` and handed to nobody else meanwhile."""
+    from services.api.hybrid_routing import route_cells
     from services.recommend_adapter import (
         UnknownName,
         hold_leased,
@@ -445,7 +446,6 @@ def next_batch(
         recommend_named,
         targets,
     )
-    from services.api.hybrid_routing import route_cells
 
     key = body.idempotency_key or idempotency_key
     if key is not None and (problem := id_problem(key)) is not None:
