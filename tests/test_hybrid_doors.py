@@ -427,3 +427,26 @@ def test_routed_draws_with_recorded_rates_keep_a_null_campaign_within_the_level(
     assert wrong <= alpha + 2.0 * np.sqrt(alpha * (1 - alpha) / R)
     # the verdicts were drawn as recorded: counts match share * rate summed over the draws
     assert drawn.sum(axis=0) == pytest.approx(expected.sum(axis=0), rel=0.05)
+
+
+def test_evalset_import_verdicts_stores_them_apart_and_again_is_a_no_op(tmp_path, capsys):
+    from services.store import Store
+    from services.store import repository as repo
+    from services.store.repository.verdicts import fetch_verdicts
+
+    url = f"sqlite:///{tmp_path / 'import.db'}"
+    argv = ["import", str(MTBENCH / "judge_gpt4.csv"), "--project", "mt", "--database-url", url,
+            "--verdicts", "--format", "json"]  # fmt: skip
+    assert main([*argv, "--create"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert (first["inserted"], first["num_verdicts"]) == (2400, 2400)
+    assert main(argv) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert (again["inserted"], again["duplicates"]) == (0, 2400)
+    store = Store(url)
+    with store.read() as conn:
+        assert repo.count_judgments(conn=conn, project_id="mt") == 0
+        stored = fetch_verdicts(conn=conn, project_id="mt")
+    store.dispose()
+    assert sum(v["inconsistent"] for v in stored) == 380  # the file's flags
+    assert {v["annotator_id"] for v in stored} == {"gpt4_pair"}

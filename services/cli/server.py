@@ -72,6 +72,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="refuse systems, prompts and dimensions not registered yet (as the API does); "
         "by default the file's ones are registered",
     )
+    imp.add_argument(
+        "--verdicts",
+        action="store_true",
+        help="the file holds an automatic judge's verdicts (annotator_id naming the judge, "
+        "optional inconsistent column): stored apart, never as human judgments (docs/hybrid.md)",
+    )
     imp.add_argument("--format", choices=["table", "json"], default="table")
     imp.set_defaults(func=run_judgments_import)
 
@@ -166,7 +172,12 @@ def run_judgments_import(args: argparse.Namespace) -> int:
     from services.store import Store
     from services.store import repository as repo
 
-    frame = read_judgments(args.file)
+    if args.verdicts:
+        from evalset.hybrid import read_verdicts
+
+        frame = read_verdicts(args.file)
+    else:
+        frame = read_judgments(args.file)
     rows = frame.drop("row").to_dicts()
     if "judgment_id" not in frame.columns:
         for r, jid in zip(rows, derive_judgment_ids(rows)):
@@ -194,7 +205,7 @@ def run_judgments_import(args: argparse.Namespace) -> int:
         "rows": len(rows),
         "inserted": result.inserted,
         "duplicates": result.duplicates,
-        "num_judgments": total,
+        ("num_verdicts" if args.verdicts else "num_judgments"): total,
     }
     if token:
         out["token"] = token
@@ -224,6 +235,13 @@ def _import_rows(
         )
         token = repo.create_token(conn=conn, project_id=args.project, label="import")
     # the store checks every id and text (services.store.validation) as the API does
+    if args.verdicts:
+        from services.store.repository.verdicts import add_verdicts, judge_counts
+
+        result = add_verdicts(
+            conn=conn, project_id=args.project, verdicts=rows, register_unknown=not args.strict
+        )
+        return token, result, sum(judge_counts(conn=conn, project_id=args.project).values())
     result = repo.add_judgments(
         conn=conn,
         project_id=args.project,

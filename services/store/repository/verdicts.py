@@ -18,7 +18,12 @@ from sqlalchemy import Connection, func, select
 
 from services.store import tables as t
 from services.store.repository._common import IngestResult, _chunks, _insert, utcnow
-from services.store.repository.catalogue import _known
+from services.store.repository.catalogue import (
+    _known,
+    upsert_dimensions,
+    upsert_prompts,
+    upsert_systems,
+)
 from services.store.repository.judgments import _check_judgments, _refuse, lock_judgments
 
 #: one verdict as the service stores and lists it (in this order)
@@ -61,8 +66,12 @@ def add_verdicts(
     project_id: str,
     verdicts: Sequence[dict[str, Any]],
     now: datetime | None = None,
+    register_unknown: bool = False,
 ) -> IngestResult:
     """Append a batch of judge verdicts, all or nothing, idempotent by ``judgment_id``.
+
+    ``register_unknown`` (bulk import) registers the systems, prompts and dimensions the
+    batch names that the project does not have yet, as :func:`add_judgments` does.
 
     Raises:
         StoreError: ``validation_error`` (a bad id, winner or flag, a missing judge name) or
@@ -105,6 +114,8 @@ def add_verdicts(
 
     systems = {r["system_a"] for r in rows} | {r["system_b"] for r in rows}
     items = {r["item_id"] for r in rows}
+    if register_unknown:
+        _register(conn, project_id, systems, items, {r["dimension"] for r in rows}, now)
     known_systems = _known(conn, t.systems, "system_id", project_id, systems)
     known_prompts = _known(conn, t.prompts, "prompt_id", project_id, items)
     known_dims = _known(
@@ -180,6 +191,29 @@ def add_verdicts(
         dimensions=tuple(sorted({r["dimension"] for r in new_rows})),
         last_seq=last_seq,
     )
+
+
+def _register(
+    conn: Connection,
+    project_id: str,
+    systems: set[str],
+    items: set[str],
+    dims: set[str],
+    now: datetime,
+) -> None:
+    """Register what the project does not have yet (never overwrite what it has)."""
+    missing = systems - _known(conn, t.systems, "system_id", project_id, systems)
+    if missing:
+        entries = [{"system_id": x} for x in sorted(missing)]
+        upsert_systems(conn=conn, project_id=project_id, systems=entries, now=now)
+    missing = items - _known(conn, t.prompts, "prompt_id", project_id, items)
+    if missing:
+        entries = [{"prompt_id": x} for x in sorted(missing)]
+        upsert_prompts(conn=conn, project_id=project_id, prompts=entries, now=now)
+    missing = dims - _known(conn, t.dimensions, "dimension_id", project_id, dims)
+    if missing:
+        entries = [{"dimension_id": x} for x in sorted(missing)]
+        upsert_dimensions(conn=conn, project_id=project_id, dimensions=entries, now=now)
 
 
 def fetch_verdicts(
