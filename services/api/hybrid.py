@@ -48,7 +48,10 @@ router = APIRouter()
 CACHE_SIZE = 32
 _cache: OrderedDict[tuple[Any, ...], HybridDecisionsPublic] = OrderedDict()
 _cache_lock = threading.Lock()
-_reports: dict[tuple[Any, ...], HybridReport] = {}
+#: the routing's reports, per (project, rule, judge): (judgments seen, last verdict, report)
+_reports: OrderedDict[tuple[Any, ...], tuple[int, int, HybridReport]] = OrderedDict()
+#: a routing report is reused until the judgments grow by this share (or STALE_MIN judgments)
+STALE_SHARE, STALE_MIN = 0.05, 20
 
 
 class JudgeVerdictCreate(s.JudgmentBase):
@@ -243,26 +246,37 @@ def stored_report(
     state: ServiceState, project_id: str, rule: DecisionRule
 ) -> tuple[HybridReport, str] | None:
     """The hybrid report of a project with exactly one judge, without recorded routes (what
-    the next batch's routing needs: its rates are recorded whatever they are), or None."""
+    the next batch's routing needs), or None.
+
+    The routing's rates are recorded with each cell, so they need not be the newest: a report
+    is reused until the project's judgments grow by :data:`STALE_SHARE` (at least
+    :data:`STALE_MIN`) or a verdict arrives, and a batch never waits for a whole-campaign read
+    after every judgment.
+    """
     with state.store.read() as conn:
         judges = judge_counts(conn=conn, project_id=project_id)
         if len(judges) != 1:
             return None
-        last = repo.judgment_counts_by_dimension(conn=conn, project_id=project_id)
-        if not last:
+        total = repo.count_judgments(conn=conn, project_id=project_id)
+        if not total:
             return None
         (name,) = judges
-        seen = (tuple(sorted(last.items())), last_verdict_seq(conn=conn, project_id=project_id))
-        key = ("routing", project_id, rule, name, seen)
+        verdict_seq = last_verdict_seq(conn=conn, project_id=project_id)
+        key = (project_id, rule, name)
         with _cache_lock:
-            if key in _reports:
-                return _reports[key], name
+            kept = _reports.get(key)
+        if kept is not None:
+            seen, seq, report = kept
+            if seq == verdict_seq and total - seen <= max(STALE_MIN, STALE_SHARE * seen):
+                return report, name
         judgments = repo.fetch_judgments(conn=conn, project_id=project_id)
         verdicts = fetch_verdicts(conn=conn, project_id=project_id, judge=name)
     report = decide_with_judge(_human_frame(judgments), _verdict_frame(verdicts), rule, judge=name)
     with _cache_lock:
-        _reports.clear()  # one per process is enough: it is the newest
-        _reports[key] = report
+        _reports[key] = (len(judgments), verdict_seq, report)
+        _reports.move_to_end(key)
+        while len(_reports) > CACHE_SIZE:
+            _reports.popitem(last=False)
     return report, name
 
 
