@@ -15,7 +15,8 @@ human judgments: they enter no count of judgments and no human-only decision.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -163,6 +164,7 @@ def decide_with_judge(
     *,
     judge: str | None = None,
     routes: pl.DataFrame | None = None,
+    systems: Sequence[str] = (),
 ) -> HybridReport:
     """Every family comparison's hybrid decision: human judgments and one judge's verdicts.
 
@@ -178,6 +180,8 @@ def decide_with_judge(
             judgment of a routed cell by its annotator divides by its rate and always counts
             (a routed draw is with replacement, whatever the unit); the others are taken as
             uniform draws.
+        systems: the campaign's systems, for the ``all-pairs`` family (default: those
+            judged; the service passes its registered systems, as ``GET /decisions`` does).
 
     Returns:
         :class:`HybridReport`; a row per family comparison with the human-only rows'
@@ -193,6 +197,15 @@ def decide_with_judge(
     rule = rule or DecisionRule()
     name = choose_judge(verdicts["annotator_id"].to_list(), judge)
     family = family_judgments(judgments, rule).family
+    if rule.family == "all-pairs" and systems:
+        # the campaign's systems beyond those judged (the service's registered ones)
+        from adaptive.rule import comparison_family
+
+        compared = family_judgments(judgments, dataclasses.replace(rule, family="compared"))
+        dims = list(dict.fromkeys(d for d, _, _ in compared.family.comparisons))
+        family = comparison_family(
+            rule, compared.family.comparisons, systems=sorted(systems), dimensions=dims
+        )
     alpha_each = _alpha_each(rule, family.size)
     table = _family_table(family)
     key = ["dimension", "system_a", "system_b"]

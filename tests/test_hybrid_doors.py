@@ -255,6 +255,15 @@ def test_the_service_stores_verdicts_apart_and_gives_the_same_hybrid_rows(served
     _same_rows(
         body["rows"], [{k: v for k, v in row.items() if k != "rule"} for row in py.to_dicts()]
     )
+    # all-pairs: the project's registered systems, as GET /decisions counts them
+    extra = {"systems": [{"system_id": "zz-unjudged"}]}
+    assert api.post("/projects/mt/systems", json=extra, headers=headers).is_success
+    everyone = {"family": "all-pairs"}
+    hybrid = api.get("/projects/mt/hybrid-decisions", params=everyone, headers=headers).json()
+    human = api.get("/projects/mt/decisions", params=everyone, headers=headers).json()
+    pairs = [(r["dimension"], r["system_a"], r["system_b"]) for r in human["rows"]]
+    assert [(r["dimension"], r["system_a"], r["system_b"]) for r in hybrid["rows"]] == pairs
+    assert hybrid["family_size"] == human["family_size"] == 21
     r = api.get("/projects/mt/hybrid-decisions", params={"judge": "nobody"}, headers=headers)
     assert r.status_code == 422 and "['gpt4_pair']" in r.text
     r = api.get("/projects/mt/hybrid-decisions", params={"correction": "e-holm"}, headers=headers)

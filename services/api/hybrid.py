@@ -225,7 +225,9 @@ def _answer(
         name = choose_judge(judge_counts(conn=conn, project_id=project_id), judge)
         last = repo.judgment_counts_by_dimension(conn=conn, project_id=project_id)
         seen = (tuple(sorted(last.items())), last_verdict_seq(conn=conn, project_id=project_id))
-        key = (project_id, rule, name, seen, count_routes(conn=conn, project_id=project_id))
+        routed = count_routes(conn=conn, project_id=project_id)
+        catalogue = repo.catalogue_version(conn=conn, project_id=project_id)
+        key = (project_id, rule, name, seen, routed, catalogue)
         with _cache_lock:
             if key in _cache:
                 _cache.move_to_end(key)
@@ -233,8 +235,9 @@ def _answer(
         judgments = repo.fetch_judgments(conn=conn, project_id=project_id)
         verdicts = fetch_verdicts(conn=conn, project_id=project_id, judge=name)
         routes = fetch_routes(conn=conn, project_id=project_id)
+        systems = [r["system_id"] for r in repo.list_systems(conn=conn, project_id=project_id)]
     frame = pl.DataFrame(routes) if routes else None
-    answer = _decide(judgments, verdicts, rule, name, frame)
+    answer = _decide(judgments, verdicts, rule, name, frame, systems)
     with _cache_lock:
         _cache[key] = answer
         while len(_cache) > CACHE_SIZE:
@@ -306,13 +309,19 @@ def _decide(
     rule: DecisionRule,
     name: str,
     routes: pl.DataFrame | None,
+    systems: Sequence[str],
 ) -> HybridDecisionsPublic:
     """The stored judgments and verdicts as frames, decided as a file of them would be."""
     rows: list[dict[str, Any]] = []
     words, family, size = "", "no comparisons (no human judgments)", 0
     if judgments:
         report = decide_with_judge(
-            _human_frame(judgments), _verdict_frame(verdicts), rule, judge=name, routes=routes
+            _human_frame(judgments),
+            _verdict_frame(verdicts),
+            rule,
+            judge=name,
+            routes=routes,
+            systems=systems,
         )
         rows, family, size = report.rows, report.family.describe(), report.family.size
         words = str(rows[0]["rule"]) if rows else ""
