@@ -201,11 +201,10 @@ def decide_with_judge(
         # the campaign's systems beyond those judged (the service's registered ones)
         from adaptive.rule import comparison_family
 
-        compared = family_judgments(judgments, dataclasses.replace(rule, family="compared"))
-        dims = list(dict.fromkeys(d for d, _, _ in compared.family.comparisons))
-        family = comparison_family(
-            rule, compared.family.comparisons, systems=sorted(systems), dimensions=dims
-        )
+        judged = family_judgments(judgments, dataclasses.replace(rule, family="compared"))
+        pairs = judged.family.comparisons
+        dims = list(dict.fromkeys(d for d, _, _ in pairs))
+        family = comparison_family(rule, pairs, systems=sorted(systems), dimensions=dims)
     alpha_each = _alpha_each(rule, family.size)
     table = _family_table(family)
     key = ["dimension", "system_a", "system_b"]
