@@ -201,8 +201,8 @@ def decide_with_judge(
         # the campaign's systems beyond those judged (the service's registered ones)
         from adaptive.rule import comparison_family
 
-        judged = family_judgments(judgments, dataclasses.replace(rule, family="compared"))
-        pairs = judged.family.comparisons
+        judged_only = family_judgments(judgments, dataclasses.replace(rule, family="compared"))
+        pairs = judged_only.family.comparisons
         dims = list(dict.fromkeys(d for d, _, _ in pairs))
         family = comparison_family(rule, pairs, systems=sorted(systems), dimensions=dims)
     alpha_each = _alpha_each(rule, family.size)
