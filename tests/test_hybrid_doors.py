@@ -459,3 +459,10 @@ def test_evalset_import_verdicts_stores_them_apart_and_again_is_a_no_op(tmp_path
     store.dispose()
     assert sum(v["inconsistent"] for v in stored) == 380  # the file's flags
     assert {v["annotator_id"] for v in stored} == {"gpt4_pair"}
+
+
+def test_a_judge_name_with_a_control_character_is_refused(served):
+    api, headers, _, _ = served
+    for path in ("hybrid-decisions", "judge-verdicts"):
+        r = api.get(f"/projects/mt/{path}", params={"judge": "gpt4\x00"}, headers=headers)
+        assert r.status_code == 422, r.text

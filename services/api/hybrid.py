@@ -173,7 +173,7 @@ def add_judge_verdicts(
 def list_judge_verdicts(
     project_id: ProjectId,
     state: State,
-    judge: Annotated[str | None, Query(max_length=200, description="one judge's only")] = None,
+    judge: Annotated[s.Id | None, Query(description="one judge's only")] = None,
 ) -> JudgeVerdictsPublic:
     """The project's judge verdicts in arrival order, and how many each judge gave."""
     with state.store.read() as conn:
@@ -196,8 +196,8 @@ def hybrid_decisions(
     state: State,
     rule: Rule,
     judge: Annotated[
-        str | None,
-        Query(max_length=200, description="which judge (default: the only one)"),
+        s.Id | None,
+        Query(description="which judge (default: the only one)"),
     ] = None,
 ) -> HybridDecisionsPublic:
     """Each comparison's hybrid decision (docs/hybrid.md): Δ stays the humans' net preference,
