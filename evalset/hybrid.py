@@ -192,7 +192,7 @@ def decide_with_judge(
     """
     from adaptive.decisions import OUTCOME_NAMES, decision_observations
     from adaptive.hybrid_decisions import decide_hybrid, design_shares
-    from evalset.decide import family_judgments
+    from evalset.family import family_judgments
 
     rule = rule or DecisionRule()
     name = choose_judge(verdicts["annotator_id"].to_list(), judge)
@@ -341,8 +341,8 @@ def hybrid_decisions(
     data: Any, judge_data: Any, *, judge: str | None = None, **rule: Any
 ) -> HybridReport:
     """:func:`decide_with_judge` on a judgments frame or file and a verdicts frame or file
-    (``rule``: :func:`evalset.decide.rule_of`'s options)."""
-    from evalset.decide import rule_of
+    (``rule``: :func:`evalset.family.rule_of`'s options)."""
+    from evalset.family import rule_of
 
     dimension = rule.pop("dimension", None)
     judgments = read(data)

@@ -1,0 +1,105 @@
+"""The comparison family a rule declares over a judgments frame, and the rule of keyword options.
+
+Shared by :mod:`evalset.decide` (human-only decisions) and :mod:`evalset.hybrid` (decisions
+with an automatic judge), so both doors decide the same comparisons under the same rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+import polars as pl
+
+from adaptive.rule import (
+    DEFAULT_CORRECTION,
+    DEFAULT_FAMILY,
+    DEFAULT_LEVEL,
+    DEFAULT_MARGIN,
+    DEFAULT_UNIT,
+    DecisionRule,
+    Family,
+    comparison_family,
+)
+from evalset._common import _dims
+
+
+class FamilyJudgments(NamedTuple):
+    """A frame's judgments on the family's comparisons (arrival order), as :func:`decide` takes them."""
+
+    family: Family
+    comparison: np.ndarray
+    prompt: np.ndarray
+    signed: np.ndarray
+    available_prompts: np.ndarray  # (family size,) prompts of each comparison's dimension
+    outside: list[tuple[str, str, str]]  # compared, but not in the family: no decision
+
+
+def family_judgments(judgments: pl.DataFrame, rule: DecisionRule) -> FamilyJudgments:
+    """The family ``rule`` declares over the frame's dimensions, and its judgments.
+
+    A comparison of the family oriented the other way round from the data gets its
+    judgments with the sign flipped; judgments of comparisons outside it are left out.
+    """
+    from adaptive.cells import build_cells
+
+    dims = _dims(judgments, None)
+    cells = [build_cells(judgments, dimension=d) for d in dims]
+    compared = [(cd.dimension, a, b) for cd in cells for a, b in cd.comparison_names()]
+    systems = sorted(set(judgments["system_a"].to_list()) | set(judgments["system_b"].to_list()))
+    family = comparison_family(rule, compared, systems=systems, dimensions=dims)
+    where = {(d, frozenset((a, b))): (f, (a, b)) for f, (d, a, b) in enumerate(family.comparisons)}
+    available = np.zeros(family.size, np.int64)
+    comp, prompt, signed, outside = [], [], [], []
+    for cd in cells:
+        index = np.full(cd.num_comparisons, -1, np.int64)
+        flip = np.ones(cd.num_comparisons)
+        for c, (a, b) in enumerate(cd.comparison_names()):
+            hit = where.get((cd.dimension, frozenset((a, b))))
+            if hit is None:
+                outside.append((cd.dimension, a, b))
+                continue
+            index[c], flip[c] = hit[0], 1.0 if hit[1] == (a, b) else -1.0
+        for f, (d, _, _) in enumerate(family.comparisons):
+            if d == cd.dimension:
+                available[f] = len(cd.prompts)
+        j = cd.judgment_comparison
+        keep = index[j] >= 0
+        comp.append(index[j][keep])
+        prompt.append(cd.judgment_prompt[keep])
+        signed.append((cd.judgment_y[keep].astype(np.float64) - 1.0) * flip[j][keep])
+
+    def cat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+        return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+
+    return FamilyJudgments(
+        family,
+        cat(comp, np.int64),
+        cat(prompt, np.int64),
+        cat(signed, np.float64),
+        available,
+        outside,
+    )
+
+
+def rule_of(
+    *,
+    alpha: float = DEFAULT_LEVEL,
+    margin: float = DEFAULT_MARGIN,
+    unit: str = DEFAULT_UNIT,
+    correction: str = DEFAULT_CORRECTION,
+    family: str = DEFAULT_FAMILY,
+    pairs: Sequence[tuple[str, str]] = (),
+) -> DecisionRule:
+    """A :class:`DecisionRule` from keyword options; registered ``pairs`` imply that family."""
+    if pairs and family == DEFAULT_FAMILY:
+        family = "registered"
+    return DecisionRule(
+        alpha=alpha,
+        margin=margin,
+        unit=unit,
+        correction=correction,
+        family=family,
+        pairs=tuple((a, b) for a, b in pairs),
+    )
