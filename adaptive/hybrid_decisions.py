@@ -8,8 +8,9 @@ judge gave a verdict on), each with rate 1 (or with the rate recorded when a cel
 by the hybrid's routing, ``rate``). Under that assumption ``Z = H + (Y - h[k]) / rate`` has
 conditional mean Δ at every step whatever the judge, and :func:`adaptive.hybrid.fold`'s
 confidence sequence covers Δ at every look (each observation is a look). A log that judges
-each cell once in random order draws without replacement: the next draw's mean then leans
-back towards Δ, which only makes the sequence more careful.
+each cell once in random order draws without replacement: sums of such draws are more
+concentrated than with replacement at any fixed look (Hoeffding 1963); at every look it is
+measured on null campaigns (tests/test_hybrid_doors.py), not proved.
 
 A comparison without any verdict has a design of one category (``tie``): h is then the
 humans' running mean, Z = Y, and its decision is the humans' own (the hybrid's sequence
