@@ -19,6 +19,7 @@ import jax
 import numpy as np
 
 from adaptive.cells import RATING_HALF_RANGE, CellData
+from adaptive.run_sizes import NUTS_DRAWS, NUTS_MIN_ESS, NUTS_WARMUP
 from stan_free_models.conditional import REFINE_BELOW
 from stan_free_models.inference import GRMData
 from stan_free_models.laplace import fit_laplace
@@ -371,4 +372,11 @@ def preset_config(preset: str = "default", **overrides: Any) -> FitConfig:
         base["robust"] = not any(
             chosen.get(name) for name in ("cell_effect", "lapse", "exact_items", "refine_sweeps")
         )
+    chosen = base | overrides
+    if chosen.get("method", FitConfig.method) == "nuts":
+        # NUTS's run sizes in every door, where the user chose none (adaptive/run_sizes.py);
+        # blocks until an ESS target are the whitened sampler's
+        base |= {"num_warmup": NUTS_WARMUP, "num_samples": NUTS_DRAWS}
+        if chosen.get("sampler", FitConfig.sampler) == "whitened":
+            base["min_ess"] = NUTS_MIN_ESS
     return FitConfig(**(base | overrides))

@@ -48,7 +48,7 @@ import numpy as np
 import polars as pl
 
 from adaptive.rule import DEFAULT_LEVEL
-from evalset._common import NUTS_DRAWS, NUTS_MIN_ESS, NUTS_WARMUP, _dims, _method, example, read
+from evalset._common import _dims, _method, example, read
 from evalset.bradley_terry import annotators, leaderboard
 from evalset.decide import decisions, evidence
 from evalset.verdicts import DEFAULT_ADJUST, DEFAULT_INTERVAL
@@ -148,9 +148,6 @@ def _fit_config(
 
     chosen: dict[str, Any] = {"likelihood": likelihood, "lapse": lapse, **run}
     overrides = {k: v for k, v in chosen.items() if v is not None}
-    if _method(method) == "nuts":  # the command line's run sizes (one definition)
-        sizes = {"num_warmup": NUTS_WARMUP, "num_samples": NUTS_DRAWS, "min_ess": NUTS_MIN_ESS}
-        overrides = sizes | overrides
     return preset_config(
         preset, method=_method(method), parameterization=parameterization, **overrides
     )

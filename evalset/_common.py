@@ -9,12 +9,12 @@ import polars as pl
 
 from adaptive.data import read_judgments
 
+# NUTS's run sizes, one definition for every door (re-exported for the command line)
+from adaptive.run_sizes import NUTS_DRAWS as NUTS_DRAWS
+from adaptive.run_sizes import NUTS_MIN_ESS as NUTS_MIN_ESS
+from adaptive.run_sizes import NUTS_WARMUP as NUTS_WARMUP
+
 METHOD_ALIASES = {"fast": "fast", "laplace": "fast", "nuts": "nuts"}
-#: NUTS's run sizes in every door (``evalset.fit`` and ``significance``, the command line): a
-#: short warm-up (the whitened sampler starts at the fast fit's mode with its Hessian as the
-#: metric), then blocks of draws per chain until every parameter has this bulk and tail ESS
-#: (paper size: about 80 s)
-NUTS_WARMUP, NUTS_DRAWS, NUTS_MIN_ESS = 300, 250, 400.0
 
 
 def _method(method: str) -> str:

@@ -7,6 +7,8 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from adaptive.run_sizes import NUTS_DRAWS, NUTS_MIN_ESS, NUTS_WARMUP
+
 
 class Settings(BaseSettings):
     """One place for every setting of the store, the API and streaming re-estimation.
@@ -158,8 +160,12 @@ class Settings(BaseSettings):
         "says so once)",
     )
     nuts_chains: int = Field(default=2, ge=1)
-    nuts_warmup: int = Field(default=500, ge=10)
-    nuts_samples: int = Field(default=500, ge=10)
+    # NUTS's run sizes of every door (adaptive/run_sizes.py); the service runs fewer chains
+    nuts_warmup: int = Field(default=NUTS_WARMUP, ge=10)
+    nuts_samples: int = Field(default=NUTS_DRAWS, ge=10, description="draws per chain and block")
+    nuts_min_ess: float = Field(
+        default=NUTS_MIN_ESS, ge=0, description="blocks of draws until this bulk and tail ESS"
+    )
     nuts_max_rhat: float = Field(default=1.01, gt=1.0)
     nuts_max_divergences: int = Field(default=0, ge=0)
     snapshot_max_draws: int = Field(default=1000, ge=10, description="draws kept per snapshot")

@@ -368,7 +368,7 @@ class Refresher:
         self,
         source: Source,
         method: str,
-        options: dict[str, int],
+        options: dict[str, Any],
         previous: Snapshot | None = None,
         *,
         with_base: bool = False,
@@ -479,6 +479,7 @@ class Refresher:
                 "num_chains": cfg.nuts_chains,
                 "num_warmup": cfg.nuts_warmup,
                 "num_samples": cfg.nuts_samples,
+                "min_ess": cfg.nuts_min_ess or None,
             }
             snapshot = self._fit(source, "nuts", options)
             snapshot = cast(Snapshot, snapshot)  # with_base=False: the snapshot alone

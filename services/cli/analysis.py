@@ -170,7 +170,7 @@ def fit_config(args: argparse.Namespace) -> Any:
         overrides["cell_effect"] = False
     elif args.cell_effect:
         overrides["cell_effect"] = True
-    draws: dict[str, int] = {"num_samples": NUTS_DRAWS} if args.method == "nuts" else {}
+    draws: dict[str, int] = {}  # the preset's (NUTS: adaptive/run_sizes.py)
     if args.draws is not None:
         if args.draws < 1:
             raise SystemExit("evalset: --draws must be at least 1")
@@ -196,10 +196,7 @@ def fit_config(args: argparse.Namespace) -> Any:
             raise SystemExit("evalset: --min-ess applies to --method nuts")
         if args.min_ess < 0:
             raise SystemExit("evalset: --min-ess must be 0 (one block) or positive")
-        if args.min_ess > 0:
-            overrides["min_ess"] = args.min_ess
-    elif args.method == "nuts":
-        overrides["min_ess"] = NUTS_MIN_ESS
+        overrides["min_ess"] = args.min_ess if args.min_ess > 0 else None
     if args.method == "nuts":  # the fast path has no warm-up
         overrides["num_warmup"] = args.warmup
     try:
