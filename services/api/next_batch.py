@@ -127,7 +127,8 @@ class LeasedCell(BaseModel):
     shown_first: str = Field(description="'a' or 'b': which response to display first")
     reason: str = Field(
         description="why this cell: 'burn_in', 'closest_to_decision', 'open' (no decision in "
-        "sight yet), 'targeted' or 'repeat' (the comparison's prompts ran out)"
+        "sight yet), 'targeted', 'repeat' (the comparison's prompts ran out) or 'routed' (drawn "
+        "by an automatic judge's routing, its rate kept with the lease: docs/hybrid.md)"
     )
     needed: int | None = Field(
         description="judgments the comparison's decision likely still needs (null: not in sight)"
