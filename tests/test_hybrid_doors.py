@@ -183,15 +183,27 @@ def test_an_inconsistent_flag_must_be_true_or_false(tmp_path):
 # ---------------------------------------------------------------- the service
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    """A served project holding MT-Bench's human judgments (file order) and GPT-4's verdicts."""
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def served(request, tmp_path_factory):
+    """A served project holding MT-Bench's human judgments (file order) and GPT-4's verdicts,
+    on each store."""
+    if request.param == "postgres":
+        from tests.factories import fresh_pg_database
+
+        with fresh_pg_database() as url:
+            yield from _serve(url)
+    else:
+        yield from _serve(f"sqlite:///{tmp_path_factory.mktemp('hybrid') / 'hybrid.db'}")
+
+
+def _serve(url: str):
     import httpx
 
     from services.settings import Settings
     from tests.factories import ThreadServer
 
-    url = f"sqlite:///{tmp_path_factory.mktemp('hybrid') / 'hybrid.db'}"
     humans = pl.read_csv(MTBENCH / "judgments.csv")
     judge = pl.read_csv(MTBENCH / "judge_gpt4.csv")
     with ThreadServer(Settings(database_url=url, streaming=False)) as server:
