@@ -36,14 +36,11 @@ SOURCES = ("pyproject.toml", "README.md", "adaptive", "evalset", "services", "st
 EXTRA_MODULES = {
     "fastapi": "serve",
     "uvicorn": "serve",
-    "sqlalchemy": "serve",
-    "alembic": "serve",
-    "pydantic_settings": "serve",
     "psycopg": "postgres",
     "ray": "ray",
 }
-#: commands of the service and its store: they need the serve extra
-SERVE_COMMANDS = ("serve", "token", "import", "export")
+#: the service's command: it needs the serve extra (the store's commands run on the core)
+SERVE_COMMANDS = ("serve",)
 MTBENCH = "data/mtbench/judgments.csv"  # 3,355 judgments, 30 pairs: the commands' data
 NCM = "data/chateval_ncm/judgments.csv"  # with items.csv and responses.csv: texts for a batch
 MRBENCH = "data/mrbench/ratings.csv"
@@ -355,7 +352,19 @@ def test_every_command_but_the_services_runs_on_the_core_install(core: Install):
         judgments = list(csv.DictReader(f))
     assert len(judgments) == 8 and {j["winner"] for j in judgments} == {"a", "b", "tie"}
 
-    ran = {r["argv"][0] for r in report} | {"crowd"}
+    # the store's commands run on the core (SQLite)
+    store = ["--project", "p", "--database-url", "sqlite:///store.db"]
+    imported = core.run("evalset", "import", MTBENCH, "--create", "--format", "json", *store)
+    assert imported.returncode == 0, imported.stderr
+    assert json.loads(imported.stdout)["inserted"] == 3355
+    tokens = core.run("evalset", "token", "list", "--format", "json", *store)
+    assert tokens.returncode == 0, tokens.stderr
+    assert [t["label"] for t in json.loads(tokens.stdout)] == ["import"]
+    exported = core.run("evalset", "export", *store)
+    assert exported.returncode == 0, exported.stderr
+    assert len(list(csv.DictReader(exported.stdout.splitlines()))) == 3355
+
+    ran = {r["argv"][0] for r in report} | {"crowd", "import", "token", "export"}
     assert ran == every - set(SERVE_COMMANDS), "a command is not run here"
 
 
@@ -365,13 +374,9 @@ def test_the_core_install_has_no_extra_and_says_which_one_a_command_needs(core: 
     extras = re.findall(r"^(\w+) = \[", (ROOT / "pyproject.toml").read_text(), re.M)
     assert set(EXTRA_MODULES.values()) | {"all", "dev"} <= set(extras)
 
-    store = ["--project", "p", "--database-url", "sqlite:///store.db"]
-    for argv in (["serve"], ["import", MTBENCH, "--create", *store], ["token", "list", *store],
-                 ["export", *store]):  # fmt: skip
-        out = core.run("evalset", *argv)
-        assert out.returncode == 2 and out.stdout == "", (argv, out.stderr)
-        assert out.stderr.strip().endswith("pip install 'adaptive-evalset[serve]'"), out.stderr
-    assert not (core.work / "store.db").exists()
+    out = core.run("evalset", "serve")
+    assert out.returncode == 2 and out.stdout == "", out.stderr
+    assert out.stderr.strip().endswith("pip install 'adaptive-evalset[serve]'"), out.stderr
 
     out = core.run("evalset", "loco", "--data", MTBENCH, "--workers", "2")
     assert out.returncode == 2 and "pip install 'adaptive-evalset[ray]'" in out.stderr, out.stderr
@@ -381,7 +386,7 @@ def test_the_core_install_has_no_extra_and_says_which_one_a_command_needs(core: 
     assert "pip install 'adaptive-evalset[ray]'" in library.stderr.splitlines()[-1]
 
 
-def test_the_serve_extra_adds_the_service_and_its_store(core: Install):
+def test_the_serve_extra_adds_the_service(core: Install):
     core.pip_install(f"{core.source}[serve]")
     has = core.has_modules(EXTRA_MODULES)
     assert has == {name: extra == "serve" for name, extra in EXTRA_MODULES.items()}
@@ -392,14 +397,3 @@ def test_the_serve_extra_adds_the_service_and_its_store(core: Install):
         "python", "-c", "from services.api import create_app; print(create_app.__name__)"
     )
     assert app.returncode == 0 and app.stdout.strip() == "create_app", app.stderr
-
-    store = ["--project", "p", "--database-url", "sqlite:///served.db"]
-    imported = core.run("evalset", "import", MTBENCH, "--create", "--format", "json", *store)
-    assert imported.returncode == 0, imported.stderr
-    assert json.loads(imported.stdout)["inserted"] == 3355
-    tokens = core.run("evalset", "token", "list", "--format", "json", *store)
-    assert tokens.returncode == 0, tokens.stderr
-    assert [t["label"] for t in json.loads(tokens.stdout)] == ["import"]
-    exported = core.run("evalset", "export", *store)
-    assert exported.returncode == 0, exported.stderr
-    assert len(list(csv.DictReader(exported.stdout.splitlines()))) == 3355

@@ -38,9 +38,6 @@ COMMAND_MODULES: tuple[str, ...] = tuple(COMMANDS)
 EXTRAS: dict[str, str] = {
     "fastapi": "serve",
     "uvicorn": "serve",
-    "pydantic_settings": "serve",
-    "sqlalchemy": "serve",
-    "alembic": "serve",
     "psycopg": "postgres",
     "ray": "ray",
 }
