@@ -367,6 +367,16 @@ def test_next_batch_routes_judged_comparisons_and_decisions_use_the_recorded_rat
     assert r.status_code == 200, r.text
     _publish(server, "rt", systems, prompts, humans.height)
     body = {"size": 30, "annotator_id": "fresh", "unit": "judgment", "seed": 3}
+    # routing is asked for by naming the judge: a plain batch routes nothing (the human-only
+    # decisions assume uniform draws), an unknown judge is a 404
+    r = api.post("/projects/rt/next-batch", json=body, headers=headers)
+    assert r.status_code == 200, r.text
+    assert not any(c["reason"] == "routed" for c in r.json()["cells"])
+    with server.state.store.read() as conn:
+        assert fetch_routes(conn=conn, project_id="rt") == []
+    r = api.post("/projects/rt/next-batch", json={**body, "route_by": "nobody"}, headers=headers)
+    assert r.status_code == 404 and "gpt4" in r.text, r.text
+    body = {**body, "annotator_id": "fresh2", "route_by": judge["annotator_id"][0]}
     r = api.post("/projects/rt/next-batch", json=body, headers=headers)
     assert r.status_code == 200, r.text
     cells = r.json()["cells"]
@@ -394,7 +404,7 @@ def test_next_batch_routes_judged_comparisons_and_decisions_use_the_recorded_rat
     # the annotator judges the batch; the decisions divide those residuals by the rates
     back = [
         {"judgment_id": f"r{i}", "item_id": c["item_id"], "system_a": c["system_a"],
-         "system_b": c["system_b"], "annotator_id": "fresh", "winner": "b" if i % 3 else "a"}
+         "system_b": c["system_b"], "annotator_id": "fresh2", "winner": "b" if i % 3 else "a"}
         for i, c in enumerate(cells)
     ]  # fmt: skip
     assert api.post("/projects/rt/judgments", json={"judgments": back}, headers=headers).is_success

@@ -246,10 +246,11 @@ def _answer(
 
 
 def stored_report(
-    state: ServiceState, project_id: str, rule: DecisionRule
+    state: ServiceState, project_id: str, rule: DecisionRule, judge: str | None = None
 ) -> tuple[HybridReport, str] | None:
-    """The hybrid report of a project with exactly one judge, without recorded routes (what
-    the next batch's routing needs), or None.
+    """The hybrid report of ``judge`` (None: the project's only judge), without recorded
+    routes (what the next batch's routing needs), or None without human judgments (a 404
+    when the judge gave no verdict here).
 
     The routing's rates are recorded with each cell, so they need not be the newest: a report
     is reused until the project's judgments grow by :data:`STALE_SHARE` (at least
@@ -258,12 +259,15 @@ def stored_report(
     """
     with state.store.read() as conn:
         judges = judge_counts(conn=conn, project_id=project_id)
-        if len(judges) != 1:
+        if judge is None and len(judges) != 1:
             return None
+        if judge is not None and judge not in judges:
+            message = f"no verdicts from judge {judge!r} here; the project has {sorted(judges)}"
+            raise ApiError(404, "not_found", message)
         total = repo.count_judgments(conn=conn, project_id=project_id)
         if not total:
             return None
-        (name,) = judges
+        name = judge if judge is not None else next(iter(judges))
         verdict_seq = last_verdict_seq(conn=conn, project_id=project_id)
         key = (project_id, rule, name)
         with _cache_lock:

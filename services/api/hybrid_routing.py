@@ -46,8 +46,9 @@ def route_cells(
     rule: DecisionRule,
     batch: list[NamedCell],
     leased: list[LeasedCellRow],
+    judge: str,
 ) -> list[NamedCell]:
-    """``batch`` with the cells of judged comparisons drawn by the hybrid's routing."""
+    """``batch`` with the cells of the comparisons ``judge`` judged drawn by its routing."""
     from adaptive.hybrid_decisions import draw_routed
     from services.api.hybrid import stored_report
     from services.cells import annotatable_cells
@@ -56,7 +57,7 @@ def route_cells(
         return batch
     if rule.correction == "e-holm":  # the rates do not depend on the correction
         rule = dataclasses.replace(rule, correction="bonferroni")
-    got = stored_report(state, project_id, rule)
+    got = stored_report(state, project_id, rule, judge)
     if got is None:
         return batch
     report, judge = got

@@ -106,6 +106,13 @@ class NextBatchCreate(BaseModel):
         max_length=10_000,
         description="the registered family, [system_a, system_b] pairs (implies registered)",
     )
+    route_by: Id | None = Field(
+        default=None,
+        description="an automatic judge's name: draw the cells of the comparisons it judged by "
+        "its routing, the rates kept with the lease, for GET .../hybrid-decisions "
+        "(docs/hybrid.md). A routed campaign's human-only decisions (GET .../decisions) "
+        "assume uniform draws and no longer hold",
+    )
 
     def rule(self) -> DecisionRule:
         """The :class:`DecisionRule` of the request (a 422 when it is not one)."""
@@ -520,9 +527,12 @@ def next_batch(
         held = hold_leased(cells, names, leased)
         batch, info = recommend_named(body.seed, snapshot, names, held, request)
         left_out[:] = not_served(info, snapshot, names)
-        # with an automatic judge's verdicts, a comparison's cells are drawn by the hybrid's
-        # routing and their rates kept in the lease (services/api/hybrid_routing.py)
-        batch = route_cells(state, project_id, body.annotator_id, body.seed, rule, batch, leased)
+        if body.route_by:
+            # the cells of the comparisons the judge saw are drawn by the hybrid's routing,
+            # their rates kept in the lease (services/api/hybrid_routing.py)
+            batch = route_cells(
+                state, project_id, body.annotator_id, body.seed, rule, batch, leased, body.route_by
+            )
         return [
             repo.LeasedCellRow(**cell, snapshot_version=int(maps["versions"][cell["dimension"]]))
             for cell in batch
