@@ -488,3 +488,24 @@ def test_a_judge_name_with_a_control_character_is_refused(served):
     for path in ("hybrid-decisions", "judge-verdicts"):
         r = api.get(f"/projects/mt/{path}", params={"judge": "gpt4\x00"}, headers=headers)
         assert r.status_code == 422, r.text
+
+
+def test_a_judge_is_never_taken_for_a_human(served):
+    """Judgments posted under a judge's name are refused whole, with the row and the reason."""
+    api, headers, judge, _ = served
+    verdicts = {"verdicts": _verdicts(judge)}  # idempotent: stored once whatever ran before
+    assert api.post("/projects/mt/judge-verdicts", json=verdicts, headers=headers).is_success
+    name = judge["annotator_id"][0]
+    row = judge.row(0, named=True)
+    rows = [
+        {"judgment_id": f"not-human-{i}", "item_id": row["item_id"], "system_a": row["system_a"],
+         "system_b": row["system_b"], "annotator_id": who, "winner": "a"}
+        for i, who in enumerate(["someone", name])
+    ]  # fmt: skip
+    before = api.get("/projects/mt", headers=headers).json()["num_judgments"]
+    r = api.post("/projects/mt/judgments", json={"judgments": rows}, headers=headers)
+    assert r.status_code == 422, r.text
+    (problem,) = r.json()["error"]["problems"]
+    assert problem["row"] == 1 and problem["field"] == "annotator_id"
+    assert "automatic judge" in problem["message"]
+    assert api.get("/projects/mt", headers=headers).json()["num_judgments"] == before

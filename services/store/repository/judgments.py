@@ -187,6 +187,29 @@ def add_judgments(
             problem(i, "dimension", f"unknown dimension {r['dimension']!r}; register it first")
         if r["system_a"] == r["system_b"]:
             problem(i, "system_b", "a system compared with itself")
+    # an automatic judge's verdicts are never human judgments (judge_verdicts, 0005)
+    annotators = sorted({r["annotator_id"] for r in rows} - {""})
+    judges: set[str] = set()
+    for chunk in _chunks(annotators):
+        judges.update(
+            conn.scalars(
+                select(t.judge_verdicts.c.annotator_id)
+                .where(
+                    t.judge_verdicts.c.project_id == project_id,
+                    t.judge_verdicts.c.annotator_id.in_(chunk),
+                )
+                .distinct()
+            )
+        )
+    for i, r in enumerate(rows):
+        if r["annotator_id"] in judges:
+            problem(
+                i,
+                "annotator_id",
+                f"{r['annotator_id']!r} is an automatic judge of this project (it has verdicts): "
+                "its verdicts go to the judge's verdicts (POST .../judge-verdicts, evalset "
+                "import --verdicts), never among the human judgments",
+            )
 
     ids = [r["judgment_id"] for r in rows]
     existing: dict[str, dict[str, Any]] = {}
