@@ -509,3 +509,8 @@ def test_a_judge_is_never_taken_for_a_human(served):
     assert problem["row"] == 1 and problem["field"] == "annotator_id"
     assert "automatic judge" in problem["message"]
     assert api.get("/projects/mt", headers=headers).json()["num_judgments"] == before
+    # nor a human for a judge
+    human = pl.read_csv(MTBENCH / "judgments.csv")["annotator_id"][0]
+    verdict = {**_verdicts(judge)[0], "judgment_id": "not-a-judge", "annotator_id": human}
+    r = api.post("/projects/mt/judge-verdicts", json={"verdicts": [verdict]}, headers=headers)
+    assert r.status_code == 422 and "human judgments" in r.text, r.text

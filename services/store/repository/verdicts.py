@@ -131,6 +131,26 @@ def add_verdicts(
             problem(i, "dimension", f"unknown dimension {r['dimension']!r}; register it first")
         if r["system_a"] == r["system_b"]:
             problem(i, "system_b", "a system compared with itself")
+    # a name that judged as a human is not a judge's (judgments are never verdicts)
+    humans: set[str] = set()
+    for chunk in _chunks(sorted({r["annotator_id"] for r in rows})):
+        humans.update(
+            conn.scalars(
+                select(t.judgments.c.annotator_id)
+                .where(
+                    t.judgments.c.project_id == project_id, t.judgments.c.annotator_id.in_(chunk)
+                )
+                .distinct()
+            )
+        )
+    for i, r in enumerate(rows):
+        if r["annotator_id"] in humans:
+            problem(
+                i,
+                "annotator_id",
+                f"{r['annotator_id']!r} has human judgments in this project: name the "
+                "automatic judge differently",
+            )
     c = t.judge_verdicts.c
     existing: dict[str, dict[str, Any]] = {}
     cells: dict[tuple[str, str, str, frozenset[str]], str] = {}
