@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Connection, func, select, text
+from sqlalchemy import Connection, Table, func, select, text
 
 from adaptive.data import JUDGMENT_FIELDS
 from services.store import tables as t
@@ -87,6 +87,64 @@ def lock_judgments(*, conn: Connection, project_id: str) -> None:
     )
 
 
+def check_catalogue(
+    conn: Connection,
+    project_id: str,
+    rows: Sequence[dict[str, Any]],
+    problem: Callable[[int, str, str], None],
+    *,
+    register_unknown: bool,
+    now: datetime,
+) -> None:
+    """Each row's systems, prompt and dimension registered (registers those missing with
+    ``register_unknown``, bulk import), and no system compared with itself; ``problem(row,
+    column, message)`` for each that is not. Judgments and verdicts alike."""
+    systems_used: set[str] = {r["system_a"] for r in rows} | {r["system_b"] for r in rows}
+    prompts_used: set[str] = {r["item_id"] for r in rows}
+    dims_used: set[str] = {r["dimension"] for r in rows}
+    if register_unknown:
+        for kind, table, key, used in (
+            ("systems", t.systems, "system_id", systems_used),
+            ("prompts", t.prompts, "prompt_id", prompts_used),
+            ("dimensions", t.dimensions, "dimension_id", dims_used),
+        ):
+            missing = used - _known(conn, table, key, project_id, used)
+            entries = [{key: m} for m in sorted(missing)]
+            if entries and kind == "systems":
+                upsert_systems(conn=conn, project_id=project_id, systems=entries, now=now)
+            elif entries and kind == "prompts":
+                upsert_prompts(conn=conn, project_id=project_id, prompts=entries, now=now)
+            elif entries:
+                upsert_dimensions(conn=conn, project_id=project_id, dimensions=entries, now=now)
+    known_systems = _known(conn, t.systems, "system_id", project_id, systems_used)
+    known_prompts = _known(conn, t.prompts, "prompt_id", project_id, prompts_used)
+    known_dims = _known(conn, t.dimensions, "dimension_id", project_id, dims_used)
+    for i, r in enumerate(rows):
+        for column in ("system_a", "system_b"):
+            if r[column] not in known_systems:
+                problem(i, column, f"unknown system {r[column]!r}; register it first")
+        if r["item_id"] not in known_prompts:
+            problem(i, "item_id", f"unknown prompt {r['item_id']!r}; register it first")
+        if r["dimension"] not in known_dims:
+            problem(i, "dimension", f"unknown dimension {r['dimension']!r}; register it first")
+        if r["system_a"] == r["system_b"]:
+            problem(i, "system_b", "a system compared with itself")
+
+
+def names_in(conn: Connection, table: Table, project_id: str, names: set[str]) -> set[str]:
+    """Those of ``names`` that ``table`` (judgments or judge_verdicts) has as an annotator."""
+    found: set[str] = set()
+    for chunk in _chunks(sorted(names)):
+        found.update(
+            conn.scalars(
+                select(table.c.annotator_id)
+                .where(table.c.project_id == project_id, table.c.annotator_id.in_(chunk))
+                .distinct()
+            )
+        )
+    return found
+
+
 def get_batch_by_key(
     *, conn: Connection, project_id: str, idempotency_key: str
 ) -> tuple[str, dict[str, Any]] | None:
@@ -157,50 +215,9 @@ def add_judgments(
             {"row": i, "judgment_id": rows[i]["judgment_id"], "field": column, "message": message}
         )
 
-    systems_used: set[str] = {r["system_a"] for r in rows} | {r["system_b"] for r in rows}
-    prompts_used: set[str] = {r["item_id"] for r in rows}
-    dims_used: set[str] = {r["dimension"] for r in rows}
-    if register_unknown:
-        for kind, table, key, used in (
-            ("systems", t.systems, "system_id", systems_used),
-            ("prompts", t.prompts, "prompt_id", prompts_used),
-            ("dimensions", t.dimensions, "dimension_id", dims_used),
-        ):
-            missing = used - _known(conn, table, key, project_id, used)
-            entries = [{key: m} for m in sorted(missing)]
-            if entries and kind == "systems":
-                upsert_systems(conn=conn, project_id=project_id, systems=entries, now=now)
-            elif entries and kind == "prompts":
-                upsert_prompts(conn=conn, project_id=project_id, prompts=entries, now=now)
-            elif entries:
-                upsert_dimensions(conn=conn, project_id=project_id, dimensions=entries, now=now)
-    known_systems = _known(conn, t.systems, "system_id", project_id, systems_used)
-    known_prompts = _known(conn, t.prompts, "prompt_id", project_id, prompts_used)
-    known_dims = _known(conn, t.dimensions, "dimension_id", project_id, dims_used)
-    for i, r in enumerate(rows):
-        for column in ("system_a", "system_b"):
-            if r[column] not in known_systems:
-                problem(i, column, f"unknown system {r[column]!r}; register it first")
-        if r["item_id"] not in known_prompts:
-            problem(i, "item_id", f"unknown prompt {r['item_id']!r}; register it first")
-        if r["dimension"] not in known_dims:
-            problem(i, "dimension", f"unknown dimension {r['dimension']!r}; register it first")
-        if r["system_a"] == r["system_b"]:
-            problem(i, "system_b", "a system compared with itself")
+    check_catalogue(conn, project_id, rows, problem, register_unknown=register_unknown, now=now)
     # an automatic judge's verdicts are never human judgments (judge_verdicts, 0005)
-    annotators = sorted({r["annotator_id"] for r in rows} - {""})
-    judges: set[str] = set()
-    for chunk in _chunks(annotators):
-        judges.update(
-            conn.scalars(
-                select(t.judge_verdicts.c.annotator_id)
-                .where(
-                    t.judge_verdicts.c.project_id == project_id,
-                    t.judge_verdicts.c.annotator_id.in_(chunk),
-                )
-                .distinct()
-            )
-        )
+    judges = names_in(conn, t.judge_verdicts, project_id, {r["annotator_id"] for r in rows} - {""})
     for i, r in enumerate(rows):
         if r["annotator_id"] in judges:
             problem(

@@ -18,13 +18,13 @@ from sqlalchemy import Connection, func, select
 
 from services.store import tables as t
 from services.store.repository._common import IngestResult, _chunks, _insert, utcnow
-from services.store.repository.catalogue import (
-    _known,
-    upsert_dimensions,
-    upsert_prompts,
-    upsert_systems,
+from services.store.repository.judgments import (
+    _check_judgments,
+    _refuse,
+    check_catalogue,
+    lock_judgments,
+    names_in,
 )
-from services.store.repository.judgments import _check_judgments, _refuse, lock_judgments
 
 #: one verdict as the service stores and lists it (in this order)
 VERDICT_FIELDS = (
@@ -112,37 +112,10 @@ def add_verdicts(
             {"row": i, "judgment_id": rows[i]["judgment_id"], "field": column, "message": message}
         )
 
-    systems = {r["system_a"] for r in rows} | {r["system_b"] for r in rows}
     items = {r["item_id"] for r in rows}
-    if register_unknown:
-        _register(conn, project_id, systems, items, {r["dimension"] for r in rows}, now)
-    known_systems = _known(conn, t.systems, "system_id", project_id, systems)
-    known_prompts = _known(conn, t.prompts, "prompt_id", project_id, items)
-    known_dims = _known(
-        conn, t.dimensions, "dimension_id", project_id, {r["dimension"] for r in rows}
-    )
-    for i, r in enumerate(rows):
-        for column in ("system_a", "system_b"):
-            if r[column] not in known_systems:
-                problem(i, column, f"unknown system {r[column]!r}; register it first")
-        if r["item_id"] not in known_prompts:
-            problem(i, "item_id", f"unknown prompt {r['item_id']!r}; register it first")
-        if r["dimension"] not in known_dims:
-            problem(i, "dimension", f"unknown dimension {r['dimension']!r}; register it first")
-        if r["system_a"] == r["system_b"]:
-            problem(i, "system_b", "a system compared with itself")
+    check_catalogue(conn, project_id, rows, problem, register_unknown=register_unknown, now=now)
     # a name that judged as a human is not a judge's (judgments are never verdicts)
-    humans: set[str] = set()
-    for chunk in _chunks(sorted({r["annotator_id"] for r in rows})):
-        humans.update(
-            conn.scalars(
-                select(t.judgments.c.annotator_id)
-                .where(
-                    t.judgments.c.project_id == project_id, t.judgments.c.annotator_id.in_(chunk)
-                )
-                .distinct()
-            )
-        )
+    humans = names_in(conn, t.judgments, project_id, {r["annotator_id"] for r in rows})
     for i, r in enumerate(rows):
         if r["annotator_id"] in humans:
             problem(
@@ -211,29 +184,6 @@ def add_verdicts(
         dimensions=tuple(sorted({r["dimension"] for r in new_rows})),
         last_seq=last_seq,
     )
-
-
-def _register(
-    conn: Connection,
-    project_id: str,
-    systems: set[str],
-    items: set[str],
-    dims: set[str],
-    now: datetime,
-) -> None:
-    """Register what the project does not have yet (never overwrite what it has)."""
-    missing = systems - _known(conn, t.systems, "system_id", project_id, systems)
-    if missing:
-        entries = [{"system_id": x} for x in sorted(missing)]
-        upsert_systems(conn=conn, project_id=project_id, systems=entries, now=now)
-    missing = items - _known(conn, t.prompts, "prompt_id", project_id, items)
-    if missing:
-        entries = [{"prompt_id": x} for x in sorted(missing)]
-        upsert_prompts(conn=conn, project_id=project_id, prompts=entries, now=now)
-    missing = dims - _known(conn, t.dimensions, "dimension_id", project_id, dims)
-    if missing:
-        entries = [{"dimension_id": x} for x in sorted(missing)]
-        upsert_dimensions(conn=conn, project_id=project_id, dimensions=entries, now=now)
 
 
 def fetch_verdicts(
