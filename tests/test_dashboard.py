@@ -119,7 +119,16 @@ def _campaign(server: ThreadServer, client: httpx.Client) -> tuple[str, str]:
         method="laplace",
         created_at=time.time(),
         fit_seconds=0.21,
-        diagnostics={"converged": True, "max_rhat": 1.0, "num_divergences": 0},
+        # as a Laplace snapshot has them: no R-hat or ESS (None), a step count, a time
+        diagnostics={
+            "converged": True,
+            "max_rhat": None,
+            "min_ess_bulk": None,
+            "num_divergences": 0,
+            "num_steps": 59,
+            "seconds": 0.2546896670000933,
+            "passed": True,
+        },
         systems=tuple(systems),
         items=tuple(f"q{i:03d}" for i in range(NUM_PROMPTS)),
         pair_a=np.array([index[a] for a, _, _ in PAIRS], np.int32),
@@ -321,7 +330,7 @@ def test_dashboard_in_a_browser(server, browser):
     started = time.monotonic()
     with httpx.Client(base_url=server.url, timeout=60) as client:
         project_id, token = _campaign(server, client)
-        context = browser.new_context(viewport={"width": 1360, "height": 900})
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
         watch = Watch(context, server.url)
         page = context.new_page()
         watch.attach(page)
@@ -371,6 +380,27 @@ def test_dashboard_in_a_browser(server, browser):
         assert (
             "40 newer judgments not in it yet" in page.locator("#leaderboard-snapshot").inner_text()
         )
+
+        # an annotator whose judgments carry no display order: the empty column says why
+        unordered = [
+            {**row, "judgment_id": f"u{i}", "annotator_id": "paper-form", "shown_first": None}
+            for i, row in enumerate(extra[:6])
+        ]
+        r = client.post(
+            f"/projects/{project_id}/judgments",
+            json={"judgments": unordered},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        assert r.status_code < 300, r.text
+        page.reload()
+        row = page.locator("#annotators tbody tr", has_text="paper-form")
+        cell = row.locator("td").nth(5)
+        assert cell.inner_text().strip() == "–"
+        assert "no display order" in (cell.get_attribute("title") or "")
+        # the page never scrolls sideways at 1,400 px: wide tables scroll in their section
+        width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        assert width[0] <= width[1], width
+        assert "None" not in page.locator("#fits").inner_text()
 
         assert watch.errors == []
         assert watch.foreign == []

@@ -211,6 +211,20 @@ def _num(v: float | None, digits: int = 3) -> str:
     return "" if v is None else f"{v:.{digits}f}"
 
 
+def _diagnostics(diag: dict[str, Any]) -> str:
+    """A snapshot's diagnostics in words: what its method has (a Laplace fit has no R-hat)."""
+    shown = []
+    for key, value in sorted(diag.items()):
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            value = "yes" if value else "no"
+        elif isinstance(value, float):
+            value = _num(value)
+        shown.append(f"{_e(key.replace('_', ' '))} {_e(value)}")
+    return ", ".join(shown)
+
+
 def _when(value: Any) -> str:
     if isinstance(value, int | float):
         value = datetime.fromtimestamp(value, UTC)
@@ -253,6 +267,7 @@ table{border-collapse:collapse;font-variant-numeric:tabular-nums}
 th,td{padding:.2em .55em;border-bottom:1px solid #eee;text-align:right;white-space:nowrap}
 th{font-weight:600;background:#fafafa}
 td.t,th.t{text-align:left}
+td.diag{white-space:normal;min-width:18em}
 .dot{display:inline-block;width:.75em;height:.75em;border-radius:50%;margin-right:.35em;
   vertical-align:-.05em}
 .kpis{display:flex;flex-wrap:wrap;gap:.6em 2em;margin:.3em 0 .8em}
@@ -450,7 +465,11 @@ def render_dashboard(
     arows = "".join(
         f'<tr><td class="t">{_e(a["annotator_id"])}</td><td>{a["n"]}</td>'
         f"<td>{a['a']:.0%}</td><td>{a['b']:.0%}</td><td>{a['tie']:.0%}</td>"
-        f"<td>{'' if a['first_won'] is None else format(a['first_won'], '.0%')}</td></tr>"
+        + (
+            '<td title="no display order recorded in this annotator\'s judgments">–</td></tr>'
+            if a["first_won"] is None
+            else f"<td>{a['first_won']:.0%}</td></tr>"
+        )
         for a in shown
     )
     annotators = (
@@ -464,7 +483,8 @@ def render_dashboard(
         "<th>tie</th><th>first shown won</th></tr></thead>"
         f"<tbody>{arows}</tbody></table>"
         '<p class="note">"first shown won": share of non-tie judgments with a recorded display '
-        "order where the response shown first won (about 50% without position bias); "
+        "order where the response shown first won (about 50% without position bias; "
+        "&ndash; where no judgment recorded which was shown first); "
         "<code>evalset annotators</code> screens them with intervals.</p></section>"
     )
 
@@ -472,11 +492,8 @@ def render_dashboard(
     srows = "".join(
         f'<tr><td class="t">{_e(m["method"])}</td><td>{m["version"]}</td>'
         f"<td>{m['num_judgments']}</td><td>{_when(m['created_at'])}</td>"
-        f'<td>{m["fit_seconds"]:.2f}</td><td class="t">'
-        + ", ".join(
-            f"{_e(k)} {_e(_num(v) if isinstance(v, float) else v)}"
-            for k, v in sorted(m["diagnostics"].items())
-        )
+        f'<td>{m["fit_seconds"]:.2f}</td><td class="t diag">'
+        + _diagnostics(m["diagnostics"])
         + "</td></tr>"
         for m in data["snapshots"]
     )
