@@ -12,6 +12,7 @@ each other instead of failing; PostgreSQL is used as is.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -67,6 +68,10 @@ class Store:
         else:
             self.engine = create_engine(url, echo=echo, pool_size=10, max_overflow=20)
         self._write_engine = self.engine.execution_options(store_write=True)
+        # SQLite has one writer at a time: this process's writers queue here and each goes as
+        # soon as the one before commits, instead of in SQLite's busy handler, which polls
+        # with sleeps growing to 100 ms (a request's write behind a batch's waited that long)
+        self._write_lock = threading.RLock() if self.is_sqlite else None
 
     def migrate(self) -> None:
         """Bring the schema to the newest migration (idempotent; safe with several replicas)."""
@@ -92,7 +97,11 @@ class Store:
     @contextmanager
     def write(self) -> Iterator[Connection]:
         """A write transaction: all of it is committed, or none of it."""
-        with self._write_engine.begin() as conn:
+        if self._write_lock is None:
+            with self._write_engine.begin() as conn:
+                yield conn
+            return
+        with self._write_lock, self._write_engine.begin() as conn:
             yield conn
 
     def dispose(self) -> None:
