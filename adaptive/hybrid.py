@@ -26,14 +26,31 @@ Waudby-Smith & Ramdas (2023, Theorem 2) on these Z, each step rescaled by its pr
 range S = U - L (so (Z - X) / S >= -1 for the predictable centre X in [L, U], which Fan's
 inequality needs) and bet lam < 1 on the scaled value: exp(lam (Z - m) / S - psi(lam)
 ((Z - X) / S)^2) is a supermartingale at m = Δ for any judge, so the CS covers Δ at every
-look with probability >= 1 - alpha (Ville). With no judge (h = 0, uniform) Z = Y and this is
-confseq's ``predmix_empbern_twosided_cs`` (the CS :mod:`adaptive.decisions` uses): the
-human-only rule. The bets per unit of Δ are the same as there (capped at ``trunc / 2``), so a
-judge changes the CS only through the Z.
+look with probability >= 1 - alpha (Ville). With no judge (h = 0, uniform) and
+``scale="range"`` Z = Y and this is confseq's ``predmix_empbern_twosided_cs`` (the CS
+:mod:`adaptive.decisions` decides equivalence with). The bets per unit of Δ are the same as
+there (capped at ``trunc / 2``), so a judge changes the CS only through the Z. It decides
+equivalence; the sign e-processes below decide signs.
 
-**Decisions** are the rule of :mod:`adaptive.decisions` on this CS: B better when its lower
-side passes 0, A better when its upper side goes below 0, equivalent when it fits in
-(-margin, margin); each side at ``alpha_each / 2``.
+**The sign e-processes** are the human-only sign test's with Z in place of Y. That test
+(:func:`adaptive.evidence.log_sign_evalue`) is a mixture over constant bets b in (0, 1] of
+prod (1 + b Y_i) against H0: Δ <= 0 (a tie's factor is 1; q = (1 + b) / 2 ~ Beta(a, a) on
+q > 1/2), and prod (1 - b Y_i) against H0: Δ >= 0. Here the factors are 1 + beta_i Z_i and
+1 - beta_i Z_i with beta_i = min(b, b_max / max(-L_i, 1)) (and U_i on the other side): the
+bet per unit of Δ is b, capped so that the capital stays positive on Z's predictable range.
+E[1 + beta_i Z_i | past] = 1 + beta_i Δ <= 1 under the null, for any judge and routing, so
+each product is a test supermartingale and so is their mixture over b (a discrete prior: the
+Beta(a, a) mass of ``NUM_BETS`` equal cells of b at their midpoints). Without a judge (h = 0,
+uniform) Z = Y, the range is [-1, 1] and this *is* the human-only sign test up to the
+discretisation; with a useless judge Z is Y plus the noise of a calibration learnt to be
+flat, so the hybrid needs about the human-only rule's human judgments; with a good judge
+E[Z^2] < E[Y^2] and the capital grows faster (growth about Δ^2 / (2 E[Z^2]) per judgment).
+
+**Decisions** are the rule of :mod:`adaptive.decisions`: B better when the e-process against
+Δ <= 0 has reached ``2 / alpha_each`` at some human judgment (A better: the other one), so
+each side errs with probability <= alpha_each / 2 (Ville); equivalent when the CS fits in
+(-margin, margin). ``HybridConfig(sign="sequence")`` decides signs by the CS instead (the
+rule before the e-processes, kept to compare with).
 
 References:
     Angelopoulos, Bates, Fannjiang, Jordan & Zrnic (2023), "Prediction-powered inference", Science;
@@ -51,7 +68,7 @@ import numpy as np
 from scipy import special
 
 from adaptive.decisions import A_BETTER, B_BETTER, EQUIVALENT, UNDECIDED
-from adaptive.rule import DEFAULT_LEVEL
+from adaptive.rule import DEFAULT_LEVEL, DEFAULT_MIXTURE
 
 #: judge verdict codes; a fourth, "tie (inconsistent)" (the judge disagreed with itself when the
 #: two answers swapped sides), is a tie with a calibration of its own
@@ -61,6 +78,25 @@ VERDICT_SIGN = np.array([-1.0, 0.0, 1.0, 0.0])
 #: the scaled bets stay below this (Fan's inequality needs them < 1)
 MAX_SCALED_BET = 0.8
 SCALES = ("tight", "range")
+#: what decides a sign: the mixture e-processes on Z, or the confidence sequence
+SIGNS = ("mixture", "sequence")
+#: constant bets in the sign e-processes' discrete mixture
+NUM_BETS = 32
+
+
+def bet_grid(mixture: float, num: int = NUM_BETS) -> tuple[np.ndarray, np.ndarray]:
+    """The bets b (per unit of Δ) of the sign e-processes and the log of their prior masses.
+
+    The human-only sign test's prior, q = (1 + b) / 2 ~ Beta(a, a) restricted to q > 1/2
+    (:func:`adaptive.evidence.log_sign_evalue`), on ``num`` equal cells of b in (0, 1), each
+    at its midpoint with the cell's prior mass (the masses sum to 1: any discrete prior gives
+    a test supermartingale; this one approximates the continuous test's e-value, within 1%
+    on the sizes ``tests/test_hybrid.py`` checks).
+    """
+    edges = np.linspace(0.0, 1.0, num + 1)
+    mass = 2.0 * np.diff(special.betainc(mixture, mixture, (1.0 + edges) / 2.0))
+    with np.errstate(divide="ignore"):
+        return (edges[:-1] + edges[1:]) / 2.0, np.log(mass)
 
 
 @dataclass(frozen=True)
@@ -77,6 +113,8 @@ class HybridConfig:
         scale: ``range`` (S = U - L, confseq's CS without a judge) or ``tight`` (S = X - L
             below and U - X above a centre X kept in the middle half of [L, U]).
         trunc: cap of the bets on a human judgment's range (1/2 as in Waudby-Smith & Ramdas).
+        sign: ``mixture`` (the sign e-processes decide signs) or ``sequence`` (the CS does,
+            as equivalence; the earlier rule).
     """
 
     use_judge: bool = True
@@ -86,8 +124,11 @@ class HybridConfig:
     burn_in: int = 20
     scale: str = "tight"
     trunc: float = 0.5
+    sign: str = "mixture"
 
     def __post_init__(self) -> None:
+        if self.sign not in SIGNS:
+            raise ValueError(f"sign must be one of {SIGNS}, not {self.sign!r}")
         if self.scale not in SCALES:
             raise ValueError(f"scale must be one of {SCALES}, not {self.scale!r}")
         if not 0.0 < self.floor <= 1.0:
@@ -131,6 +172,14 @@ class HybridState(NamedTuple):
     high: np.ndarray
     outcome: np.ndarray
     closed_at: np.ndarray  # human judgments of the comparison when it closed (0: open)
+    bets: np.ndarray  # (G,) the sign e-processes' constant bets b and their log prior masses
+    log_prior: np.ndarray
+    cap_b: np.ndarray  # (R, G) log capital of each bet against Δ <= 0 (B not better)
+    cap_a: np.ndarray  # (R, G) and against Δ >= 0 (A not better)
+    log_eb: np.ndarray  # log of the mixtures now
+    log_ea: np.ndarray
+    peak_b: np.ndarray  # their running maxima (a sign closes when one reaches log_term)
+    peak_a: np.ndarray
 
 
 class Plan(NamedTuple):
@@ -150,12 +199,13 @@ class Plan(NamedTuple):
     lam_hi: np.ndarray
 
 
-def start(share: np.ndarray, alpha_each: float) -> HybridState:
+def start(share: np.ndarray, alpha_each: float, mixture: float = DEFAULT_MIXTURE) -> HybridState:
     """The state before any human judgment.
 
     Args:
         share: (R, K) share of each comparison's cells per judge verdict (rows sum to 1).
         alpha_each: error bound of each comparison (two-sided; each side half of it).
+        mixture: a of the sign e-processes' Beta(a, a) prior (the rule's ``mixture``).
     """
     share = np.asarray(share, dtype=np.float64)
     if share.ndim != 2 or np.any(share < 0) or not np.allclose(share.sum(axis=1), 1.0):
@@ -163,11 +213,14 @@ def start(share: np.ndarray, alpha_each: float) -> HybridState:
     R, K = share.shape
     z = np.zeros(R)
     zk = np.zeros((R, K))
+    bets = bet_grid(mixture)
+    G = bets[0].shape[0]
     return HybridState(
         share, float(np.log(2.0 / alpha_each)), np.zeros(R, np.int64),
         zk.copy(), zk.copy(), zk.copy(), z.copy(), z.copy(), z.copy(), z.copy(),
         z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy(),
         np.full(R, -1.0), np.ones(R), np.zeros(R, np.int64), np.zeros(R, np.int64),
+        *bets, np.zeros((R, G)), np.zeros((R, G)), z.copy(), z.copy(), z.copy(), z.copy(),
     )  # fmt: skip
 
 
@@ -287,17 +340,58 @@ def fold(
         high = (new.hi_az + state.log_term + new.hi_v) / new.hi_a
     low = np.where(new.lo_a > 0, np.clip(low, -1.0, 1.0), -1.0)
     high = np.where(new.hi_a > 0, np.clip(high, -1.0, 1.0), 1.0)
-    return new._replace(low=np.maximum(state.low, low), high=np.minimum(state.high, high))
+    new = new._replace(low=np.maximum(state.low, low), high=np.minimum(state.high, high))
+    return _fold_signs(new, p, z, np.flatnonzero(act))
 
 
-def close(state: HybridState, margin: float) -> HybridState:
-    """Close the open comparisons whose CS decides them (a look: call it after each batch)."""
+def _log_mixture(x: np.ndarray) -> np.ndarray:
+    """log sum exp over the bets (rows); by hand: scipy's logsumexp costs 3x in this loop."""
+    top = np.max(x, axis=1)
+    return top + np.log(np.sum(np.exp(x - top[:, None]), axis=1))
+
+
+def _fold_signs(state: HybridState, p: Plan, z: np.ndarray, idx: np.ndarray) -> HybridState:
+    """The sign e-processes after Z on the comparisons ``idx`` (the module's docstring)."""
+    if idx.size == 0:
+        return state
+    bets, top = state.bets[None, :], state.bets[-1]
+    # a bet b per unit of Δ, capped so that 1 + beta Z > 0 on Z's predictable range (L <= -1)
+    beta_b = np.minimum(bets, (top / np.maximum(-p.lower[idx], 1.0))[:, None])
+    beta_a = np.minimum(bets, (top / np.maximum(p.upper[idx], 1.0))[:, None])
+    cap_b, cap_a = state.cap_b.copy(), state.cap_a.copy()
+    cap_b[idx] += np.log1p(beta_b * z[idx, None])
+    cap_a[idx] += np.log1p(-beta_a * z[idx, None])
+    log_eb, log_ea = state.log_eb.copy(), state.log_ea.copy()
+    log_eb[idx] = _log_mixture(state.log_prior + cap_b[idx])
+    log_ea[idx] = _log_mixture(state.log_prior + cap_a[idx])
+    return state._replace(
+        cap_b=cap_b,
+        cap_a=cap_a,
+        log_eb=log_eb,
+        log_ea=log_ea,
+        peak_b=np.maximum(state.peak_b, log_eb),
+        peak_a=np.maximum(state.peak_a, log_ea),
+    )
+
+
+def close(state: HybridState, margin: float, sign: str = "mixture") -> HybridState:
+    """Close the open comparisons decided now (a look: call it after each batch).
+
+    A sign when its e-process has reached ``2 / alpha_each`` at some human judgment so far
+    (``sign="sequence"``: when the CS excludes 0); equivalence when the CS fits in the margin.
+    """
+    if sign not in SIGNS:
+        raise ValueError(f"sign must be one of {SIGNS}, not {sign!r}")
+    if sign == "mixture":
+        b_wins, a_wins = state.peak_b >= state.log_term, state.peak_a >= state.log_term
+    else:
+        b_wins, a_wins = state.low > 0.0, state.high < 0.0
     open_ = state.outcome == UNDECIDED
     what = np.where(
-        state.low > 0.0,
+        b_wins,
         B_BETTER,
         np.where(
-            state.high < 0.0,
+            a_wins,
             A_BETTER,
             np.where((state.low > -margin) & (state.high < margin), EQUIVALENT, UNDECIDED),
         ),
@@ -319,6 +413,8 @@ class HybridReport(NamedTuple):
     agreement: np.ndarray  # share of human judgments equal to the judge's verdict (over cells)
     effective_humans: np.ndarray  # n * Var(Y) / Var(Z): humans alone would need this many
     judge_weight: np.ndarray  # slope of the calibration h on the verdict's sign (0: ignored)
+    log_eb: np.ndarray  # the sign e-processes now (against "B not better", "A not better")
+    log_ea: np.ndarray
 
 
 def report(state: HybridState, config: HybridConfig) -> HybridReport:
@@ -340,7 +436,10 @@ def report(state: HybridState, config: HybridConfig) -> HybridReport:
     var = np.sum(state.share * (s - ms) ** 2, axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         slope = np.where(var > 0, cov / var, 0.0)
-    return HybridReport(est, state.low, state.high, state.n.copy(), agreement, eff, slope)
+    return HybridReport(
+        est, state.low, state.high, state.n.copy(), agreement, eff, slope,
+        state.log_eb.copy(), state.log_ea.copy(),
+    )  # fmt: skip
 
 
 # ------------------------------------------------------------------- fixed look (PPI++)

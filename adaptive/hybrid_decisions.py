@@ -26,6 +26,7 @@ from typing import NamedTuple
 import numpy as np
 
 from adaptive.hybrid import VERDICTS, HybridConfig, close, fold, plan, report, start
+from adaptive.rule import DEFAULT_MIXTURE
 
 #: the verdict code a comparison without verdicts puts all of its design in
 NO_VERDICT = VERDICTS.index("tie")
@@ -47,6 +48,8 @@ class HybridDecisions(NamedTuple):
     effective_humans: np.ndarray  # humans alone would need this many for the same precision
     judge_weight: np.ndarray  # slope of the calibration on the verdict's sign (0: ignored)
     next_rates: np.ndarray  # (R, K) the routing's rates for the next cell sent to humans
+    log_eb: np.ndarray  # the sign e-processes now (against "B not better", "A not better")
+    log_ea: np.ndarray
 
 
 def design_shares(
@@ -74,6 +77,7 @@ def decide_hybrid(
     config: HybridConfig | None = None,
     rates: np.ndarray | None = None,
     routing: HybridConfig = ROUTING,
+    mixture: float = DEFAULT_MIXTURE,
 ) -> HybridDecisions:
     """Each comparison's hybrid decision, its human observations folded in arrival order.
 
@@ -92,6 +96,7 @@ def decide_hybrid(
             verdict, as recorded when it was served by the routing (a row of ones: not
             routed, a uniform draw); default: all ones.
         routing: the routing whose rates ``next_rates`` gives.
+        mixture: a of the sign e-processes' Beta(a, a) prior (the rule's).
 
     Returns:
         :class:`HybridDecisions`.
@@ -117,11 +122,11 @@ def decide_hybrid(
     if rates is not None:
         grid_rate[rows, pos] = np.asarray(rates, np.float64)[order]
     active = np.arange(T)[None, :] < counts[:, None]
-    state = start(share, alpha_each)
+    state = start(share, alpha_each, mixture)
     for t in range(T):
         p = plan(state, config, grid_rate[:, t] if rates is not None else None)
         state = fold(state, p, grid_v[:, t], grid_y[:, t], active[:, t])
-        state = close(state, margin)
+        state = close(state, margin, config.sign)
     rep = report(state, config)
     obs = state.closed_at  # the observation that closed it (1-based; 0 open)
     closed_at = np.where(obs > 0, grid_cost[np.arange(R), np.maximum(obs - 1, 0)], 0)
@@ -136,6 +141,8 @@ def decide_hybrid(
         rep.effective_humans,
         rep.judge_weight,
         plan(state, routing).rel,
+        rep.log_eb,
+        rep.log_ea,
     )
 
 

@@ -6,7 +6,9 @@ frequencies: drawing from them is drawing one of the cell's logged judgments at 
 :func:`run` sends humans to cells as :func:`adaptive.hybrid.plan` says (uniform, or routed by
 the judge's verdict), one judgment per open comparison per step, and looks at the decisions
 after every ``batch`` of them; a comparison stops when it closes or spends its ``budget``.
-Human judgments until every comparison closes is the sum of what the comparisons spent.
+:func:`run_human_only` gives the product's human-only decisions (:mod:`adaptive.decisions`) on
+uniform draws of the same cells. Human judgments until every comparison closes is the sum of
+what the comparisons spent.
 
 Logs are resampled with replacement, so the estimand of a replay is the full log's own Δ
 (the mean over its cells of each cell's mean signed judgment), and a *reversal* is a
@@ -34,14 +36,17 @@ from adaptive.hybrid import (
     report,
     start,
 )
-from adaptive.rule import DEFAULT_LEVEL, DEFAULT_MARGIN
+from adaptive.rule import DEFAULT_LEVEL, DEFAULT_MARGIN, DEFAULT_MIXTURE
 
-#: the policies a hybrid replay compares
-HYBRID_POLICIES = {
-    "human_only": HUMAN_ONLY,
+#: the policies a hybrid replay compares: ``human_only`` is the product's human-only rule
+#: (:func:`run_human_only`), the others :func:`run` with the judge used as configured
+HYBRID_POLICIES: dict[str, HybridConfig | None] = {
+    "human_only": None,
     "hybrid_uniform": HybridConfig(),
     "hybrid_routed": HybridConfig(routing=True),
 }
+#: the hybrid's machinery without a judge (Z = Y), for comparisons with the rows before
+NO_JUDGE = HUMAN_ONLY
 
 
 class Population(NamedTuple):
@@ -88,7 +93,7 @@ class RunResult(NamedTuple):
     outcome: np.ndarray  # (R,)
     used: np.ndarray  # (R,) human judgments spent
     closed_at: np.ndarray  # (R,) 0 while open
-    report: HybridReport
+    report: HybridReport | None  # None: the human-only rule (no judge to report on)
 
 
 def run(
@@ -127,9 +132,61 @@ def run(
         state = fold(state, p, verdict, y, active)
         step += 1
         if step % batch == 0:
-            state = close(state, margin)
-    state = close(state, margin)
+            state = close(state, margin, config.sign)
+    state = close(state, margin, config.sign)
     return RunResult(state.outcome, state.n.copy(), state.closed_at, report(state, config))
+
+
+def run_human_only(
+    seed: int,
+    pop: Population,
+    *,
+    alpha_each: float,
+    margin: float,
+    batch: int = 10,
+    mixture: float = DEFAULT_MIXTURE,
+) -> RunResult:
+    """The product's human-only decisions (:mod:`adaptive.decisions`) on uniform draws of cells.
+
+    Each comparison's human judgments are uniform draws of its cells with replacement, so the
+    rule's unit is ``judgment`` (each judgment an independent draw of a random cell: Δ over
+    these cells, the hybrid's estimand); its level ``alpha_each`` (``correction="none"`` at
+    the Bonferroni share is the same rule). :func:`adaptive.decisions.update` closes at the
+    first judgment where a test passes; a comparison spends the whole batch of ``batch`` it
+    closed in (as :func:`run`, which looks after every batch and whose sign e-processes close
+    on their running maximum), or its budget.
+    """
+    from adaptive.decisions import start as start_decisions
+    from adaptive.decisions import update
+    from adaptive.rule import DecisionRule
+
+    rng = np.random.default_rng(seed)
+    R = pop.num_rows
+    counts = np.bincount(pop.cell_row, minlength=R)
+    first = np.cumsum(counts) - counts
+    cum_human = np.cumsum(pop.cell_prob, axis=1)
+    rule = DecisionRule(
+        alpha=alpha_each, margin=margin, unit="judgment", correction="none", mixture=mixture
+    )
+    state = start_decisions(R, int(counts.max()), rule)
+    fed = np.zeros(R, np.int64)
+    chunk = 8 * batch
+    while True:
+        idx = np.flatnonzero((state.outcome == UNDECIDED) & (fed < pop.budget))
+        if idx.size == 0:
+            break
+        size = np.minimum(chunk, pop.budget[idx] - fed[idx])
+        comp = np.repeat(idx, size)
+        local = (rng.random(comp.shape[0]) * counts[comp]).astype(np.int64)
+        u = rng.random(comp.shape[0])
+        y = (u[:, None] > cum_human[first[comp] + local]).sum(axis=1).clip(0, 2) - 1.0
+        state = update(state, comp, local, y)
+        fed[idx] += size
+        chunk *= 2  # few updates: a comparison's statistics run on after it closes
+    closed = state.outcome != UNDECIDED
+    spent = np.minimum(-(-state.closed_at // batch) * batch, pop.budget)
+    used = np.where(closed, spent, pop.budget)
+    return RunResult(state.outcome.copy(), used, np.where(closed, spent, 0), None)
 
 
 def wrong(outcome: np.ndarray, truth: np.ndarray, margin: float) -> np.ndarray:
@@ -252,12 +309,25 @@ def replay_log(
     rows = []
     for name in policies:
         config = HYBRID_POLICIES[name]
-        res = run(int(seeds[0]), tiled, config, alpha_each=alpha_each, margin=margin, batch=batch)
+        if config is None:
+            res = run_human_only(
+                int(seeds[0]), tiled, alpha_each=alpha_each, margin=margin, batch=batch
+            )
+        else:
+            res = run(
+                int(seeds[0]), tiled, config, alpha_each=alpha_each, margin=margin, batch=batch
+            )
         used = res.used.reshape(S, R)
         outcome = res.outcome.reshape(S, R)
         sign = np.where(outcome == B_BETTER, 1, np.where(outcome == A_BETTER, -1, 0))
         reversals = ((sign != 0) & (sign != np.sign(truth)[None, :])).sum(axis=1)
         rep = res.report
+        agreement = float(np.nanmean(rep.agreement)) if rep is not None else None
+        effective = (
+            float(np.nansum(rep.effective_humans) / max(rep.num_human.sum(), 1))
+            if rep is not None
+            else None
+        )
         rows.append(
             {
                 "policy": name,
@@ -267,10 +337,8 @@ def replay_log(
                 "log_judgments": int(logs.human_judgments.sum()),
                 "closed_mean": float((outcome != UNDECIDED).sum(axis=1).mean()),
                 "reversals_max": int(reversals.max()),
-                "agreement_mean": float(np.nanmean(rep.agreement)),
-                "effective_per_human": float(
-                    np.nansum(rep.effective_humans) / max(rep.num_human.sum(), 1)
-                ),
+                "agreement_mean": agreement,
+                "effective_per_human": effective,
                 "alpha": alpha,
                 "margin": margin,
                 "counts_cells": int(counts.sum()),

@@ -114,7 +114,8 @@ def decisions(
     ``annotator_id`` names the judge, optional ``inconsistent``) give hybrid decisions
     (:func:`evalset.hybrid.decide_with_judge`, docs/hybrid.md): Δ stays the humans'; the rows
     keep ``decision, net_preference, cs_low, cs_high, n_judgments, n_used, n_prompts,
-    closed_at, alpha_each, family, family_size, rule`` and add ``judge, judge_cells,
+    closed_at, e_b_better, e_a_better, alpha_each, family, family_size, rule`` (a sign is
+    decided by its e-value, equivalence by the confidence sequence) and add ``judge, judge_cells,
     judge_agreement, effective_humans, judge_weight``. ``judge_name`` picks one judge when
     the verdicts name several.
     """

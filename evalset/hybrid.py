@@ -145,9 +145,11 @@ def describe(rule: DecisionRule, judge: str, size: int) -> str:
         else f"none: alpha {rule.alpha:g} per comparison"
     )
     return (
-        f"hybrid with judge {judge!r}: empirical-Bernstein confidence sequence of the human "
-        f"judgments corrected by the judge's calibrated verdicts, unit {rule.unit}, margin "
-        f"{rule.margin:g}; {split}"
+        f"hybrid with judge {judge!r}, on the human judgments corrected by the judge's "
+        f"calibrated verdicts: sign by beta({rule.mixture:g}) mixture e-processes at "
+        f"{each / 2:.3g} each side; equivalence |delta| < {rule.margin:g} by an "
+        f"empirical-Bernstein confidence sequence at {each / 2:.3g} each side; unit "
+        f"{rule.unit}; {split}"
     )
 
 
@@ -165,6 +167,7 @@ def decide_with_judge(
     judge: str | None = None,
     routes: pl.DataFrame | None = None,
     systems: Sequence[str] = (),
+    config: Any = None,
 ) -> HybridReport:
     """Every family comparison's hybrid decision: human judgments and one judge's verdicts.
 
@@ -182,13 +185,18 @@ def decide_with_judge(
             uniform draws.
         systems: the campaign's systems, for the ``all-pairs`` family (default: those
             judged; the service passes its registered systems, as ``GET /decisions`` does).
+        config: how the judge is used (:class:`adaptive.hybrid.HybridConfig`; default its
+            defaults; ``sign="sequence"`` gives the rule before the sign e-processes).
 
     Returns:
         :class:`HybridReport`; a row per family comparison with the human-only rows'
         ``dimension, system_a, system_b, decision, net_preference, cs_low, cs_high,
-        n_judgments, n_used, n_prompts, closed_at`` and ``judge, judge_cells,
-        judge_agreement, effective_humans, judge_weight, alpha_each, family,
-        family_size, rule``.
+        n_judgments, n_used, n_prompts, closed_at, e_b_better, e_a_better`` and ``judge,
+        judge_cells, judge_agreement, effective_humans, judge_weight, alpha_each, family,
+        family_size, rule``. As in the human-only rows, a sign is decided by its e-process
+        (``e_b_better`` / ``e_a_better`` now; the decision when one reached
+        ``2 / alpha_each`` at some judgment) and ``cs_low, cs_high`` is the confidence
+        sequence that decides equivalence.
     """
     from adaptive.decisions import OUTCOME_NAMES, decision_observations
     from adaptive.hybrid_decisions import decide_hybrid, design_shares
@@ -260,7 +268,9 @@ def decide_with_judge(
         share,
         alpha_each=alpha_each,
         margin=rule.margin,
+        config=config,
         rates=rates[keep] if routed.any() else None,
+        mixture=rule.mixture,
     )
     n_judgments = np.bincount(comp, minlength=R)
     n_prompts = (
@@ -287,6 +297,8 @@ def decide_with_judge(
                 "n_used": int(d.num_used[c]),
                 "n_prompts": int(prompts[c]),
                 "closed_at": int(d.closed_at[c]) or None,
+                "e_b_better": _evalue(d.log_eb[c]),
+                "e_a_better": _evalue(d.log_ea[c]),
                 "judge": name,
                 "judge_cells": int(judge_cells[c]),
                 "judge_agreement": _finite(d.agreement[c]) if judged else None,
@@ -331,6 +343,13 @@ def _recorded_rates(
         rates[found] = got
         routed = found
     return rates, routed
+
+
+def _evalue(log_e: float) -> float:
+    """An e-value from its log, capped as the human-only rows' (exp(LOG_E_CAP), about 1e300)."""
+    from adaptive.rule import LOG_E_CAP
+
+    return float(np.exp(min(float(log_e), LOG_E_CAP)))
 
 
 def _finite(value: float) -> float | None:

@@ -92,12 +92,19 @@ class HybridDecisionRow(BaseModel):
     net_preference: float | None = Field(
         description="estimate of Δ, the humans' net preference over the judged cells"
     )
-    cs_low: float = Field(description="anytime-valid confidence sequence of Δ")
+    cs_low: float = Field(
+        description="anytime-valid confidence sequence of Δ (the one that decides equivalence)"
+    )
     cs_high: float
     n_judgments: int = Field(description="human judgments of the comparison")
     n_used: int = Field(description="human observations the decision used")
     n_prompts: int
     closed_at: int | None = Field(description="human judgments of the comparison when it closed")
+    e_b_better: float = Field(
+        description="e-value against 'B not better' now (a sign closes when its e-value has "
+        "reached 2 / alpha_each at some judgment)"
+    )
+    e_a_better: float = Field(description="e-value against 'A not better' now")
     judge: str
     judge_cells: int = Field(description="cells of the comparison with the judge's verdict")
     judge_agreement: float | None = Field(
