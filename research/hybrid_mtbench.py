@@ -5,9 +5,15 @@ a request draws one of the cell's logged human judgments at random (with replace
 estimand is the full log's own Δ and a reversal is a decision against the log's own sign. Each
 comparison may spend as many human judgments as its log holds. Alpha 0.05 over the 15
 comparisons (Bonferroni), margin 0.1, decisions after every 10 judgments of a comparison.
+``human_only`` is the product's human-only rule (:mod:`adaptive.decisions`, unit
+``judgment``: resampled draws); the hybrids decide signs by their e-processes.
 
-Run: ``nice -n 10 .venv/bin/python research/hybrid_mtbench.py`` (seconds); rows go to
-``research/hybrid/mtbench.jsonl``.
+A ``doors`` row adds the log itself in its arrival order through the decision doors
+(``evalset.decisions`` with and without ``judge=``, unit ``prompt``): comparisons decided, the
+human judgments summed at their closes, and whether the two agree on every decision.
+
+Run: ``nice -n 10 .venv/bin/python research/hybrid_mtbench.py`` (a minute); rows go to
+``research/hybrid/mtbench_signs.jsonl``.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from adaptive.data import read_judgments
 from adaptive.hybrid_replay import HYBRID_POLICIES, log_population, read_judge, replay_log
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = Path(__file__).parent / "hybrid" / "mtbench.jsonl"
+OUT = Path(__file__).parent / "hybrid" / "mtbench_signs.jsonl"
 
 
 def main() -> None:
@@ -47,6 +53,27 @@ def main() -> None:
             }
             out.write(json.dumps(row) + "\n")
             print(row, flush=True)
+        row = doors()
+        out.write(json.dumps(row) + "\n")
+        print(row, flush=True)
+
+
+def doors() -> dict:
+    """The log through ``evalset.decisions``: human-only rows and hybrid rows with GPT-4."""
+    import evalset
+
+    data, judge = ROOT / "data/mtbench/judgments.csv", ROOT / "data/mtbench/judge_gpt4.csv"
+    human = evalset.decisions(data)
+    hybrid = evalset.decisions(data, judge=judge)
+    return {
+        "data": "mtbench",
+        "policy": "doors",
+        "human_only_closed": int((human["decision"] != "undecided").sum()),
+        "hybrid_closed": int((hybrid["decision"] != "undecided").sum()),
+        "human_only_judgments_at_close": int(human["closed_at"].sum()),
+        "hybrid_judgments_at_close": int(hybrid["closed_at"].sum()),
+        "same_decisions": human["decision"].to_list() == hybrid["decision"].to_list(),
+    }
 
 
 if __name__ == "__main__":
