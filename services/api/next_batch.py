@@ -179,7 +179,8 @@ _CACHE: OrderedDict[tuple[Any, ...], tuple[RecommenderState, dict[str, Any]]] = 
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 16
 # what of a prepared snapshot does not depend on the judgments (the posteriors' state, the
-# names, the cells' responses), keyed by project, catalogue version, snapshot versions, seed
+# names, the cells' responses), keyed by store, project, catalogue version, snapshot versions
+# and seed
 _BASES: OrderedDict[tuple[Any, ...], tuple[RecommenderState, CellNames, CellState]] = OrderedDict()
 
 
@@ -244,6 +245,7 @@ def _prepare(
         family = tally.family(rule)
         decisions = tally.decide(rule, family)
         key = (
+            state.store.url,  # one process may serve several stores (tests do)
             project_id,
             tuple((d, s.version) for d, s in sorted(snaps.items())),
             tally.catalogue_version,
@@ -257,7 +259,7 @@ def _prepare(
             if hit is not None:
                 _CACHE.move_to_end(key)
         if hit is None:
-            base_key = (project_id, tally.catalogue_version, key[1], seed)
+            base_key = (state.store.url, project_id, tally.catalogue_version, key[2], seed)
             with _CACHE_LOCK:
                 base = _BASES.get(base_key)
                 if base is not None:
