@@ -53,11 +53,12 @@ def test_coloured_hessian_equals_the_dense_hessian(parameterization, symmetric):
     x0 = _mode_vector(data, static)
     args = _dynamic_args(padded)
     coloured = laplace_hessian(static, x0, args)
-    # reference: jax.hessian, one column per parameter
+    # reference: jax.hessian, one column per parameter (compiled: op by op, its hundreds of
+    # small programs took longer to compile than the whole rest of the test)
     potential = _potential_fn(static)
     _, unravel = ravel_pytree(_example_params(static))
     dense = np.asarray(
-        jax.hessian(lambda x: potential(unravel(x), *args))(jnp.asarray(x0, jnp.float32)),
+        jax.jit(jax.hessian(lambda x: potential(unravel(x), *args)))(jnp.asarray(x0, jnp.float32)),
         np.float64,
     )
     assert coloured.shape == dense.shape
@@ -139,7 +140,8 @@ def test_sampling_until_an_ess_target_continues_the_chains_and_leaves_the_cache_
     """
     import arviz as az
 
-    data = campaign_data(5, 4, 30)
+    # the coloured Hessian tests' campaign: its mode and Hessian programs are compiled already
+    data = campaign_data(3, 4, 12)
     key = jax.random.PRNGKey(2)
     kwargs = dict(num_chains=2, num_warmup=150, num_samples=60)
     before = fit_nuts_whitened(data, rng_key=key, **kwargs)
@@ -206,8 +208,9 @@ def test_softplus_gaps_are_a_change_of_variables_of_the_same_density():
     x_ext[index[0]], x_ext[index[1]] = -30.0, 3.0
     assert np.allclose(to_model(to_sampler(x_ext, static, "softplus"), static, "softplus"), x_ext)
     args = _dynamic_args(padded)
-    u_log = _flat_potential(static, "log")
-    u_soft = _flat_potential(static, "softplus")
+    # compiled once each (op by op, the potential is dozens of small programs)
+    u_log = jax.jit(_flat_potential(static, "log"))
+    u_soft = jax.jit(_flat_potential(static, "softplus"))
     y32 = jnp.asarray(y, jnp.float32)
     # log|dx/dy| by central differences of the map, one gap coordinate at a time
     eps = 1e-4
@@ -291,7 +294,7 @@ def test_the_sampler_in_softplus_coordinates_has_its_own_hessian_and_compiled_sa
         to_sampler,
     )
 
-    data = paper_data(2, 4, 12)
+    data = paper_data(1, 4, 12)  # the other softplus tests' data: their mode fit is compiled
     padded = pad_data(data)
     static = _static_key(padded)
     args = _dynamic_args(padded)
@@ -299,7 +302,7 @@ def test_the_sampler_in_softplus_coordinates_has_its_own_hessian_and_compiled_sa
     coloured = laplace_hessian(static, y0, args, "softplus")
     flat = _flat_potential(static, "softplus")
     dense = np.asarray(
-        jax.hessian(lambda y: flat(y, args))(jnp.asarray(y0, jnp.float32)), np.float64
+        jax.jit(jax.hessian(lambda y: flat(y, args)))(jnp.asarray(y0, jnp.float32)), np.float64
     )
     assert np.max(np.abs(coloured - dense)) < 1e-4 * np.abs(dense).max()
     # the log-coordinates Hessian at the same point is a different matrix
@@ -318,9 +321,10 @@ def test_the_sampler_in_softplus_coordinates_has_its_own_hessian_and_compiled_sa
     }
     assert {g: f.info["gaps"] for g, f in fits.items()} == {"log": "log", "softplus": "softplus"}
     assert not np.allclose(fits["log"].draws["theta"], fits["softplus"].draws["theta"])
-    # symmetric thresholds have no free gaps: the model's coordinates, and it says so
+    # symmetric thresholds have no free gaps: the model's coordinates, and it says so (on
+    # the symmetric coloured Hessian test's campaign, whose mode and Hessian are compiled)
     sym = fit_nuts_whitened(
-        data,
+        campaign_data(3, 4, 12, "system"),
         rng_key=key,
         num_chains=2,
         num_warmup=100,
