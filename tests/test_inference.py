@@ -171,15 +171,15 @@ def test_fits_in_several_threads_do_not_corrupt_each_others_traces():
     # NumPyro's handler stack is process-wide: concurrent traces need the model lock
     import threading
 
-    problems = [
-        small_problem(20 + i, num_comparisons=5 + 4 * i, num_items=30 + 25 * i)[1] for i in range(3)
-    ]
+    # the shapes of the fits above, each traced afresh (in-memory programs are dropped)
+    problems = [small_problem(20)[1], *(small_problem(20 + i, 4 + i, 40)[1] for i in (1, 2))]
+    jax.clear_caches()
     errors: list[BaseException] = []
 
     def work(data):
         try:
-            # the joint mode's Gaussian only: the traces that share NumPyro's handler stack
-            fit = fit_laplace(data, rng_key=KEY, num_draws=50, exact_items=False)
+            # the fits above, traced again: their compiled programs are loaded from disk
+            fit = fit_laplace(data, rng_key=KEY, num_draws=DRAWS)
             assert fit.diagnostics.converged
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
@@ -465,8 +465,9 @@ def test_the_item_marginal_correction_matches_a_brute_force_integral(lapse):
     tau = 0.6
     lapse_j = None if lapse is None else jnp.float32(lapse)
 
-    def log_joint(items):  # (N, 2) -> (N,)
-        lp, alpha, b = item_log_prior(jnp.asarray(items, jnp.float32), Priors(symmetric=True), 3)
+    @jax.jit  # one program per grid size (op by op, it was hundreds of small ones)
+    def traced_log_joint(items):
+        lp, alpha, b = item_log_prior(items, Priors(symmetric=True), 3)
 
         def one(a, bb):
             return cell_counts_log_lik(
@@ -478,7 +479,10 @@ def test_the_item_marginal_correction_matches_a_brute_force_integral(lapse):
                 lapse=lapse_j,
             ).sum()
 
-        return np.asarray(lp + jax.vmap(one)(alpha, b), np.float64)
+        return lp + jax.vmap(one)(alpha, b)
+
+    def log_joint(items):  # (N, 2) -> (N,)
+        return np.asarray(traced_log_joint(jnp.asarray(items, jnp.float32)), np.float64)
 
     la, raw = np.meshgrid(np.linspace(-6, 6, 481), np.linspace(-6, 4, 401), indexing="ij")
     grid = np.stack([la.ravel(), raw.ravel()], axis=1)
