@@ -60,6 +60,23 @@ def test_null_comparisons_err_within_alpha_whatever_the_judge(judge, routing):
     assert bad.mean() <= 0.1 + 2.5 * np.sqrt(0.1 * 0.9 / 300)
 
 
+@pytest.mark.parametrize("routing", [False, True])
+def test_null_signs_err_within_alpha_with_an_adversarial_judge(routing):
+    """Margin 0: only the sign e-processes can close; a judge that always says B on Δ = 0
+    comparisons (seeded, 300 comparisons, 400 human judgments each) gets at most alpha of them
+    a sign, and the e-processes see the humans (a comparison with Δ = 0.3 closes B better)."""
+    rng = np.random.default_rng(9)
+    pop = _null_population(rng, 300, 40, "adversarial")
+    res = run(2, pop, HybridConfig(routing=routing), alpha_each=0.1, margin=0.0, batch=5)
+    signs = np.isin(res.outcome, (1, 2))
+    assert signs.mean() <= 0.1 + 2.5 * np.sqrt(0.1 * 0.9 / 300)
+    shifted = population(pop.cell_row, pop.cell_verdict, pop.cell_prob @ np.array(
+        [[0.5, 0.0, 0.5], [0.0, 0.5, 0.5], [0.0, 0.0, 1.0]]), 300, 400)  # fmt: skip
+    assert np.all(shifted.truth > 0.25)
+    res = run(2, shifted, HybridConfig(routing=routing), alpha_each=0.1, margin=0.0, batch=5)
+    assert np.mean(res.outcome == 1) > 0.95
+
+
 def test_without_a_judge_the_confidence_sequence_is_confseqs():
     predmix = _reference("confseq.predmix")
     rng = np.random.default_rng(1)
