@@ -153,10 +153,25 @@ def print_tables(path: Path) -> None:
     """The README's tables: each row's human judgments over the ``human_only`` row's (the
     product's rule, same noise, kind and seed), and the wrong decisions."""
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    # a setting run again (a piece repeated) gives the same row: keep one
+    key = ("kind", "seed", "noise", "judge", "policy", "campaigns")
+    rows = list({tuple(r[k] for k in key): r for r in rows}.values())
+    order = [*BASELINES, *POLICIES]
+    rows.sort(
+        key=lambda r: (
+            r["kind"], r["seed"], r["noise"], -1 if r["judge"] is None else JUDGES.index(r["judge"]),
+            order.index(r["policy"]),
+        )
+    )  # fmt: skip
     base = {
         (r["noise"], r["kind"], r["seed"]): r["human_judgments_mean"]
         for r in rows
         if r["policy"] == "human_only"
+    }
+    no_judge = {
+        (r["noise"], r["kind"], r["seed"]): r["human_judgments_mean"]
+        for r in rows
+        if r["policy"] == "no_judge"
     }
     signs = EFFECTS != 0  # the comparisons a sign decides (the others: equivalence)
     base_signs = {
@@ -166,9 +181,9 @@ def print_tables(path: Path) -> None:
     }
     print(
         "| noise | judge | agreement (cells) | policy | human judgments (se) | ratio to human-only"
-        " | on signs | variance bound | closed | wrong campaigns | wrong per null comparison |"
+        " | on signs | to no judge | variance bound | closed | wrong campaigns | wrong per null comparison |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if r["kind"] != "campaign":
             continue
@@ -177,11 +192,13 @@ def print_tables(path: Path) -> None:
         bs = base_signs.get((r["noise"], r["kind"], r["seed"]))
         on_signs = np.sum(np.array(r["per_comparison"])[signs])
         ratio_signs = f"{on_signs / bs:.3f}" if bs else "-"
+        nj = no_judge.get((r["noise"], r["kind"], r["seed"]))
+        ratio_nj = f"{r['human_judgments_mean'] / nj:.3f}" if nj else "-"
         agree = f"{r['agreement_with_cells']:.2f}" if "agreement_with_cells" in r else "-"
         print(
             f"| {r['noise']} | {r['judge'] or '-'} | {agree} | {r['policy']} | "
             f"{r['human_judgments_mean']:.0f} ({r['human_judgments_se']:.0f}) | {ratio} | "
-            f"{ratio_signs} | "
+            f"{ratio_signs} | {ratio_nj} | "
             f"{r.get('bound', '-')} | {r['closed_share']:.4f} | {r['wrong_campaigns']:.3f} | "
             f"{r['wrong_null_per_comparison']:.4f} |"
         )
