@@ -151,6 +151,7 @@ TINY = dict(
     nuts_chains=1,
     nuts_warmup=10,
     nuts_samples=10,
+    nuts_min_ess=0,  # one block
     nuts_max_rhat=100.0,
     nuts_max_divergences=100,
 )
