@@ -164,7 +164,10 @@ class Settings(BaseSettings):
     nuts_warmup: int = Field(default=NUTS_WARMUP, ge=10)
     nuts_samples: int = Field(default=NUTS_DRAWS, ge=10, description="draws per chain and block")
     nuts_min_ess: float = Field(
-        default=NUTS_MIN_ESS, ge=0, description="blocks of draws until this bulk and tail ESS"
+        default=0.0,
+        ge=0,
+        description="blocks of draws until this bulk and tail ESS (the doors' is "
+        f"{NUTS_MIN_ESS:g}); 0: one block, the refit then passes or fails on nuts_max_rhat",
     )
     nuts_max_rhat: float = Field(default=1.01, gt=1.0)
     nuts_max_divergences: int = Field(default=0, ge=0)
