@@ -62,6 +62,9 @@ def test_one_session_holds_a_project_and_frees_it_when_it_ends() -> None:
         assert not lb.leads("p1") and lb.leads("p2")
         la.release()  # as when the leader's process dies: its session ends
         assert lb.leads("p1") and not la.leads("p1")
+        # a thread of the released process that asks again (its store poll, a NOTIFY) takes
+        # nothing: a lock taken on a new session after release() would never be freed
+        assert not la.leads("p3") and lb.leads("p3")
         lb.release()
         a.dispose()
         b.dispose()

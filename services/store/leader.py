@@ -33,6 +33,7 @@ class Leadership:
         self._conn: Connection | None = None
         self._held: set[str] = set()
         self._lock = threading.Lock()
+        self._released = False
 
     @property
     def enabled(self) -> bool:
@@ -49,6 +50,8 @@ class Leadership:
         if not self.enabled:
             return True
         with self._lock:
+            if self._released:  # a thread that asks after release() takes nothing again
+                return False
             try:
                 conn = self._connection()
                 if project_id in self._held:
@@ -87,6 +90,11 @@ class Leadership:
         self._conn = None
 
     def release(self) -> None:
-        """Give up every project (closing the session frees its locks)."""
+        """Give up every project for good (closing the session frees its locks).
+
+        A thread of the process that still asks afterwards gets ``False``: it must not
+        take a lock again on a new session that nobody would ever close.
+        """
         with self._lock:
+            self._released = True
             self._drop(unlock=True)
