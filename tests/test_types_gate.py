@@ -4,6 +4,7 @@ the Python API) reports no error, and no package is left out of it."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,10 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.skipif(
     importlib.util.find_spec("mypy") is None,
     reason="mypy is not installed (pip install -e '.[dev]' installs it)",
+)
+@pytest.mark.skipif(
+    os.environ.get("EVALSET_TYPE_GATE_PASSED") == "1",
+    reason="./run test ran this mypy command before the suite, and it passed",
 )
 def test_services_type_check_with_zero_errors():
     out = subprocess.run(
