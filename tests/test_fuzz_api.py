@@ -224,7 +224,7 @@ def test_a_thousand_generated_requests_get_no_server_error(backend: str, tmp_pat
 )
 def test_schemathesis_checks_all_find_nothing(backend: str, tmp_path) -> None:  # noqa: ANN001
     """The schemathesis command line with every check (coverage, fuzzing and stateful
-    phases; seed and examples fixed in tests/schemathesis.toml, which also lists the five
+    phases; seed and examples fixed in tests/schemathesis.toml, which also lists the
     operations whose cross-field rules JSON Schema cannot state): 0 failures."""
     st = Path(sys.executable).parent / "st"
     config = Path(__file__).parent / "schemathesis.toml"
