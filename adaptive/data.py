@@ -79,6 +79,7 @@ JUDGMENT_FIELDS: tuple[str, ...] = (
     "dimension",
     "shown_first",
     "timestamp",
+    "screen_id",
 )
 DEFAULT_DIMENSION = "overall"
 
@@ -404,7 +405,7 @@ def validate_judgments(frame: pl.DataFrame, *, source: str = "<judgments>") -> p
         for row, value in dup.select("row", "judgment_id").iter_rows():
             problems.append(RowProblem(int(row), "judgment_id", str(value), "a unique id"))
     if "screen_id" in df.columns:
-        problems += _screen_problems(df)
+        problems += screen_problems(df)
     if problems:
         problems.sort(key=lambda p: (p.row, p.column))
         raise DataError(source, problems)
@@ -413,9 +414,11 @@ def validate_judgments(frame: pl.DataFrame, *, source: str = "<judgments>") -> p
     return df.select(ordered)
 
 
-def _screen_problems(df: pl.DataFrame) -> list[RowProblem]:
+def screen_problems(df: pl.DataFrame) -> list[RowProblem]:
     """The rows of a screen that do not share its prompt, annotator and dimension, or that
-    repeat one of its pairs (a screen shows each pair of systems once)."""
+    repeat one of its pairs (a screen shows each pair of systems once). ``df``: the columns
+    ``row, screen_id, item_id, system_a, system_b, annotator_id, dimension``, empty screens
+    as nulls; the service's batches are checked with it too."""
     screens = df.filter(pl.col("screen_id").is_not_null()).with_columns(
         pl.min_horizontal("system_a", "system_b").alias("_lo"),
         pl.max_horizontal("system_a", "system_b").alias("_hi"),

@@ -347,6 +347,12 @@ class JudgmentBase(Strict):
         ]
         | None
     ) = None
+    screen_id: Id | None = Field(
+        default=None,
+        description="the ranked screen the pair came from (an annotator ranked several "
+        "systems' outputs for one prompt on one screen): its pairs share it, and the "
+        "prompt, annotator and dimension, and hold each pair of systems once",
+    )
 
     @field_validator("system_b")
     @classmethod
@@ -451,6 +457,26 @@ class SignificanceRow(BaseModel):
 class SignificancePublic(BaseModel):
     snapshot: SnapshotPublic
     rows: list[SignificanceRow]
+
+
+class SignificanceTableRow(BaseModel):
+    """A row of ``evalset significance --format json``: its every column, in its order (NaN
+    as null); ``mean`` is the model's theta (> 0: B better), docs/decisions.md reads them."""
+
+    model_config = ConfigDict(extra="allow")
+    dimension: str
+    system_a: str
+    system_b: str
+
+
+class SignificanceTablePublic(BaseModel):
+    """``GET .../significance?model=default``: the default model fitted on the stored
+    judgments, the rows the command line and ``evalset.significance`` give for them."""
+
+    dimension: str
+    num_judgments: int
+    model: Literal["default"]
+    rows: list[SignificanceTableRow]
 
 
 class LeaderboardRow(BaseModel):

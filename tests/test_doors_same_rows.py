@@ -2,9 +2,10 @@
 line, ``import evalset`` and the service give the same rows (decisions:
 tests/test_decisions_doors_http.py).
 
-The command line and Python fit the judgments themselves and give the same rows, to 1e-9.
-The service never fits in a request: its significance and next batch read the snapshot its
-worker published (the per-system live model), so from it the rows carry the same data half
+The command line and Python fit the judgments themselves and give the same rows, to 1e-9, and
+so does the service's significance with ``model=default`` (the same fit on its stored
+judgments, on a background thread). Its live answers read the snapshot its worker published
+(the per-system live model), so from it the rows carry the same data half
 (judgments, observed net preference and interval, the data's adjusted verdict) and the next
 batch leaves out the same comparisons; its pruning runs the same function on the stored
 judgments and gives the same rows.
@@ -127,8 +128,32 @@ def test_significance_is_the_same_through_every_door(data, served, capsys):
             assert not row["model_agrees"]
         if theta * observed < 0:
             assert f"the model's theta ({theta:+.3f})" in row["disagreement"]
-    # the service's rows come from its worker's snapshot: the data's half is the same
     _, api, project_id, headers = served
+    # the service fits the default model on its stored judgments when asked: the same rows,
+    # column for column (computed on its background thread: 409 until then)
+    deadline = time.monotonic() + 180
+    while True:
+        r = api.get(
+            f"/projects/{project_id}/significance", params={"model": "default"}, headers=headers
+        )
+        if r.status_code != 409:
+            break
+        assert r.json()["error"]["code"] == "significance_pending", r.text
+        assert time.monotonic() < deadline, r.text
+        time.sleep(0.2)
+    assert r.status_code == 200, r.text
+    table = r.json()
+    assert table["model"] == "default" and table["num_judgments"] == sum(
+        row["n_judgments"] for row in cli
+    )
+    _same_rows(table["rows"], cli)
+    bad = api.get(
+        f"/projects/{project_id}/significance",
+        params={"model": "default", "all_pairs": True},
+        headers=headers,
+    )
+    assert bad.status_code == 422 and "model=snapshot" in bad.json()["error"]["message"]
+    # the live answer comes from the worker's snapshot: the data's half is the same
     r = api.get(f"/projects/{project_id}/significance", headers=headers)
     assert r.status_code == 200, r.text
     http = {frozenset((row["system_a"], row["system_b"])): row for row in r.json()["rows"]}

@@ -19,9 +19,9 @@ from adaptive.snapshot import Snapshot
 from evalset.verdicts import DEFAULT_ADJUST, DEFAULT_INTERVAL
 from services import schemas as s
 from services.answers import item_rows, leaderboard_rows, pair_rows
+from services.api.background import Pending
 from services.api.deps import ProjectId, SettingsDep, State
 from services.api.errors import ApiError, error_responses
-from services.api.state import Pending
 from services.store import repository as repo
 
 router = APIRouter()
@@ -150,12 +150,57 @@ def significance(
     level: Level = DEFAULT_INTERVAL,
     method: Method = None,
     rule: FormerRule = None,
-) -> s.SignificancePublic:
+    model: Annotated[
+        Literal["snapshot", "default"],
+        Query(
+            description="snapshot: the worker's newest posterior snapshot (the live model, "
+            "answered at once); default: the default model fitted on the stored judgments, "
+            "the rows `evalset significance --format json` and `evalset.significance` give "
+            "for them (computed on a background thread: 409 `significance_pending` until "
+            "it is done, then cached until the next batch)"
+        ),
+    ] = "snapshot",
+) -> s.SignificancePublic | s.SignificanceTablePublic:
     """Every comparison: theta = s_B - s_A (> 0: B better), interval, P(B better), verdicts."""
+    if model == "default":
+        if all_pairs or method is not None:
+            raise ApiError(
+                422,
+                "validation_error",
+                "model=default fits the comparisons the judgments hold with the default "
+                "method: all_pairs and method apply to model=snapshot",
+            )
+        return _significance_table(state, project_id, dimension, rule or adjust, alpha, level)
     snap = _newest(state, project_id, dimension, method)
     return _significance_rows(
         state, project_id, snap, None, all_pairs, rule or adjust, alpha, level
     )
+
+
+def _significance_table(
+    state: State,
+    project_id: str,
+    dimension: str | None,
+    adjust: str,
+    alpha: float,
+    level: float,
+) -> s.SignificanceTablePublic:
+    dim = _dimension(state, project_id, dimension)
+    try:
+        result = state.significance_table(project_id, dim, adjust=adjust, alpha=alpha, level=level)
+    except ValueError as exc:
+        raise ApiError(422, "cannot_fit", f"cannot fit {dim!r}: {exc}") from None
+    if result is None:
+        raise ApiError(409, "no_snapshot", f"no judgments of dimension {dim!r} yet")
+    if isinstance(result, Pending):
+        raise ApiError(
+            409,
+            "significance_pending",
+            f"the default model of {dim!r} with {result.num_judgments} judgments is being "
+            "fitted; try again shortly",
+        )
+    table: s.SignificanceTablePublic = result
+    return table
 
 
 @_answers("/projects/{project_id}/significance/{system_a}/{system_b}", "significance_pair")

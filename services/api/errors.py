@@ -2,12 +2,13 @@
 
 Codes: ``unauthorized`` (401), ``forbidden`` (403), ``not_found`` (404),
 ``method_not_allowed`` (405), ``request_timeout`` (408), ``project_exists`` (409),
-``no_snapshot`` (409), ``pruning_pending`` (409), ``token_revoked`` (409), ``payload_too_large`` (413),
+``no_snapshot`` (409), ``pruning_pending`` (409), ``significance_pending`` (409),
+``token_revoked`` (409), ``payload_too_large`` (413),
 ``invalid_batch`` (422: a row refers to something unknown or changes a stored
 judgment), ``validation_error`` (422: the request does not match the schema, or an
 id or text breaks :mod:`services.store.validation`; one problem per bad field,
 ``row`` = position in the batch), ``idempotency_key_reused`` (422), ``cannot_prune``
-(422), ``rate_limited`` (429, with ``Retry-After``), ``internal_error`` (500),
+(422), ``cannot_fit`` (422), ``rate_limited`` (429, with ``Retry-After``), ``internal_error`` (500),
 ``unavailable`` (503).
 
 Every operation declares the codes it can return with this one body
@@ -58,10 +59,10 @@ DESCRIPTIONS = {
     404: "something the request names does not exist (`not_found`)",
     408: "the body did not arrive in time (`request_timeout`)",
     409: "not possible yet or any more (`project_exists`, `no_snapshot`, `pruning_pending`, "
-    "`token_revoked`)",
+    "`significance_pending`, `token_revoked`)",
     413: "the body is larger than the limit (`payload_too_large`)",
     422: "the request is invalid (`validation_error`, `invalid_batch`, "
-    "`idempotency_key_reused`, `cannot_prune`), one problem per bad field",
+    "`idempotency_key_reused`, `cannot_prune`, `cannot_fit`), one problem per bad field",
     429: "too many requests (`rate_limited`); see the Retry-After header",
     500: "an unexpected error (`internal_error`)",
     503: "the store is not reachable or busy (`unavailable`, `snapshot_conflict`)",

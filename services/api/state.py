@@ -18,7 +18,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -27,6 +26,7 @@ import polars as pl
 
 from adaptive.snapshot import FAST, Snapshot, decode_snapshot, encode_snapshot
 from adaptive.streaming import Source
+from services.api.background import BackgroundJobs, prune_rows, significance_table
 from services.api.limits import TokenCache
 from services.api.refresher import Refresher, RefreshEvent
 from services.api.tally import PROJECTS, Tallies
@@ -93,31 +93,8 @@ class RecordingRefresher(Refresher):
         return bool(self._threads) and all(t.is_alive() for t in self._threads)
 
 
-_COLUMNS = ["item_id", "system_a", "system_b", "annotator_id", "winner"]
+_COLUMNS = ["item_id", "system_a", "system_b", "annotator_id", "winner", "screen_id"]
 _SCHEMA = {"seq": pl.Int64, **dict.fromkeys(_COLUMNS, pl.Utf8)}
-
-
-@dataclass(frozen=True)
-class Pending:
-    """A result still being computed on a background thread."""
-
-    num_judgments: int
-
-
-def _prune_rows(
-    source: Source, keep: int | None, target_se_ratio: float | None, num_tiers: int, seed: int
-) -> Any:
-    from adaptive.pruning import PruneConfig
-    from evalset.pruning import prune_judgments
-    from services.schemas import PruningPublic, PruningRow
-
-    config = PruneConfig(keep=keep, target_se_ratio=target_se_ratio, num_tiers=num_tiers, seed=seed)
-    rows = prune_judgments(source.judgments, config, dimension=source.dimension)
-    return PruningPublic(
-        dimension=source.dimension,
-        num_judgments=source.num_judgments,
-        rows=[PruningRow(**row) for row in rows],
-    )
 
 
 @dataclass
@@ -137,10 +114,8 @@ class ServiceState:
     _snapshots: OrderedDict[tuple[str, str, int], Snapshot] = field(default_factory=OrderedDict)
     _answers: OrderedDict[tuple[Any, ...], Any] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _prune_pool: ThreadPoolExecutor = field(
-        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="prune")
-    )
-    _prune_jobs: dict[tuple[Any, ...], Future[Any]] = field(default_factory=dict)
+    #: answers computed on a background thread (pruning, the default model's significance)
+    jobs: BackgroundJobs = field(default_factory=BackgroundJobs)
     _stop_poll: threading.Event = field(default_factory=threading.Event)
     _poller: threading.Thread | None = None
     _worker: Notifier | None = None  # with settings.worker == "process"
@@ -402,7 +377,7 @@ class ServiceState:
             self._event_writer.join(10)
         if self.leader is not None:
             self.leader.release()
-        self._prune_pool.shutdown(wait=False, cancel_futures=True)
+        self.jobs.shutdown()
         self.store.dispose()
 
     def notify(
@@ -491,19 +466,28 @@ class ServiceState:
         source = self.load_source((project_id, dimension))
         if source is None:
             return None
-        key = (project_id, dimension, source.last_seq, keep, target_se_ratio, num_tiers)
-        with self._lock:
-            job = self._prune_jobs.get(key)
-            if job is None:
-                job = self._prune_pool.submit(
-                    _prune_rows, source, keep, target_se_ratio, num_tiers, seed
-                )
-                self._prune_jobs[key] = job
-                while len(self._prune_jobs) > 64:
-                    self._prune_jobs.pop(next(iter(self._prune_jobs)))
-        if not job.done():
-            return Pending(source.num_judgments)
-        return job.result()
+        key = (project_id, dimension, source.last_seq, "pruning", keep, target_se_ratio, num_tiers)
+        return self.jobs.result(
+            key, source.num_judgments, prune_rows, source, keep, target_se_ratio, num_tiers, seed
+        )
+
+    def significance_table(
+        self, project_id: str, dimension: str, *, adjust: str, alpha: float, level: float
+    ) -> Any:
+        """``evalset.significance`` of the stored judgments (the command line's rows), or
+        :class:`Pending` while the default model is fitted on a background thread.
+
+        Returns:
+            A ``SignificanceTablePublic``, None when there are no judgments, or a
+            :class:`Pending`.
+        """
+        source = self.load_source((project_id, dimension))
+        if source is None:
+            return None
+        key = (project_id, dimension, source.last_seq, "significance", adjust, alpha, level)
+        return self.jobs.result(
+            key, source.num_judgments, significance_table, source, adjust, alpha, level
+        )
 
     def publish(self, key: Key, snapshot: Snapshot) -> int | None:
         """Store a snapshot; None when a newer one of its method is stored (another replica)."""

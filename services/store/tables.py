@@ -109,6 +109,8 @@ judgments = Table(
     Column("dimension", String(ID), nullable=False),
     Column("shown_first", String(1), nullable=True),
     Column("timestamp", String(64), nullable=True),
+    # the ranked screen the pair came from (0007): its pairs are one unit of the model
+    Column("screen_id", String(ID), nullable=True),
     Column("received_at", DateTime(timezone=True), nullable=False),
     # append-only and idempotent: one row per client-supplied judgment_id
     UniqueConstraint("project_id", "judgment_id", name="uq_judgments_project_judgment"),

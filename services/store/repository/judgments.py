@@ -6,9 +6,10 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, cast
 
+import polars as pl
 from sqlalchemy import Connection, Table, func, select, text
 
-from adaptive.data import JUDGMENT_FIELDS
+from adaptive.data import JUDGMENT_FIELDS, screen_problems
 from services.store import tables as t
 from services.store.repository._common import (
     IngestResult,
@@ -43,7 +44,7 @@ def _check_judgments(judgments: Sequence[dict[str, Any]]) -> None:
     problems = row_problems(
         judgments,
         ids=("judgment_id", "item_id", "system_a", "system_b", "dimension"),
-        optional_ids=("annotator_id", "timestamp"),
+        optional_ids=("annotator_id", "timestamp", "screen_id"),
         key="judgment_id",
     )
     bad_fields = {(p["row"], p["field"]) for p in problems}
@@ -131,6 +132,57 @@ def check_catalogue(
             problem(i, "system_b", "a system compared with itself")
 
 
+def check_screens(
+    conn: Connection,
+    project_id: str,
+    rows: Sequence[dict[str, Any]],
+    problem: Callable[[int, str, str], None],
+) -> None:
+    """The rows of each ranked screen share its prompt, annotator and dimension and hold
+    each pair of systems once (:func:`adaptive.data.screen_problems`, the files' check),
+    in the batch and together with the screen's rows stored before (a screen's pairs may
+    arrive in several batches; a retried judgment is not a second one)."""
+    screens = sorted({r["screen_id"] for r in rows if r["screen_id"]})
+    if not screens:
+        return
+    c = t.judgments.c
+    stored: list[dict[str, Any]] = []
+    for chunk in _chunks(screens):
+        stored += [
+            r._asdict()
+            for r in conn.execute(
+                select(
+                    c.judgment_id,
+                    c.screen_id,
+                    c.item_id,
+                    c.system_a,
+                    c.system_b,
+                    c.annotator_id,
+                    c.dimension,
+                )
+                .where(c.project_id == project_id, c.screen_id.in_(chunk))
+                .order_by(c.seq)
+            )
+        ]
+    ids = {r["judgment_id"] for r in rows}
+    # stored rows first (negative rows: their problems are the new rows')
+    columns = ["screen_id", "item_id", "system_a", "system_b", "annotator_id", "dimension"]
+    frame = pl.DataFrame(
+        [
+            {"row": -1 - i, **{k: s[k] for k in columns}}
+            for i, s in enumerate(r for r in stored if r["judgment_id"] not in ids)
+        ]
+        + [{"row": i, **{k: r[k] for k in columns}} for i, r in enumerate(rows) if r["screen_id"]],
+        schema={"row": pl.Int64, **dict.fromkeys(columns, pl.Utf8)},
+    )
+    for p in screen_problems(frame):
+        if p.row >= 0:
+            message = f"got {p.value!r}, expected {p.expected}"
+            if " first row, -" in message:  # the screen's first row is a stored judgment
+                message = message.split(" (screen_id's first row")[0] + " (its stored rows)"
+            problem(p.row, p.column, message)
+
+
 def names_in(conn: Connection, table: Table, project_id: str, names: set[str]) -> set[str]:
     """Those of ``names`` that ``table`` (judgments or judge_verdicts) has as an annotator."""
     found: set[str] = set()
@@ -207,6 +259,7 @@ def add_judgments(
         # an empty optional field is a missing one (CSV round trips)
         r["shown_first"] = r["shown_first"] or None
         r["timestamp"] = r["timestamp"] or None
+        r["screen_id"] = r["screen_id"] or None
         r["annotator_id"] = r["annotator_id"] or ""
     problems: list[dict[str, Any]] = []
 
@@ -216,6 +269,7 @@ def add_judgments(
         )
 
     check_catalogue(conn, project_id, rows, problem, register_unknown=register_unknown, now=now)
+    check_screens(conn, project_id, rows, problem)
     # an automatic judge's verdicts are never human judgments (judge_verdicts, 0005)
     judges = names_in(conn, t.judge_verdicts, project_id, {r["annotator_id"] for r in rows} - {""})
     for i, r in enumerate(rows):
@@ -343,10 +397,11 @@ def fetch_judgments(
 def fetch_judgment_columns(
     *, conn: Connection, project_id: str, dimension: str, after_seq: int = 0
 ) -> tuple[list[tuple[Any, ...]], int]:
-    """Rows (seq, item_id, system_a, system_b, annotator_id, winner) after ``after_seq``, fast."""
+    """Rows (seq, item_id, system_a, system_b, annotator_id, winner, screen_id) after
+    ``after_seq``, fast."""
     c = t.judgments.c
     rows = conn.execute(
-        select(c.seq, c.item_id, c.system_a, c.system_b, c.annotator_id, c.winner)
+        select(c.seq, c.item_id, c.system_a, c.system_b, c.annotator_id, c.winner, c.screen_id)
         .where(c.project_id == project_id, c.dimension == dimension, c.seq > after_seq)
         .order_by(c.seq)
     ).all()

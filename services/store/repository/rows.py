@@ -57,6 +57,7 @@ class JudgmentRow(TypedDict):
     dimension: str
     shown_first: str | None
     timestamp: str | None
+    screen_id: str | None
 
 
 class EventRow(TypedDict):
