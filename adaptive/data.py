@@ -15,6 +15,7 @@ judgment_id     no       a client-supplied unique id (makes ingestion idempotent
 shown_first     no       which response the annotator saw first: ``a`` or ``b``
 timestamp       no       when the judgment was made (kept as text)
 screen_id       no       the ranked screen the pair came from (empty: none)
+lease_id        no       the service's next batch that served the cell (empty: none)
 =============== ======== =========================================================
 
 ``screen_id``: the pairs of one ranked screen (an annotator ranks several systems'
@@ -66,6 +67,7 @@ OPTIONAL_COLUMNS: tuple[str, ...] = (
     "timestamp",
     "both_bad",
     "screen_id",
+    "lease_id",
 )
 WINNERS: tuple[str, ...] = ("a", "b", "tie")
 #: one judgment as the service stores, exports and imports it (in this order)
@@ -80,6 +82,7 @@ JUDGMENT_FIELDS: tuple[str, ...] = (
     "shown_first",
     "timestamp",
     "screen_id",
+    "lease_id",
 )
 DEFAULT_DIMENSION = "overall"
 

@@ -178,11 +178,13 @@ def decide_with_judge(
             ``bonferroni`` or ``none``).
         judge: which judge (default: the only one).
         routes: the rates cells were served with by the hybrid's routing (the service's next
-            batch records them): ``annotator_id, dimension, item_id, system_a, system_b,
-            judge, rates`` (a list per verdict code, oriented as the row's systems). A human
-            judgment of a routed cell by its annotator divides by its rate and always counts
+            batch records them): ``lease_id, annotator_id, dimension, item_id, system_a,
+            system_b, judge, rates`` (a list per verdict code, oriented as the row's
+            systems). A human judgment of a routed cell divides by its rate and always counts
             (a routed draw is with replacement, whatever the unit); the others are taken as
-            uniform draws.
+            uniform draws. A judgment that names its lease (``lease_id``) is that lease's
+            draw of the cell; one without is matched by annotator and cell, to a route no
+            judgment with its lease has taken.
         systems: the campaign's systems, for the ``all-pairs`` family (default: those
             judged; the service passes its registered systems, as ``GET /decisions`` does).
         config: how the judge is used (:class:`adaptive.hybrid.HybridConfig`; default its
@@ -216,8 +218,9 @@ def decide_with_judge(
     alpha_each = _alpha_each(rule, family.size)
     table = _family_table(family)
     key = ["dimension", "system_a", "system_b"]
+    leased = ["lease_id"] if "lease_id" in judgments.columns else []
     humans = (
-        judgments.select([*key, "item_id", "winner", "annotator_id"])
+        judgments.select([*key, "item_id", "winner", "annotator_id", *leased])
         .with_row_index("order")
         .join(table, on=key, how="inner")
         .sort("order")
@@ -326,22 +329,48 @@ def _recorded_rates(
     if routes is None or routes.height == 0:
         return rates, routed
     key = ["dimension", "system_a", "system_b"]
+    cell = ["comparison", "item_id"]
+    if "lease_id" not in routes.columns:
+        routes = routes.with_columns(pl.lit(None, pl.Utf8).alias("lease_id"))
     mine = (
         routes.filter(pl.col("judge") == judge)
         .join(table, on=key, how="inner")
-        .unique(subset=["annotator_id", "comparison", "item_id"], keep="last", maintain_order=True)
-        .select("annotator_id", "comparison", "item_id", "flipped", "rates")
+        .select("lease_id", "annotator_id", *cell, "flipped", "rates")
     )
-    hit = humans.select("annotator_id", "comparison", "item_id").join(
-        mine, on=["annotator_id", "comparison", "item_id"], how="left", maintain_order="left"
+    people = humans.with_columns(
+        (pl.col("lease_id") if "lease_id" in humans.columns else pl.lit(None, pl.Utf8)).alias(
+            "lease_id"
+        )
+    ).select("lease_id", "annotator_id", *cell)
+    # a judgment naming its lease is that lease's draw of the cell (its first judgment)
+    by_lease = people.join(
+        mine.unique(subset=["lease_id", *cell], keep="last").drop("annotator_id"),
+        on=["lease_id", *cell],
+        how="left",
+        maintain_order="left",
+    ).with_columns(pl.col("rates").is_not_null().alias("hit"))
+    first = pl.struct("lease_id", *cell).is_first_distinct()
+    by_lease = by_lease.with_columns((pl.col("hit") & first).alias("hit"))
+    taken = by_lease.filter("hit").select("lease_id", *cell)
+    # the others by annotator and cell, among the routes no lease-named judgment took
+    rest = (
+        mine.join(taken, on=["lease_id", *cell], how="anti")
+        .unique(subset=["annotator_id", *cell], keep="last", maintain_order=True)
+        .drop("lease_id")
     )
-    found = hit["rates"].is_not_null().to_numpy()
-    if found.any():
-        got = np.array(hit.filter(pl.col("rates").is_not_null())["rates"].to_list(), np.float64)
-        flip = hit.filter(pl.col("rates").is_not_null())["flipped"].to_numpy()
-        got[flip] = got[flip][:, [2, 1, 0, 3]]  # A <-> B for the family's orientation
-        rates[found] = got
-        routed = found
+    by_name = people.join(
+        rest, on=["annotator_id", *cell], how="left", maintain_order="left"
+    ).with_columns((pl.col("rates").is_not_null() & pl.col("lease_id").is_null()).alias("hit"))
+    lease_hit, name_hit = by_lease["hit"].to_numpy(), by_name["hit"].to_numpy()
+    columns = {
+        "lease": (by_lease["rates"].to_list(), by_lease["flipped"].to_list()),
+        "name": (by_name["rates"].to_list(), by_name["flipped"].to_list()),
+    }
+    for i in np.flatnonzero(lease_hit | name_hit):
+        got, flipped = columns["lease" if lease_hit[i] else "name"]
+        rate = np.asarray(got[i], np.float64)
+        rates[i] = rate[[2, 1, 0, 3]] if flipped[i] else rate  # A <-> B: the family's orientation
+    routed = lease_hit | name_hit
     return rates, routed
 
 

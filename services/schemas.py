@@ -24,6 +24,42 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
+from services.schemas_answers import (
+    LeaderboardPublic as LeaderboardPublic,
+)
+from services.schemas_answers import (
+    LeaderboardRow as LeaderboardRow,
+)
+from services.schemas_answers import (
+    PromptParameterRow as PromptParameterRow,
+)
+from services.schemas_answers import (
+    PromptParametersPublic as PromptParametersPublic,
+)
+from services.schemas_answers import (
+    PruningPublic as PruningPublic,
+)
+from services.schemas_answers import (
+    PruningRow as PruningRow,
+)
+from services.schemas_answers import (
+    SignificancePublic as SignificancePublic,
+)
+from services.schemas_answers import (
+    SignificanceRow as SignificanceRow,
+)
+from services.schemas_answers import (
+    SignificanceTablePublic as SignificanceTablePublic,
+)
+from services.schemas_answers import (
+    SignificanceTableRow as SignificanceTableRow,
+)
+from services.schemas_answers import (
+    SnapshotPublic as SnapshotPublic,
+)
+from services.schemas_answers import (
+    SnapshotsPublic as SnapshotsPublic,
+)
 from services.store.validation import MAX_ID, MAX_TEXT, MAX_TIMESTAMP, id_problem, text_problem
 
 #: judgments per POST (a request with more is rejected whole)
@@ -353,6 +389,11 @@ class JudgmentBase(Strict):
         "systems' outputs for one prompt on one screen): its pairs share it, and the "
         "prompt, annotator and dimension, and hold each pair of systems once",
     )
+    lease_id: Id | None = Field(
+        default=None,
+        description="the next batch (its lease_id) that served this cell: a routed cell's "
+        "recorded rates go to this judgment (docs/hybrid.md)",
+    )
 
     @field_validator("system_b")
     @classmethod
@@ -380,18 +421,6 @@ class JudgmentsPublic(BaseModel):
     next_after_seq: int | None = Field(description="pass as after_seq for the next page")
 
 
-class SnapshotPublic(BaseModel):
-    """The posterior snapshot an answer came from."""
-
-    dimension: str
-    version: int
-    num_judgments: int = Field(description="judgments the fit saw")
-    method: str = Field(description="laplace (fast update) or nuts (full refit)")
-    created_at: datetime
-    fit_seconds: float
-    diagnostics: dict[str, Any]
-
-
 class JudgmentBatchResult(BaseModel):
     accepted: int = Field(description="judgments newly stored")
     duplicates: int = Field(description="judgments already stored (retries)")
@@ -400,136 +429,6 @@ class JudgmentBatchResult(BaseModel):
         description="the current snapshot of each dimension in the batch (re-estimation "
         "including this batch runs in the background)"
     )
-
-
-# ---------------------------------------------------------------- answers
-
-
-class SignificanceRow(BaseModel):
-    dimension: str
-    system_a: str
-    system_b: str
-    mean: float = Field(description="posterior mean of theta = s_B - s_A (> 0: B better)")
-    sd: float
-    ci_low: float
-    ci_high: float
-    p_b_better: float
-    significant: bool = Field(description="the interval excludes 0")
-    ci_mcse: float | None = Field(
-        description="Monte Carlo error of the interval end nearest 0 (ArviZ's quantile "
-        "MCSE over the snapshot's draws); null when it cannot be estimated",
-    )
-    verdict_settled: bool = Field(
-        description="false when that end lies within 2 of its Monte Carlo errors of 0: "
-        "a snapshot with other draws could give the other `significant`",
-    )
-    p_two_sided: float
-    significant_adjusted: bool = Field(
-        description="the model's and the data's adjusted verdicts agree, in the same direction "
-        "(a pair never compared: never)"
-    )
-    model_adjusted: bool = Field(description="the adjusted verdict on theta's posterior tail")
-    data_adjusted: bool | None = Field(
-        description="the adjusted verdict of a prompts-as-units t-test of the pair's own "
-        "judgments; null for a pair never compared"
-    )
-    observed_net: float | None = Field(
-        description="the pair's mean signed judgment over its prompts (+1: B, -1: A, 0: tie); "
-        "null for a pair never compared"
-    )
-    observed_se: float | None = Field(
-        description="its standard error, prompts as the units (between-prompt sd / "
-        "sqrt(prompts)); null with fewer than two prompts"
-    )
-    observed_ci_low: float | None = Field(
-        description="the observed net preference's t interval at the requested level "
-        "(one look: not an anytime-valid bound; GET .../decisions gives those); null with "
-        "fewer than two prompts"
-    )
-    observed_ci_high: float | None
-    observed_p: float | None = Field(description="two-sided p-value of that t-test")
-    adjust_rule: str
-    family_size: int
-    n_judgments: int
-    n_prompts: int
-
-
-class SignificancePublic(BaseModel):
-    snapshot: SnapshotPublic
-    rows: list[SignificanceRow]
-
-
-class SignificanceTableRow(BaseModel):
-    """A row of ``evalset significance --format json``: its every column, in its order (NaN
-    as null); ``mean`` is the model's theta (> 0: B better), docs/decisions.md reads them."""
-
-    model_config = ConfigDict(extra="allow")
-    dimension: str
-    system_a: str
-    system_b: str
-
-
-class SignificanceTablePublic(BaseModel):
-    """``GET .../significance?model=default``: the default model fitted on the stored
-    judgments, the rows the command line and ``evalset.significance`` give for them."""
-
-    dimension: str
-    num_judgments: int
-    model: Literal["default"]
-    rows: list[SignificanceTableRow]
-
-
-class LeaderboardRow(BaseModel):
-    dimension: str
-    rank: int | None = Field(description="1 = best; null for a system with no judgments (unranked)")
-    system_id: str
-    mean: float
-    sd: float
-    ci_low: float
-    ci_high: float
-    mean_rank: float | None
-    p_best: float | None
-    judged: bool
-
-
-class LeaderboardPublic(BaseModel):
-    snapshot: SnapshotPublic
-    rows: list[LeaderboardRow]
-
-
-class PromptParameterRow(BaseModel):
-    dimension: str
-    item_id: str
-    alpha_mean: float
-    alpha_sd: float
-    b_mean: list[float]
-    b_sd: list[float]
-
-
-class PromptParametersPublic(BaseModel):
-    snapshot: SnapshotPublic
-    rows: list[PromptParameterRow]
-
-
-class PruningRow(BaseModel):
-    dimension: str
-    item_id: str
-    tier: str
-    kept: bool
-    reason: str
-    rank: int | None
-    information: float
-    se_ratio: float = Field(description="expected SE with the kept prompts / with all prompts")
-
-
-class PruningPublic(BaseModel):
-    dimension: str
-    num_judgments: int = Field(description="judgments the pruning saw")
-    rows: list[PruningRow]
-
-
-class SnapshotsPublic(BaseModel):
-    snapshots: list[SnapshotPublic]
 
 
 class WorkerPublic(BaseModel):

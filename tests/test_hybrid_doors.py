@@ -401,23 +401,56 @@ def test_next_batch_routes_judged_comparisons_and_decisions_use_the_recorded_rat
         # the rates the cell was drawn with: the routing's, after the campaign's judgments
         assert route["rates"] == pytest.approx(want.tolist(), rel=1e-12)
         assert min(route["rates"]) >= 0.3 - 1e-12  # the random floor
-    # the annotator judges the batch; the decisions divide those residuals by the rates
+    # the annotator judges the batch, naming its lease; the decisions divide those residuals
+    # by the rates
+    lease = r.json()["lease_id"]
     back = [
         {"judgment_id": f"r{i}", "item_id": c["item_id"], "system_a": c["system_a"],
-         "system_b": c["system_b"], "annotator_id": "fresh2", "winner": "b" if i % 3 else "a"}
+         "system_b": c["system_b"], "annotator_id": "fresh2", "winner": "b" if i % 3 else "a",
+         "lease_id": lease}
         for i, c in enumerate(cells)
     ]  # fmt: skip
+    # a lease that does not exist, or did not serve the cell: refused with the row and reason
+    stray = {**back[0], "judgment_id": "stray", "lease_id": "no-such-lease"}
+    leased = {(x["item_id"], frozenset((x["system_a"], x["system_b"]))) for x in cells}
+    other = next(c for c in _verdicts(judge)
+                 if (c["item_id"], frozenset((c["system_a"], c["system_b"]))) not in leased)  # fmt: skip
+    unserved = {**back[0], "judgment_id": "unserved", "item_id": other["item_id"],
+                "system_a": other["system_a"], "system_b": other["system_b"]}  # fmt: skip
+    bad = api.post(
+        "/projects/rt/judgments", json={"judgments": [back[1], stray, unserved]}, headers=headers
+    )
+    assert bad.status_code == 422, bad.text
+    problems = [(p["row"], p["field"]) for p in bad.json()["error"]["problems"]]
+    assert problems == [(1, "lease_id"), (2, "lease_id")], bad.text
     assert api.post("/projects/rt/judgments", json={"judgments": back}, headers=headers).is_success
+    # a later judgment of a routed cell by the same annotator, from no lease: a draw of its
+    # own, not the routed one (matched by annotator and cell it would take the route's rates)
+    repeat = {**back[0], "judgment_id": "repeat", "lease_id": None}
+    assert api.post(
+        "/projects/rt/judgments", json={"judgments": [repeat]}, headers=headers
+    ).is_success
     got = api.get("/projects/rt/hybrid-decisions", headers=headers).json()["rows"]
     everything = pl.concat(
-        [humans.select(pl.exclude("dimension")), pl.DataFrame(back).drop("judgment_id")]
-    )
+        [
+            humans.select(pl.exclude("dimension")).with_columns(pl.lit(None, pl.Utf8).alias(
+                "lease_id")),
+            pl.DataFrame([*back, repeat]).drop("judgment_id"),
+        ]
+    )  # fmt: skip
     want_rows = decide_with_judge(
         evalset.read(everything), read_verdicts(judge), routes=pl.DataFrame(routes)
     ).rows
     _same_rows(got, [{k: v for k, v in row.items() if k != "rule"} for row in want_rows])
     plain = decide_with_judge(evalset.read(everything), read_verdicts(judge)).rows
     assert [r["net_preference"] for r in plain] != [r["net_preference"] for r in want_rows]
+    # the repeat counts as a uniform draw; without lease ids it would take the routed rates
+    by_name = decide_with_judge(
+        evalset.read(everything.drop("lease_id")),
+        read_verdicts(judge),
+        routes=pl.DataFrame(routes),
+    ).rows
+    assert [r["net_preference"] for r in by_name] != [r["net_preference"] for r in want_rows]
 
 
 def test_routed_draws_with_recorded_rates_keep_a_null_campaign_within_the_level():

@@ -248,8 +248,9 @@ def import_crowd_results(
                 for p in exc.problems
             ],
         ) from exc
+    # each answer is a draw of its cell by this lease (a routed cell's rates are this draw's)
     rows = [
-        {k: (v or None) if k == "timestamp" else v for k, v in r.items()}
+        {**{k: (v or None) if k == "timestamp" else v for k, v in r.items()}, "lease_id": lease_id}
         for r in got.judgments.iter_rows(named=True)
     ]
     accepted = duplicates = 0

@@ -303,8 +303,14 @@ def _unprocessable(field: str, message: str, exc: Exception) -> NoReturn:
 def _human_frame(judgments: Sequence[JudgmentRow]) -> pl.DataFrame:
     from adaptive.data import validate_judgments
 
-    columns = ("item_id", "system_a", "system_b", "annotator_id", "winner", "dimension")
-    table = pl.DataFrame([{c: j[c] for c in columns} for j in judgments])  # type: ignore[literal-required]
+    columns: tuple[str, ...] = ("item_id", "system_a", "system_b", "annotator_id", "winner")
+    columns += ("dimension",)
+    if any(j["lease_id"] for j in judgments):  # which next batch served each cell
+        columns += ("lease_id",)
+    table = pl.DataFrame(
+        [{c: j[c] for c in columns} for j in judgments],  # type: ignore[literal-required]
+        schema=dict.fromkeys(columns, pl.Utf8),
+    )
     return validate_judgments(table, source="<store>")
 
 

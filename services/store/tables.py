@@ -111,6 +111,8 @@ judgments = Table(
     Column("timestamp", String(64), nullable=True),
     # the ranked screen the pair came from (0007): its pairs are one unit of the model
     Column("screen_id", String(ID), nullable=True),
+    # the lease (next batch) that served the cell (0007): its routing rates are this draw's
+    Column("lease_id", String(ID), nullable=True),
     Column("received_at", DateTime(timezone=True), nullable=False),
     # append-only and idempotent: one row per client-supplied judgment_id
     UniqueConstraint("project_id", "judgment_id", name="uq_judgments_project_judgment"),

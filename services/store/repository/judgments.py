@@ -44,7 +44,7 @@ def _check_judgments(judgments: Sequence[dict[str, Any]]) -> None:
     problems = row_problems(
         judgments,
         ids=("judgment_id", "item_id", "system_a", "system_b", "dimension"),
-        optional_ids=("annotator_id", "timestamp", "screen_id"),
+        optional_ids=("annotator_id", "timestamp", "screen_id", "lease_id"),
         key="judgment_id",
     )
     bad_fields = {(p["row"], p["field"]) for p in problems}
@@ -183,6 +183,44 @@ def check_screens(
             problem(p.row, p.column, message)
 
 
+def check_leases(
+    conn: Connection,
+    project_id: str,
+    rows: Sequence[dict[str, Any]],
+    problem: Callable[[int, str, str], None],
+) -> None:
+    """Each row's ``lease_id`` names a lease of the project that served the row's cell (its
+    dimension, prompt and pair, in either order)."""
+    leases = sorted({r["lease_id"] for r in rows if r["lease_id"]})
+    if not leases:
+        return
+    c = t.leases.c
+    served: dict[str, set[tuple[str, str, frozenset[str]]]] = {}
+    for chunk in _chunks(leases):
+        for lease_id, cells in conn.execute(
+            select(c.lease_id, c.cells).where(c.project_id == project_id, c.lease_id.in_(chunk))
+        ):
+            served[lease_id] = {
+                (x["dimension"], x["item_id"], frozenset((x["system_a"], x["system_b"])))
+                for x in cells or ()
+            }
+    for i, r in enumerate(rows):
+        lease = r["lease_id"]
+        if not lease:
+            continue
+        if lease not in served:
+            problem(i, "lease_id", f"unknown lease {lease!r} in this project")
+        elif (r["dimension"], r["item_id"], frozenset((r["system_a"], r["system_b"]))) not in (
+            served[lease]
+        ):
+            problem(
+                i,
+                "lease_id",
+                f"lease {lease!r} did not serve this cell ({r['item_id']!r}, "
+                f"{r['system_a']!r} vs {r['system_b']!r}, {r['dimension']!r})",
+            )
+
+
 def names_in(conn: Connection, table: Table, project_id: str, names: set[str]) -> set[str]:
     """Those of ``names`` that ``table`` (judgments or judge_verdicts) has as an annotator."""
     found: set[str] = set()
@@ -260,6 +298,7 @@ def add_judgments(
         r["shown_first"] = r["shown_first"] or None
         r["timestamp"] = r["timestamp"] or None
         r["screen_id"] = r["screen_id"] or None
+        r["lease_id"] = r["lease_id"] or None
         r["annotator_id"] = r["annotator_id"] or ""
     problems: list[dict[str, Any]] = []
 
@@ -270,6 +309,7 @@ def add_judgments(
 
     check_catalogue(conn, project_id, rows, problem, register_unknown=register_unknown, now=now)
     check_screens(conn, project_id, rows, problem)
+    check_leases(conn, project_id, rows, problem)
     # an automatic judge's verdicts are never human judgments (judge_verdicts, 0005)
     judges = names_in(conn, t.judge_verdicts, project_id, {r["annotator_id"] for r in rows} - {""})
     for i, r in enumerate(rows):
@@ -297,8 +337,11 @@ def add_judgments(
         old = existing.get(r["judgment_id"])
         if old is None:
             new_rows.append(r)
-        elif old != r:
-            differs = [k for k in JUDGMENT_FIELDS if old[k] != r[k]]
+            continue
+        # a judgment stored before 0007 has neither: its retry may name them (kept as stored)
+        later = {k: old[k] if old[k] is None else r[k] for k in ("screen_id", "lease_id")}
+        if old != {**r, **later}:
+            differs = [k for k in JUDGMENT_FIELDS if old[k] != {**r, **later}[k]]
             problem(
                 i,
                 "judgment_id",

@@ -58,6 +58,7 @@ class JudgmentRow(TypedDict):
     shown_first: str | None
     timestamp: str | None
     screen_id: str | None
+    lease_id: str | None
 
 
 class EventRow(TypedDict):

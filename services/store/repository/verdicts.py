@@ -229,20 +229,23 @@ def count_routes(*, conn: Connection, project_id: str) -> int:
 
 def fetch_routes(*, conn: Connection, project_id: str) -> list[dict[str, Any]]:
     """Every leased cell the hybrid's routing chose, with the rates it was drawn with:
-    ``annotator_id, dimension, item_id, system_a, system_b, judge, rates`` (oldest lease
+    ``lease_id, annotator_id, dimension, item_id, system_a, system_b, judge, rates`` (oldest lease
     first; expired leases too, since their judgments may still arrive)."""
     c = t.leases.c
     out = []
     rows = conn.execute(
-        select(c.annotator_id, c.cells).where(c.project_id == project_id).order_by(c.created_at)
+        select(c.lease_id, c.annotator_id, c.cells)
+        .where(c.project_id == project_id)
+        .order_by(c.created_at)
     )
-    for annotator, cells in rows:
+    for lease_id, annotator, cells in rows:
         for cell in cells or ():
             rates = cell.get("routing_rates")
             if rates is None:
                 continue
             out.append(
                 {
+                    "lease_id": lease_id,
                     "annotator_id": annotator,
                     "dimension": cell["dimension"],
                     "item_id": cell["item_id"],
