@@ -221,20 +221,6 @@ class LogPopulation(NamedTuple):
     human_judgments: np.ndarray  # (R,) judgments in the log
 
 
-def read_judge(path: str) -> pl.DataFrame:
-    """A judge's verdicts in the judgments schema, with its optional ``inconsistent`` column kept
-    (:func:`adaptive.data.read_judgments` validates the rows but keeps only the schema's columns)."""
-    from adaptive.data import read_judgments
-
-    frame = read_judgments(path)
-    if str(path).endswith(".csv"):
-        raw = pl.read_csv(path, infer_schema_length=0)
-        if "inconsistent" in raw.columns:
-            flags = raw["inconsistent"].fill_null("false")
-            frame = frame.with_columns(flags.gather(frame["row"] - 1).alias("inconsistent"))
-    return frame
-
-
 def log_population(humans: pl.DataFrame, judge: pl.DataFrame) -> LogPopulation:
     """Cells with human judgments, each with the judge's verdict (cells it did not judge are left
     out), the human judgments' frequencies on it, and the log's size as each budget."""
@@ -349,7 +335,7 @@ def replay_log(
 
 def replay_files(
     data: str,
-    judge_data: str,
+    judge: pl.DataFrame,
     *,
     seed: int = 0,
     seeds: int = 20,
@@ -358,12 +344,12 @@ def replay_files(
     batch: int = 10,
     policies: Sequence[str] | None = None,
 ) -> list[dict]:
-    """``evalset replay --judge-data``: human-only and the hybrids on a human log and a judge's
-    verdicts (both in the judgments schema), one row per policy and dimension."""
+    """``evalset replay --judge-data``: human-only and the hybrids on a human log and one
+    judge's verdicts (:func:`evalset.hybrid.read_verdicts`'s frame, the judge chosen), one row
+    per policy and dimension."""
     from adaptive.data import read_judgments
 
     humans = read_judgments(data)
-    judge = read_judge(judge_data)
     rows = []
     for dim in sorted(set(humans["dimension"].to_list())):
         logs = log_population(

@@ -51,7 +51,9 @@ def read_verdicts(source: Any) -> pl.DataFrame:
 
     Raises:
         adaptive.data.DataError: a row breaks the judgments schema; JudgeError: a bad
-            ``inconsistent`` value.
+            ``inconsistent`` value, or a judge's second verdict on a cell (dimension, prompt,
+            pair of systems in either order): a judge gives one verdict per cell, as the
+            service's store refuses a second one.
     """
     from adaptive.data import as_polars, read_judgments
 
@@ -68,6 +70,23 @@ def read_verdicts(source: Any) -> pl.DataFrame:
                     f"row {row}, column 'inconsistent': got {v!r}, expected true/false"
                 )
             flags[i] = v in _TRUE
+    cell = pl.struct(
+        "annotator_id",
+        "dimension",
+        "item_id",
+        pl.min_horizontal("system_a", "system_b").alias("_lo"),
+        pl.max_horizontal("system_a", "system_b").alias("_hi"),
+    )
+    again = frame.with_columns(cell.alias("_cell")).with_columns(
+        pl.col("row").first().over("_cell").alias("_first")
+    )
+    again = again.filter(pl.col("row") != pl.col("_first"))
+    if again.height:
+        row, first, name = again.select("row", "_first", "annotator_id").row(0)
+        raise JudgeError(
+            f"row {row}: judge {name!r} already has a verdict on this cell (row {first}); "
+            f"a judge gives one verdict per cell ({again.height} such row(s))"
+        )
     return frame.with_columns(pl.Series("inconsistent", flags, pl.Boolean))
 
 

@@ -23,7 +23,8 @@ import json
 from pathlib import Path
 
 from adaptive.data import read_judgments
-from adaptive.hybrid_replay import HYBRID_POLICIES, log_population, read_judge, replay_log
+from adaptive.hybrid_replay import HYBRID_POLICIES, log_population, replay_log
+from evalset.hybrid import read_verdicts
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = Path(__file__).parent / "hybrid" / "mtbench_signs.jsonl"
@@ -37,7 +38,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
     humans = read_judgments(ROOT / "data/mtbench/judgments.csv")
-    judge = read_judge(str(ROOT / "data/mtbench/judge_gpt4.csv"))
+    judge = read_verdicts(ROOT / "data/mtbench/judge_gpt4.csv")
     logs = log_population(humans, judge)
     rows = replay_log(
         range(args.seeds), logs, list(HYBRID_POLICIES), alpha=args.alpha, margin=args.margin

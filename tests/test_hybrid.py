@@ -272,12 +272,49 @@ def test_the_sign_rule_changes_only_signs_on_mtbench():
 
 def test_mtbench_replay_with_gpt4_prints_the_policies_and_reverses_nothing():
     from adaptive.hybrid_replay import replay_files
+    from evalset.hybrid import read_verdicts
 
     root = Path(__file__).resolve().parents[1] / "data" / "mtbench"
-    rows = replay_files(str(root / "judgments.csv"), str(root / "judge_gpt4.csv"), seeds=3)
+    rows = replay_files(
+        str(root / "judgments.csv"), read_verdicts(root / "judge_gpt4.csv"), seeds=3
+    )
     assert [r["policy"] for r in rows] == ["human_only", "hybrid_uniform", "hybrid_routed"]
     for r in rows:
         assert r["reversals_max"] == 0
         assert 0 < r["human_judgments_mean"] <= r["log_judgments"]
         assert 0 <= r["closed_mean"] <= 15
     assert 0.6 < rows[1]["agreement_mean"] < 0.75  # GPT-4 and single human judgments
+
+
+def test_a_judges_second_verdict_on_a_cell_is_refused_by_every_file_door(tmp_path, capsys):
+    """One verdict per judge and cell, as the service's store refuses a second one: before,
+    the file doors kept the first of two conflicting verdicts and the replay door read every
+    judge's verdicts as one judge's."""
+    import polars as pl
+
+    from evalset.hybrid import JudgeError, read_verdicts
+    from services.cli import main
+
+    root = Path(__file__).resolve().parents[1] / "data" / "mtbench"
+    judge = pl.read_csv(root / "judge_gpt4.csv", infer_schema=False)
+    swapped = judge.head(1).with_columns(
+        pl.col("system_b").alias("system_a"),
+        pl.col("system_a").alias("system_b"),
+        winner=pl.lit("a"),
+    )
+    path = tmp_path / "judge.csv"
+    pl.concat([judge, swapped]).write_csv(path)
+    with pytest.raises(JudgeError, match=rf"row {judge.height + 1}: judge 'gpt4_pair' already has"):
+        read_verdicts(path)
+    data = str(root / "judgments.csv")
+    for argv in (
+        ["decisions", "--data", data, "--judge-data", str(path)],
+        ["replay", "--data", data, "--judge-data", str(path), "--seeds", "1"],
+    ):
+        assert main(argv) != 0
+        assert "already has a verdict on this cell" in capsys.readouterr().err
+    # two judges in one file: the replay door asks which, as the decisions door does
+    other = judge.with_columns(annotator_id=pl.lit("another_judge"))
+    pl.concat([judge, other]).write_csv(path)
+    assert main(["replay", "--data", data, "--judge-data", str(path), "--seeds", "1"]) != 0
+    assert "choose one" in capsys.readouterr().err

@@ -291,13 +291,19 @@ def run_replay(args: argparse.Namespace) -> int:
 
 def _replay_with_judge(args: argparse.Namespace) -> int:
     """Human-only vs hybrid decisions on a human log and a judge's verdicts (adaptive.hybrid)."""
+    import polars as pl
+
     from adaptive.hybrid_replay import replay_files
+    from evalset.hybrid import choose_judge, read_verdicts
     from services.cli.decisions import rule_from_args
 
     rule = rule_from_args(args)
+    # the verdicts' one reader and the judge's choice, as every other door
+    verdicts = read_verdicts(args.judge_data)
+    name = choose_judge(verdicts["annotator_id"].to_list(), args.judge)
     rows = replay_files(
-        args.data, args.judge_data, seed=args.seed, seeds=args.seeds, alpha=rule.alpha,
-        margin=rule.margin,
+        args.data, verdicts.filter(pl.col("annotator_id") == name), seed=args.seed,
+        seeds=args.seeds, alpha=rule.alpha, margin=rule.margin,
     )  # fmt: skip
     columns = ["dimension", "policy", "human_judgments_mean", "closed_mean", "reversals_max"]
     emit(rows, args.format, columns=None if args.format == "json" else columns)
@@ -470,5 +476,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--judge-data",
         help="an automatic judge's verdicts (judgments schema, annotator_id naming the judge): "
         "compare human-only, hybrid_uniform and hybrid_routed (docs/hybrid.md)",
+    )
+    r.add_argument(
+        "--judge",
+        help="with --judge-data naming several judges: the one to use (default: the only one)",
     )
     r.set_defaults(func=run_replay)
