@@ -514,6 +514,19 @@ def test_evalset_import_verdicts_stores_them_apart_and_again_is_a_no_op(tmp_path
     store.dispose()
     assert sum(v["inconsistent"] for v in stored) == 380  # the file's flags
     assert {v["annotator_id"] for v in stored} == {"gpt4_pair"}
+    # exported, the verdicts import again into another project as the same rows
+    out = tmp_path / "verdicts.csv"
+    assert main(["export", "--project", "mt", "--verdicts", "--database-url", url,
+                 "-o", str(out)]) == 0  # fmt: skip
+    assert main(["import", str(out), "--project", "mt2", "--database-url", url,
+                 "--verdicts", "--create", "--format", "json"]) == 0  # fmt: skip
+    capsys.readouterr()
+    store = Store(url)
+    with store.read() as conn:
+        back = fetch_verdicts(conn=conn, project_id="mt2")
+    store.dispose()
+    strip = [{k: v for k, v in r.items() if k != "seq"} for r in stored]
+    assert [{k: v for k, v in r.items() if k != "seq"} for r in back] == strip
 
 
 def test_a_judge_name_with_a_control_character_is_refused(served):

@@ -81,8 +81,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     imp.add_argument("--format", choices=["table", "json"], default="table")
     imp.set_defaults(func=run_judgments_import)
 
-    exp = sub.add_parser("export", help="write all judgments of a project")
+    exp = sub.add_parser("export", help="write all judgments (or judge verdicts) of a project")
     exp.add_argument("--project", required=True, help="project id")
+    exp.add_argument(
+        "--verdicts",
+        action="store_true",
+        help="the automatic judges' verdicts (with inconsistent), as evalset import --verdicts "
+        "reads them, instead of the human judgments",
+    )
     _add_db(exp)
     exp.add_argument(
         "--output", "-o", help="file (.csv, .jsonl or .parquet); default: CSV on stdout"
@@ -329,6 +335,7 @@ def run_judgments_export(args: argparse.Namespace) -> int:
     from adaptive.data import JUDGMENT_FIELDS
     from services.store import Store
     from services.store import repository as repo
+    from services.store.repository.verdicts import VERDICT_FIELDS, fetch_verdicts
 
     settings = _settings(args)
     store = Store(settings.database_url)
@@ -336,12 +343,16 @@ def run_judgments_export(args: argparse.Namespace) -> int:
         with store.read() as conn:
             if repo.get_project(conn=conn, project_id=args.project) is None:
                 raise CliError(f"no project {args.project!r}")
-            rows = repo.fetch_judgments(conn=conn, project_id=args.project)
+            if args.verdicts:
+                rows = fetch_verdicts(conn=conn, project_id=args.project)
+            else:
+                rows = repo.fetch_judgments(conn=conn, project_id=args.project)
     finally:
         store.dispose()
+    fields = VERDICT_FIELDS if args.verdicts else JUDGMENT_FIELDS
+    schema = {c: pl.Boolean if c == "inconsistent" else pl.Utf8 for c in fields}
     frame = pl.DataFrame(
-        [{c: r[c] for c in JUDGMENT_FIELDS} for r in cast(list[dict[str, Any]], rows)],
-        schema=dict.fromkeys(JUDGMENT_FIELDS, pl.Utf8),
+        [{c: r[c] for c in fields} for r in cast(list[dict[str, Any]], rows)], schema=schema
     )
     if not args.output:
         sys.stdout.write(frame.write_csv())
@@ -356,5 +367,5 @@ def run_judgments_export(args: argparse.Namespace) -> int:
         frame.write_parquet(path)
     else:
         raise CliError(f"unknown output type {suffix!r}; expected .csv, .jsonl or .parquet")
-    log(f"evalset export: {frame.height} judgments -> {path}")
+    log(f"evalset export: {frame.height} {'verdicts' if args.verdicts else 'judgments'} -> {path}")
     return 0
