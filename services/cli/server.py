@@ -14,8 +14,9 @@ import hashlib
 import json
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from services.cli.common import log
 from services.cli.errors import CliError
@@ -343,17 +344,16 @@ def run_judgments_export(args: argparse.Namespace) -> int:
         with store.read() as conn:
             if repo.get_project(conn=conn, project_id=args.project) is None:
                 raise CliError(f"no project {args.project!r}")
-            if args.verdicts:
-                rows = fetch_verdicts(conn=conn, project_id=args.project)
-            else:
-                rows = repo.fetch_judgments(conn=conn, project_id=args.project)
+            rows: Sequence[Mapping[str, Any]] = (
+                fetch_verdicts(conn=conn, project_id=args.project)
+                if args.verdicts
+                else repo.fetch_judgments(conn=conn, project_id=args.project)
+            )
     finally:
         store.dispose()
     fields = VERDICT_FIELDS if args.verdicts else JUDGMENT_FIELDS
     schema = {c: pl.Boolean if c == "inconsistent" else pl.Utf8 for c in fields}
-    frame = pl.DataFrame(
-        [{c: r[c] for c in fields} for r in cast(list[dict[str, Any]], rows)], schema=schema
-    )
+    frame = pl.DataFrame([{c: r[c] for c in fields} for r in rows], schema=schema)
     if not args.output:
         sys.stdout.write(frame.write_csv())
         return 0
