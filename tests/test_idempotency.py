@@ -98,3 +98,41 @@ def test_a_bad_key_is_refused(api):
         headers={**headers, "Idempotency-Key": "bad key\x7f"},
     )
     assert r.status_code == 422 and _count(api, project_id, headers) == 0
+
+
+def test_a_batch_keyed_before_screens_and_leases_is_replayed_unchanged(tmp_path):
+    """Judgments gained ``screen_id`` and ``lease_id`` (0007): a batch stored with a key
+    before them, sent again unchanged, is the same request (was: 422 key reused)."""
+    import hashlib
+    import json
+
+    from services.store import repository as repo
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    with ThreadServer(Settings(database_url=url, streaming=False)) as server:
+        with httpx.Client(base_url=server.url, timeout=60) as api:
+            project_id, headers = new_project(api)
+            rows = judgments(3)
+            old_fields = ("judgment_id", "item_id", "system_a", "system_b", "annotator_id",
+                          "winner", "dimension", "shown_first", "timestamp")  # fmt: skip
+            before = {"judgments": [{k: r.get(k) for k in old_fields} for r in rows]}
+            for r in before["judgments"]:
+                r["annotator_id"] = r["annotator_id"] or ""
+                r["dimension"] = r["dimension"] or "overall"
+            answer = {"accepted": 3, "duplicates": 0, "num_judgments": 3, "snapshots": []}
+            with server.state.store.write() as conn:
+                repo.save_batch_key(
+                    conn=conn,
+                    project_id=project_id,
+                    idempotency_key="old-key",
+                    request_hash=hashlib.sha256(
+                        json.dumps(before, sort_keys=True).encode()
+                    ).hexdigest(),
+                    response=answer,
+                )
+            keyed = {**headers, "Idempotency-Key": "old-key"}
+            again = api.post(
+                f"/projects/{project_id}/judgments", json={"judgments": rows}, headers=keyed
+            )
+            assert again.status_code == 200, again.text
+            assert again.headers["Idempotent-Replayed"] == "true"

@@ -407,9 +407,16 @@ def add_judgments(
             f"invalid Idempotency-Key: {problem}",
             [{"field": "Idempotency-Key", "message": problem}],
         )
-    fingerprint = hashlib.sha256(
-        json.dumps(body.model_dump(mode="json"), sort_keys=True).encode()
-    ).hexdigest()
+    # the fields judgments gained in 0007 count only when given: a batch keyed before them
+    # and sent again unchanged is the same request
+    later = ("screen_id", "lease_id")
+    request = {
+        "judgments": [
+            {k: v for k, v in j.items() if not (k in later and v is None)}
+            for j in body.model_dump(mode="json")["judgments"]
+        ]
+    }
+    fingerprint = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
     dims = sorted({r["dimension"] for r in rows})
     with state.store.write() as conn:
         if idempotency_key:
