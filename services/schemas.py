@@ -383,6 +383,18 @@ class JudgmentBase(Strict):
         ]
         | None
     ) = None
+
+    @field_validator("system_b")
+    @classmethod
+    def _two_systems(cls, value: str, info: ValidationInfo) -> str:
+        if value == info.data.get("system_a"):
+            raise ValueError("system_b must differ from system_a (a system compared with itself)")
+        return value
+
+
+class JudgmentCreate(JudgmentBase):
+    """A human judgment: a judge's verdict has neither a screen nor a lease."""
+
     screen_id: Id | None = Field(
         default=None,
         description="the ranked screen the pair came from (an annotator ranked several "
@@ -395,19 +407,8 @@ class JudgmentBase(Strict):
         "recorded rates go to this judgment (docs/hybrid.md)",
     )
 
-    @field_validator("system_b")
-    @classmethod
-    def _two_systems(cls, value: str, info: ValidationInfo) -> str:
-        if value == info.data.get("system_a"):
-            raise ValueError("system_b must differ from system_a (a system compared with itself)")
-        return value
 
-
-class JudgmentCreate(JudgmentBase):
-    pass
-
-
-class JudgmentPublic(JudgmentBase):
+class JudgmentPublic(JudgmentCreate):
     model_config = ConfigDict(extra="ignore")
     seq: int = Field(description="arrival order in the store")
 

@@ -560,3 +560,18 @@ def test_a_judge_is_never_taken_for_a_human(served):
     verdict = {**_verdicts(judge)[0], "judgment_id": "not-a-judge", "annotator_id": human}
     r = api.post("/projects/mt/judge-verdicts", json={"verdicts": [verdict]}, headers=headers)
     assert r.status_code == 422 and "human judgments" in r.text, r.text
+
+
+def test_a_verdict_has_no_screen_or_lease(served):
+    """A judge's verdict is not a served human judgment: screen_id and lease_id are refused,
+    not silently dropped (they were accepted and lost)."""
+    api, headers, judge, _ = served
+    verdict = _verdicts(judge, prefix="nolease")[0]
+    for field in ("screen_id", "lease_id"):
+        r = api.post(
+            "/projects/mt/judge-verdicts",
+            json={"verdicts": [{**verdict, field: "x"}]},
+            headers=headers,
+        )
+        assert r.status_code == 422, r.text
+        assert r.json()["error"]["problems"][0]["field"].endswith(field), r.text
