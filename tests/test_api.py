@@ -454,6 +454,13 @@ def test_cli_import_export_round_trip(tmp_path: Path, capsys: pytest.CaptureFixt
         == 2
     )
     assert "unknown system" in capsys.readouterr().err
+    # an export whose judgments name their next batches imports elsewhere without them (the
+    # leases stay in the project that served them)
+    leased = tmp_path / "leased.csv"
+    pl.read_parquet(out).with_columns(pl.lit("lease-1").alias("lease_id")).write_csv(leased)
+    argv = ["import", str(leased), "--project", "e", "--create", "--database-url", db]
+    assert cli_main(argv) == 0
+    assert "lease_id left out" in capsys.readouterr().err
     bad = tmp_path / "bad.csv"
     simulate(5).with_columns(pl.lit("maybe").alias("winner")).write_csv(bad)
     assert cli_main(["import", str(bad), "--project", "c", "--database-url", db]) == 2

@@ -185,6 +185,12 @@ def run_judgments_import(args: argparse.Namespace) -> int:
         frame = read_verdicts(args.file)
     else:
         frame = read_judgments(args.file)
+        if "lease_id" in frame.columns:
+            # leases are not exported: a lease_id names a next batch of the project it came
+            # from, which the store here does not have (and would refuse the rows for)
+            if frame["lease_id"].drop_nulls().len():
+                log("evalset import: lease_id left out (a next batch of the exporting project)")
+            frame = frame.drop("lease_id")
     rows = frame.drop("row").to_dicts()
     if "judgment_id" not in frame.columns:
         for r, jid in zip(rows, derive_judgment_ids(rows)):
