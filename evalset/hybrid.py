@@ -279,8 +279,8 @@ def decide_with_judge(
     unjudged = judge_cells[comp] == 0
     in_design = ~np.isnan(verdict.astype(np.float64)) | unjudged
     verdict = np.where(unjudged, 1, np.nan_to_num(verdict.astype(np.float64))).astype(np.int64)
-    rates, routed = _recorded_rates(humans, routes, table, name)
-    keep = (used | routed) & in_design
+    rates, routed, repeat = _recorded_rates(humans, routes, table, name)
+    keep = (used | routed) & in_design & ~repeat
     share = design_shares(cells["comparison"].to_numpy(), cells["verdict"].to_numpy(), R)
     d = decide_hybrid(
         comp[keep],
@@ -339,14 +339,22 @@ def decide_with_judge(
 
 def _recorded_rates(
     humans: pl.DataFrame, routes: pl.DataFrame | None, table: pl.DataFrame, judge: str
-) -> tuple[np.ndarray, np.ndarray]:
-    """(N, K) each human judgment's recorded rates (ones: none) and (N,) whether recorded."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(N, K) each human judgment's recorded rates (ones: none), (N,) whether it is a routed
+    draw, and (N,) whether it is a further judgment of a routed draw already counted.
+
+    A routed draw is one cell drawn by its rates: its first judgment is the draw's
+    observation. A further judgment of the same draw (a second crowd assignment of the task,
+    a repeat) is neither a new routed draw (the cell, and so its verdict, is already known
+    when it arrives, so its residual over the rate has no mean Δ given the past) nor a
+    uniform one; it is left out of the decisions.
+    """
     from adaptive.hybrid import VERDICTS
 
     N, K = humans.height, len(VERDICTS)
-    rates, routed = np.ones((N, K)), np.zeros(N, bool)
+    rates, routed, repeat = np.ones((N, K)), np.zeros(N, bool), np.zeros(N, bool)
     if routes is None or routes.height == 0:
-        return rates, routed
+        return rates, routed, repeat
     key = ["dimension", "system_a", "system_b"]
     cell = ["comparison", "item_id"]
     if "lease_id" not in routes.columns:
@@ -367,9 +375,10 @@ def _recorded_rates(
         on=["lease_id", *cell],
         how="left",
         maintain_order="left",
-    ).with_columns(pl.col("rates").is_not_null().alias("hit"))
-    first = pl.struct("lease_id", *cell).is_first_distinct()
-    by_lease = by_lease.with_columns((pl.col("hit") & first).alias("hit"))
+    ).with_columns(pl.col("rates").is_not_null().alias("match"))
+    by_lease = by_lease.with_row_index("_i")
+    firsts = by_lease.filter("match").unique(subset=["lease_id", *cell], keep="first")["_i"]
+    by_lease = by_lease.with_columns(pl.col("_i").is_in(firsts.implode()).alias("hit"))
     taken = by_lease.filter("hit").select("lease_id", *cell)
     # the others by annotator and cell, among the routes no lease-named judgment took
     rest = (
@@ -379,8 +388,12 @@ def _recorded_rates(
     )
     by_name = people.join(
         rest, on=["annotator_id", *cell], how="left", maintain_order="left"
-    ).with_columns((pl.col("rates").is_not_null() & pl.col("lease_id").is_null()).alias("hit"))
+    ).with_columns((pl.col("rates").is_not_null() & pl.col("lease_id").is_null()).alias("match"))
+    by_name = by_name.with_row_index("_i")
+    firsts = by_name.filter("match").unique(subset=["annotator_id", *cell], keep="first")["_i"]
+    by_name = by_name.with_columns(pl.col("_i").is_in(firsts.implode()).alias("hit"))
     lease_hit, name_hit = by_lease["hit"].to_numpy(), by_name["hit"].to_numpy()
+    repeat = (by_lease["match"].to_numpy() & ~lease_hit) | (by_name["match"].to_numpy() & ~name_hit)
     columns = {
         "lease": (by_lease["rates"].to_list(), by_lease["flipped"].to_list()),
         "name": (by_name["rates"].to_list(), by_name["flipped"].to_list()),
@@ -390,7 +403,7 @@ def _recorded_rates(
         rate = np.asarray(got[i], np.float64)
         rates[i] = rate[[2, 1, 0, 3]] if flipped[i] else rate  # A <-> B: the family's orientation
     routed = lease_hit | name_hit
-    return rates, routed
+    return rates, routed, repeat
 
 
 def _evalue(log_e: float) -> float:

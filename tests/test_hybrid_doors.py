@@ -424,18 +424,18 @@ def test_next_batch_routes_judged_comparisons_and_decisions_use_the_recorded_rat
     problems = [(p["row"], p["field"]) for p in bad.json()["error"]["problems"]]
     assert problems == [(1, "lease_id"), (2, "lease_id")], bad.text
     assert api.post("/projects/rt/judgments", json={"judgments": back}, headers=headers).is_success
-    # a later judgment of a routed cell by the same annotator, from no lease: a draw of its
-    # own, not the routed one (matched by annotator and cell it would take the route's rates)
-    repeat = {**back[0], "judgment_id": "repeat", "lease_id": None}
+    # a second judgment of a routed draw (another crowd assignment of the task, naming the
+    # same lease): the cell and its verdict are known when it arrives, so it is left out
+    second = {**back[0], "judgment_id": "second", "annotator_id": "fresh3"}
     assert api.post(
-        "/projects/rt/judgments", json={"judgments": [repeat]}, headers=headers
+        "/projects/rt/judgments", json={"judgments": [second]}, headers=headers
     ).is_success
     got = api.get("/projects/rt/hybrid-decisions", headers=headers).json()["rows"]
     everything = pl.concat(
         [
             humans.select(pl.exclude("dimension")).with_columns(pl.lit(None, pl.Utf8).alias(
                 "lease_id")),
-            pl.DataFrame([*back, repeat]).drop("judgment_id"),
+            pl.DataFrame([*back, second]).drop("judgment_id"),
         ]
     )  # fmt: skip
     want_rows = decide_with_judge(
@@ -444,13 +444,19 @@ def test_next_batch_routes_judged_comparisons_and_decisions_use_the_recorded_rat
     _same_rows(got, [{k: v for k, v in row.items() if k != "rule"} for row in want_rows])
     plain = decide_with_judge(evalset.read(everything), read_verdicts(judge)).rows
     assert [r["net_preference"] for r in plain] != [r["net_preference"] for r in want_rows]
-    # the repeat counts as a uniform draw; without lease ids it would take the routed rates
-    by_name = decide_with_judge(
-        evalset.read(everything.drop("lease_id")),
+    each = DecisionRule(unit="judgment")  # where a uniform repeat would count
+    with_second = decide_with_judge(
+        evalset.read(everything), read_verdicts(judge), each, routes=pl.DataFrame(routes)
+    ).rows
+    without = decide_with_judge(
+        evalset.read(everything.head(everything.height - 1)),
         read_verdicts(judge),
+        each,
         routes=pl.DataFrame(routes),
     ).rows
-    assert [r["net_preference"] for r in by_name] != [r["net_preference"] for r in want_rows]
+    for a, b in zip(with_second, without, strict=True):
+        for key in ("n_used", "cs_low", "cs_high", "e_b_better", "e_a_better", "decision"):
+            assert a[key] == b[key], (key, a, b)
 
 
 def test_routed_draws_with_recorded_rates_keep_a_null_campaign_within_the_level():
