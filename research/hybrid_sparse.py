@@ -4,12 +4,12 @@ on 5-30% of the human judgments (and on all of them), each decided sign checked 
 For each fraction and seed a random subset of the human judgment rows is kept in file order;
 ``evalset.decisions`` is asked with and without ``judge=`` (the doors' defaults: unit prompt,
 alpha 0.05 Bonferroni over the compared pairs, margin 0.1). A reversal is a sign decision
-against the sign of the comparison's net preference over every human judgment in the log (its
-own raw judgments, counted here without the product's code). Equivalence decisions are counted
-apart: the log's raw net preference says nothing about them beyond its size.
+against the sign of the comparison's net preference over the judgments the subsample left out
+(held out: its own raw judgments, counted here without the product's code; on the full log, over
+all of them). Equivalence decisions are counted apart.
 
 Run: ``nice -n 10 .venv/bin/python research/hybrid_sparse.py`` (about two minutes); rows go to
-``research/hybrid/sparse.jsonl``, one per fraction and rule.
+``research/hybrid/sparse.jsonl`` (rewritten), one per fraction and rule.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def check(decided: pl.DataFrame, signs: dict[tuple[str, str], float]) -> dict[st
     sign = decided.filter(pl.col("decision").is_in(["A better", "B better"]))
     wrong = 0
     for row in sign.iter_rows(named=True):
-        net = signs[(row["system_a"], row["system_b"])]
+        net = signs.get((row["system_a"], row["system_b"]), 0.0)
         says_b = row["decision"] == "B better"
         if net == 0 or (net > 0) != says_b:
             wrong += 1
@@ -72,14 +72,17 @@ def main() -> None:
         "item_id", "system_a", "system_b", "annotator_id", "winner", "dimension"
     )
     judge = pl.read_csv(JUDGE)
-    signs = raw_signs(humans)
-    with open(args.out, "a") as out:
+    indexed = humans.with_row_index("i")
+    with open(args.out, "w") as out:
         for fraction in args.fractions:
             totals = {
                 rule: {"signs": 0, "equivalent": 0, "reversals": 0} for rule in ("human", "hybrid")
             }
-            for seed in range(args.seeds):
-                keep = humans.with_row_index("i").sample(fraction=fraction, seed=seed).sort("i")
+            seeds = args.seeds if fraction < 1 else 1  # the whole log is one run
+            for seed in range(seeds):
+                keep = indexed.sample(fraction=fraction, seed=seed).sort("i")
+                held = indexed.join(keep.select("i"), on="i", how="anti")
+                signs = raw_signs((held if held.height else indexed).drop("i"))
                 sub = keep.drop("i")
                 for rule, frame in (
                     ("human", evalset.decisions(sub)),
@@ -91,11 +94,12 @@ def main() -> None:
                 row = {
                     "data": "mtbench",
                     "fraction": fraction,
-                    "seeds": args.seeds,
+                    "seeds": seeds,
                     "rule": rule,
+                    "reference": "held-out judgments" if fraction < 1 else "all judgments",
                     "human_judgments": int(round(fraction * humans.height)),
-                    "signs_per_run": t["signs"] / args.seeds,
-                    "equivalent_per_run": t["equivalent"] / args.seeds,
+                    "signs_per_run": t["signs"] / seeds,
+                    "equivalent_per_run": t["equivalent"] / seeds,
                     "reversals": t["reversals"],
                 }
                 out.write(json.dumps(row) + "\n")
