@@ -51,7 +51,7 @@ from adaptive.rule import DEFAULT_LEVEL
 from evalset._common import _dims, _method, example, read
 from evalset.bradley_terry import annotators, leaderboard
 from evalset.decide import decisions, evidence
-from evalset.verdicts import DEFAULT_ADJUST, DEFAULT_INTERVAL
+from evalset.verdicts import DEFAULT_ADJUST, DEFAULT_INTERVAL, DEFAULT_METHOD, DEFAULT_SEED
 
 __all__ = [
     "annotators",
@@ -157,11 +157,11 @@ def significance(
     data: Any,
     *,
     dimension: str | None = None,
-    method: str = "fast",
+    method: str = DEFAULT_METHOD,
     adjust: str = DEFAULT_ADJUST,
     alpha: float = DEFAULT_LEVEL,
     level: float = DEFAULT_INTERVAL,
-    seed: int = 0,
+    seed: int = DEFAULT_SEED,
     rule: str | None = None,
     **fit_options: Any,
 ) -> pl.DataFrame:
@@ -178,7 +178,7 @@ def significance(
         >>> sig.select("system_a", "system_b", "significant").row(0)
         ('s0', 's2', True)
     """
-    from evalset.verdicts import significance_rows
+    from evalset.verdicts import significance_fits, significance_rows
 
     if rule is not None:
         warnings.warn(
@@ -187,10 +187,8 @@ def significance(
             stacklevel=2,
         )
         adjust = rule
-    judgments = read(data)
-    fits = (
-        fit(judgments, dimension=dim, method=method, seed=seed, **fit_options)
-        for dim in _dims(judgments, dimension)
+    fits = significance_fits(
+        read(data), dimension=dimension, method=method, seed=seed, **fit_options
     )
     rows = significance_rows(fits, adjust=adjust, alpha=alpha, level=level)
     return pl.DataFrame(rows, infer_schema_length=None)

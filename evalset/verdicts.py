@@ -20,6 +20,22 @@ if TYPE_CHECKING:  # adaptive.pipeline loads JAX: imported where it is used
 DEFAULT_ADJUST: Final = "holm"
 #: the posterior interval level of the significance rows
 DEFAULT_INTERVAL = 0.95
+#: how :func:`evalset.significance` fits by default (the service's ``model=default`` too)
+DEFAULT_METHOD: Final = "fast"
+DEFAULT_SEED: Final = 0
+
+
+def significance_fits(
+    judgments: Any, *, dimension: str | None, method: str, seed: int, **fit_options: Any
+) -> list[Analysis]:
+    """The fits :func:`significance_rows` reads, one per dimension (``dimension``: one of
+    them; ``fit_options`` go to :func:`evalset.fit`)."""
+    from evalset import _dims, fit
+
+    return [
+        fit(judgments, dimension=dim, method=method, seed=seed, **fit_options)
+        for dim in _dims(judgments, dimension)
+    ]
 
 
 def significance_rows(

@@ -42,6 +42,11 @@ def _close(got: object, want: object, where: object) -> None:
         assert got == want, where
 
 
+def _none(value: object) -> object:
+    """NaN as JSON gives it (null)."""
+    return None if isinstance(value, float) and value != value else value
+
+
 def _same_rows(got: list[dict], want: list[dict], *, columns: tuple[str, ...] | None = None):
     """Same rows: the same columns (or those ``columns``), the same numbers to 1e-9."""
     assert len(got) == len(want)
@@ -147,6 +152,12 @@ def test_significance_is_the_same_through_every_door(data, served, capsys):
         row["n_judgments"] for row in cli
     )
     _same_rows(table["rows"], cli)
+    # other options read the same fit: answered at once, as Python answers them
+    params = {"model": "default", "alpha": 0.1, "adjust": "bonferroni", "level": 0.9}
+    r = api.get(f"/projects/{project_id}/significance", params=params, headers=headers)
+    assert r.status_code == 200, r.text
+    other = evalset.significance(data, alpha=0.1, adjust="bonferroni", level=0.9).to_dicts()
+    _same_rows(r.json()["rows"], [{k: _none(v) for k, v in row.items()} for row in other])
     bad = api.get(
         f"/projects/{project_id}/significance",
         params={"model": "default", "all_pairs": True},

@@ -40,28 +40,36 @@ def prune_rows(
     )
 
 
-def significance_table(source: Source, adjust: str, alpha: float, level: float) -> Any:
-    """``evalset.significance`` of the stored judgments: the rows the command line and Python
-    give for the same judgments (the default model fitted afresh, the use-case layer's seed)."""
-    import evalset
+def significance_fits(source: Source) -> Any:
+    """The default model's fits of the stored judgments, as ``evalset.significance`` makes
+    them (its method and seed): fitted once per judgments seen, whatever rows are asked."""
+    from evalset.verdicts import DEFAULT_METHOD, DEFAULT_SEED
+    from evalset.verdicts import significance_fits as fits
+
+    judgments = source.judgments.drop("seq")
+    return fits(judgments, dimension=source.dimension, method=DEFAULT_METHOD, seed=DEFAULT_SEED)
+
+
+def significance_table(source: Source, fits: Any, adjust: str, alpha: float, level: float) -> Any:
+    """The rows ``evalset significance --format json`` gives for the same judgments (NaN as
+    null), from :func:`significance_fits`'s fits."""
+    from evalset.verdicts import significance_rows
     from services.schemas import SignificanceTablePublic, SignificanceTableRow
 
-    frame = evalset.significance(
-        source.judgments.drop("seq"),
-        dimension=source.dimension,
-        adjust=adjust,
-        alpha=alpha,
-        level=level,
-    )
-    rows = [
-        {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()}
-        for row in frame.to_dicts()
-    ]
+    rows = significance_rows(fits, adjust=adjust, alpha=alpha, level=level)
     return SignificanceTablePublic(
         dimension=source.dimension,
         num_judgments=source.num_judgments,
         model="default",
-        rows=[SignificanceTableRow.model_validate(row) for row in rows],
+        rows=[
+            SignificanceTableRow.model_validate(
+                {
+                    k: None if isinstance(v, float) and not math.isfinite(v) else v
+                    for k, v in row.items()
+                }
+            )  # fmt: skip
+            for row in rows
+        ],
     )
 
 
@@ -80,16 +88,20 @@ class BackgroundJobs:
     ) -> Any:
         """``fn(*args)`` for ``key`` (project, dimension, the judgments' last sequence number,
         options), computed once; :class:`Pending` until it is done. Its exception, if any,
-        is raised to every request that asks."""
+        is raised to the request that finds it, and the job is forgotten."""
         with self._lock:
             job = self._jobs.get(key)
             if job is None:
                 job = self._pool.submit(fn, *args)
                 self._jobs[key] = job
-                while len(self._jobs) > MAX_JOBS:
-                    self._jobs.pop(next(iter(self._jobs)))
+                while len(self._jobs) > MAX_JOBS:  # the oldest, not run if still queued
+                    self._jobs.pop(next(iter(self._jobs))).cancel()
         if not job.done():
             return Pending(num_judgments)
+        if job.exception() is not None:  # raised to this request; the next one tries again
+            with self._lock:
+                if self._jobs.get(key) is job:
+                    del self._jobs[key]
         return job.result()
 
     def shutdown(self) -> None:

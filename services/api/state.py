@@ -26,7 +26,13 @@ import polars as pl
 
 from adaptive.snapshot import FAST, Snapshot, decode_snapshot, encode_snapshot
 from adaptive.streaming import Source
-from services.api.background import BackgroundJobs, prune_rows, significance_table
+from services.api.background import (
+    BackgroundJobs,
+    Pending,
+    prune_rows,
+    significance_fits,
+    significance_table,
+)
 from services.api.limits import TokenCache
 from services.api.refresher import Refresher, RefreshEvent
 from services.api.tally import PROJECTS, Tallies
@@ -484,10 +490,11 @@ class ServiceState:
         source = self.load_source((project_id, dimension))
         if source is None:
             return None
-        key = (project_id, dimension, source.last_seq, "significance", adjust, alpha, level)
-        return self.jobs.result(
-            key, source.num_judgments, significance_table, source, adjust, alpha, level
-        )
+        key = (project_id, dimension, source.last_seq, "significance")
+        fits = self.jobs.result(key, source.num_judgments, significance_fits, source)
+        if isinstance(fits, Pending):
+            return fits
+        return significance_table(source, fits, adjust, alpha, level)
 
     def publish(self, key: Key, snapshot: Snapshot) -> int | None:
         """Store a snapshot; None when a newer one of its method is stored (another replica)."""
