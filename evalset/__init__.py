@@ -153,6 +153,17 @@ def _fit_config(
     )
 
 
+def significance_fits(
+    judgments: pl.DataFrame, *, dimension: str | None, method: str, seed: int, **fit_options: Any
+) -> list[Any]:
+    """The fits :func:`significance` reads its rows from, one per dimension (``dimension``: one
+    of them; ``fit_options`` go to :func:`fit`); the service's ``model=default`` reads them too."""
+    return [
+        fit(judgments, dimension=dim, method=method, seed=seed, **fit_options)
+        for dim in _dims(judgments, dimension)
+    ]
+
+
 def significance(
     data: Any,
     *,
@@ -178,7 +189,7 @@ def significance(
         >>> sig.select("system_a", "system_b", "significant").row(0)
         ('s0', 's2', True)
     """
-    from evalset.verdicts import significance_fits, significance_rows
+    from evalset.verdicts import significance_rows
 
     if rule is not None:
         warnings.warn(

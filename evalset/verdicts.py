@@ -25,19 +25,6 @@ DEFAULT_METHOD: Final = "fast"
 DEFAULT_SEED: Final = 0
 
 
-def significance_fits(
-    judgments: Any, *, dimension: str | None, method: str, seed: int, **fit_options: Any
-) -> list[Analysis]:
-    """The fits :func:`significance_rows` reads, one per dimension (``dimension``: one of
-    them; ``fit_options`` go to :func:`evalset.fit`)."""
-    from evalset import _dims, fit
-
-    return [
-        fit(judgments, dimension=dim, method=method, seed=seed, **fit_options)
-        for dim in _dims(judgments, dimension)
-    ]
-
-
 def significance_rows(
     fits: Iterable[Analysis],
     *,

@@ -43,8 +43,8 @@ def prune_rows(
 def significance_fits(source: Source) -> Any:
     """The default model's fits of the stored judgments, as ``evalset.significance`` makes
     them (its method and seed): fitted once per judgments seen, whatever rows are asked."""
+    from evalset import significance_fits as fits
     from evalset.verdicts import DEFAULT_METHOD, DEFAULT_SEED
-    from evalset.verdicts import significance_fits as fits
 
     judgments = source.judgments.drop("seq")
     return fits(judgments, dimension=source.dimension, method=DEFAULT_METHOD, seed=DEFAULT_SEED)
