@@ -23,6 +23,7 @@ function                  what
 :func:`evidence`          each comparison's e-values and confidence sequence over time
 :func:`items`             per prompt: discrimination alpha, thresholds, redundancy group
 :func:`leaderboard`       pooled Bradley-Terry abilities (sum-to-zero or vs a reference)
+:func:`elo`               Arena-style Elo ratings with bootstrap and rank intervals
 :func:`annotators`        per annotator: position bias and agreement, flags
 :func:`recommend`         the next annotation batch (a task table)
 :func:`prune`             kept and dropped prompts per model tier
@@ -49,13 +50,14 @@ import polars as pl
 
 from adaptive.rule import DEFAULT_LEVEL
 from evalset._common import _dims, _method, example, read
-from evalset.bradley_terry import annotators, leaderboard
+from evalset.bradley_terry import annotators, elo, leaderboard
 from evalset.decide import decisions, evidence
 from evalset.verdicts import DEFAULT_ADJUST, DEFAULT_INTERVAL, DEFAULT_METHOD, DEFAULT_SEED
 
 __all__ = [
     "annotators",
     "decisions",
+    "elo",
     "evidence",
     "example",
     "fit",

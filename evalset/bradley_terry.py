@@ -112,3 +112,69 @@ def annotators(
     )
     rows, _ = screen_annotators(judgments, config)
     return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def elo(
+    data: Any,
+    *,
+    dimension: str | None = None,
+    rounds: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """Arena-style Elo leaderboard (:mod:`adaptive.elo`): maximum-likelihood ratings on the Elo
+    scale (the average system at 1000, ties half a win), bootstrap percentile intervals over
+    ``rounds`` resamples of the judgments, and each system's rank interval; best first.
+
+    Columns ``dimension, rank, system, elo, ci_low, ci_high, rank_best, rank_worst,
+    n_judgments``. The method of Chatbot Arena's notebook (``tests/test_elo.py`` compares
+    them); every judgment is one battle (no position effect, prompts pooled).
+
+    Example:
+        >>> from evalset import example
+        >>> board = elo(example(num_systems=3, num_prompts=10), rounds=50)
+        >>> board["system"].to_list()
+        ['s2', 's1', 's0']
+    """
+    import numpy as np
+
+    from adaptive.elo import Battles, bootstrap_ratings, mle_ratings, rank_intervals, win_table
+
+    if rounds < 10:
+        raise ValueError("rounds must be at least 10 (the interval's resamples)")
+    if not 0.5 < level < 1:
+        raise ValueError("level must be between 0.5 and 1")
+    judgments = read(data)
+    rows: list[dict[str, Any]] = []
+    for dim in _dims(judgments, dimension):
+        frame = judgments.filter(pl.col("dimension") == dim)
+        systems = tuple(sorted(set(frame["system_a"]) | set(frame["system_b"])))
+        index = {s: i for i, s in enumerate(systems)}
+        score = {"a": 1.0, "tie": 0.5, "b": 0.0}
+        battles = Battles(
+            systems,
+            np.array([index[s] for s in frame["system_a"]]),
+            np.array([index[s] for s in frame["system_b"]]),
+            np.array([score[w] for w in frame["winner"]]),
+        )
+        ratings = mle_ratings(win_table(battles))
+        boot = bootstrap_ratings(battles, rounds, seed)
+        low, high = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2], axis=0)
+        best, worst = rank_intervals(low, high)
+        counts = np.bincount(np.concatenate([battles.a, battles.b]), minlength=len(systems))
+        order = np.argsort(-ratings, kind="stable")
+        for rank, i in enumerate(order, start=1):
+            rows.append(
+                {
+                    "dimension": dim,
+                    "rank": rank,
+                    "system": systems[i],
+                    "elo": float(ratings[i]),
+                    "ci_low": float(low[i]),
+                    "ci_high": float(high[i]),
+                    "rank_best": int(best[i]),
+                    "rank_worst": int(worst[i]),
+                    "n_judgments": int(counts[i]),
+                }
+            )
+    return pl.DataFrame(rows)

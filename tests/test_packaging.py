@@ -281,6 +281,7 @@ def cli_commands() -> list[list[str]]:
         ["significance", "--data", MTBENCH, "--draws", "400", *quiet],
         ["items", "--data", MTBENCH, "--draws", "400", *quiet],
         ["bt", "--data", MTBENCH, "--by", "pooled", "--method", "fast", *quiet],
+        ["elo", "--data", MTBENCH, "--rounds", "20", "--format", "json"],
         ["annotators", "--data", MTBENCH, "--method", "fast", "--assume-a-first", *quiet],
         ["damr", "--data", MRBENCH, "--method", "mle", *quiet],
         # no --workers: without Ray the folds run serially

@@ -23,7 +23,7 @@ os.environ.setdefault(
 #: each adds: a run imports only its command's module (tests/test_cli.py checks the table)
 COMMANDS: dict[str, tuple[str, ...]] = {
     "services.cli.analysis": ("significance", "items"),
-    "services.cli.bt": ("bt", "annotators", "damr"),
+    "services.cli.bt": ("bt", "elo", "annotators", "damr"),
     "services.cli.selection": ("loco", "prune"),
     "services.cli.server": ("serve", "token", "import", "export"),
     "services.cli.recommend": ("recommend", "replay"),

@@ -355,6 +355,16 @@ def _rank_tutors(args: argparse.Namespace, ratings: pl.DataFrame) -> int:
     return 0
 
 
+def run_elo(args: argparse.Namespace) -> int:
+    import evalset
+
+    board = evalset.elo(
+        args.data, dimension=args.dimension, rounds=args.rounds, level=args.level, seed=args.seed
+    )
+    emit(board.to_dicts(), args.format)
+    return 0
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "bt",
@@ -402,6 +412,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--plot", metavar="FILE", help="--by pooled: leaderboard forest plot (.png or .svg)"
     )
     p.set_defaults(func=run_bt)
+
+    p = sub.add_parser(
+        "elo",
+        help="Arena-style Elo leaderboard: maximum-likelihood ratings (ties half a win), "
+        "bootstrap intervals and rank intervals (Chatbot Arena's method)",
+    )
+    add_data_args(p)
+    p.add_argument("--rounds", type=int, default=1000, help="bootstrap resamples (default: 1000)")
+    p.add_argument("--level", type=float, default=0.95, help="interval level (default: 0.95)")
+    p.set_defaults(func=run_elo)
 
     p = sub.add_parser(
         "annotators", help="annotator screen: position bias and agreement, with flags and reasons"

@@ -1,0 +1,153 @@
+"""Issue 42: the Arena-style Elo leaderboard agrees with Chatbot Arena's method: the
+maximum-likelihood Elo of its notebook (scikit-learn's logistic regression on the pair table,
+re-implemented here from its published code) to 1e-6, and its bootstrap intervals within Monte
+Carlo error, on MT-Bench's human battles."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+import evalset
+from adaptive.elo import Battles, bootstrap_ratings, mle_ratings, rank_intervals, win_table
+
+MTBENCH = Path(__file__).resolve().parents[1] / "data" / "mtbench" / "judgments.csv"
+
+
+def notebook_mle_elo(df, scale=400, base=10, init_rating=1000):  # noqa: ANN001, ANN201
+    """The notebook's ``compute_mle_elo``: win counts twice, ties once each way, a weighted
+    logistic regression with log(base) features, no intercept, no penalty."""
+    import pandas as pd
+    from sklearn.linear_model import LogisticRegression
+
+    a_win = pd.pivot_table(
+        df[df["winner"] == "model_a"], index="model_a", columns="model_b",
+        aggfunc="size", fill_value=0,
+    )  # fmt: skip
+    ties = df[df["winner"].isin(["tie", "tie (bothbad)"])]
+    tie = pd.pivot_table(ties, index="model_a", columns="model_b", aggfunc="size", fill_value=0)
+    b_win = pd.pivot_table(
+        df[df["winner"] == "model_b"], index="model_a", columns="model_b",
+        aggfunc="size", fill_value=0,
+    )  # fmt: skip
+    models = sorted(set(df["model_a"]) | set(df["model_b"]))
+    full = {"index": models, "columns": models, "fill_value": 0}
+    a_win, tie, b_win = (t.reindex(**full) for t in (a_win, tie, b_win))
+    win = a_win * 2 + b_win.T * 2 + tie + tie.T
+    p = len(models)
+    X, Y, weights = [], [], []
+    for i, m_a in enumerate(models):
+        for j, m_b in enumerate(models):
+            if i == j:
+                continue
+            row = np.zeros(p)
+            row[i], row[j] = math.log(base), -math.log(base)
+            X += [row, row]
+            Y += [1.0, 0.0]
+            weights += [win.loc[m_a, m_b], win.loc[m_b, m_a]]
+    lr = LogisticRegression(fit_intercept=False, penalty=None, tol=1e-8, max_iter=10_000)
+    lr.fit(np.array(X), np.array(Y), sample_weight=np.array(weights, dtype=float))
+    return pd.Series(scale * lr.coef_[0] + init_rating, index=models)
+
+
+def _arena(frame: pl.DataFrame):  # noqa: ANN202
+    import pandas as pd
+
+    winner = {"a": "model_a", "b": "model_b", "tie": "tie"}
+    return pd.DataFrame(
+        {
+            "model_a": frame["system_a"].to_list(),
+            "model_b": frame["system_b"].to_list(),
+            "winner": [winner[w] for w in frame["winner"]],
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def battles() -> tuple[pl.DataFrame, Battles]:
+    frame = evalset.read(MTBENCH)
+    systems = tuple(sorted(set(frame["system_a"]) | set(frame["system_b"])))
+    index = {s: i for i, s in enumerate(systems)}
+    score = {"a": 1.0, "tie": 0.5, "b": 0.0}
+    return frame, Battles(
+        systems,
+        np.array([index[s] for s in frame["system_a"]]),
+        np.array([index[s] for s in frame["system_b"]]),
+        np.array([score[w] for w in frame["winner"]]),
+    )
+
+
+def test_the_maximum_likelihood_elo_is_the_notebooks(battles) -> None:  # noqa: ANN001
+    frame, bt = battles
+    want = notebook_mle_elo(_arena(frame))
+    got = mle_ratings(win_table(bt))
+    assert list(want.index) == list(bt.systems)
+    np.testing.assert_allclose(got, want.to_numpy(), atol=1e-6)
+    # and the leaderboard's ratings are those, best first
+    board = evalset.elo(MTBENCH, rounds=20)
+    assert board["elo"].to_list() == sorted(got, reverse=True)
+    assert board["system"][0] == bt.systems[int(np.argmax(got))]
+
+
+def test_bootstrap_intervals_agree_with_the_notebooks_within_monte_carlo_error(battles) -> None:  # noqa: ANN001
+    """The notebook resamples the battles with replacement and refits (get_bootstrap_result);
+    its 2.5% and 97.5% quantiles and ours differ by Monte Carlo error only."""
+    frame, bt = battles
+    arena = _arena(frame)
+    rounds = 200
+    theirs = np.array(
+        [
+            notebook_mle_elo(arena.sample(frac=1.0, replace=True, random_state=k)).to_numpy()
+            for k in range(rounds)
+        ]
+    )
+    ours = bootstrap_ratings(bt, rounds, seed=1)
+    for q in (0.025, 0.5, 0.975):
+        a, b = np.quantile(ours, q, axis=0), np.quantile(theirs, q, axis=0)
+        # Monte Carlo error of a quantile of `rounds` draws: sqrt(q(1-q)/n) / density, the
+        # density from the pooled draws' spread around it
+        pooled = np.concatenate([ours, theirs])
+        lo, hi = np.quantile(pooled, [max(q - 0.02, 0.0), min(q + 0.02, 1.0)], axis=0)
+        density_inv = (hi - lo) / (min(q + 0.02, 1.0) - max(q - 0.02, 0.0))
+        se = np.sqrt(q * (1 - q) / rounds) * density_inv
+        assert np.all(np.abs(a - b) <= 4 * np.sqrt(2) * se + 1e-9), (q, a - b, se)
+    # the bootstrap's centre is the full-data fit's (no bias beyond Monte Carlo error)
+    full = mle_ratings(win_table(bt))
+    assert np.all(np.abs(np.median(ours, axis=0) - full) < 3 * ours.std(axis=0) / 2)
+
+
+def test_rank_intervals_and_the_leaderboard_rows() -> None:
+    low = np.array([1100.0, 1050.0, 900.0])
+    high = np.array([1200.0, 1150.0, 1000.0])
+    best, worst = rank_intervals(low, high)
+    assert best.tolist() == [1, 1, 3] and worst.tolist() == [2, 2, 3]
+    board = evalset.elo(MTBENCH, rounds=50, seed=3)
+    assert board.columns == ["dimension", "rank", "system", "elo", "ci_low", "ci_high",
+                             "rank_best", "rank_worst", "n_judgments"]  # fmt: skip
+    assert (board["ci_low"] <= board["elo"]).all() and (board["elo"] <= board["ci_high"]).all()
+    assert (board["rank_best"] <= board["rank"]).all() and (
+        board["rank"] <= board["rank_worst"]
+    ).all()
+    assert abs(board["elo"].mean() - 1000.0) < 1e-9
+    assert board.equals(evalset.elo(MTBENCH, rounds=50, seed=3))  # seeded
+
+
+def test_a_system_that_won_everything_has_no_finite_rating() -> None:
+    bt = Battles(("x", "y"), np.array([0, 0]), np.array([1, 1]), np.array([1.0, 1.0]))
+    with pytest.raises(ValueError, match="no finite maximum"):
+        mle_ratings(win_table(bt))
+
+
+def test_the_command_line_prints_the_same_rows(capsys) -> None:  # noqa: ANN001
+    import json
+
+    from services.cli import main
+
+    argv = ["elo", "--data", str(MTBENCH), "--rounds", "50", "--seed", "3", "--format", "json"]
+    assert main(argv) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows == evalset.elo(MTBENCH, rounds=50, seed=3).to_dicts()
