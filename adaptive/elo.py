@@ -91,11 +91,15 @@ def mle_ratings(table: np.ndarray, *, steps: int = 100, tol: float = 1e-12) -> n
     return SCALE * beta + INIT_RATING
 
 
-def bootstrap_ratings(battles: Battles, rounds: int, seed: int) -> np.ndarray:
-    """(rounds, p) ratings refitted on battles resampled with replacement (a round whose
-    resample has no finite maximum is drawn again)."""
+def bootstrap_ratings(
+    battles: Battles, rounds: int, seed: int, clusters: np.ndarray | None = None
+) -> np.ndarray:
+    """(rounds, p) ratings refitted on battles resampled with replacement, or on whole
+    ``clusters`` (an index per battle, e.g. its prompt) resampled with replacement; a round
+    whose resample has no finite maximum is drawn again."""
     rng = np.random.default_rng(seed)
     n = len(battles.a)
+    groups = None if clusters is None else np.unique(clusters, return_inverse=True)[1]
     out = np.empty((rounds, len(battles.systems)))
     done = 0
     tries = 0
@@ -103,7 +107,11 @@ def bootstrap_ratings(battles: Battles, rounds: int, seed: int) -> np.ndarray:
         tries += 1
         if tries > 10 * rounds + 100:
             raise ValueError("the resampled battles rarely have finite Elo ratings")
-        weights = np.bincount(rng.integers(0, n, n), minlength=n).astype(np.float64)
+        if groups is None:
+            weights = np.bincount(rng.integers(0, n, n), minlength=n).astype(np.float64)
+        else:
+            g = int(groups.max()) + 1
+            weights = np.bincount(rng.integers(0, g, g), minlength=g)[groups].astype(np.float64)
         try:
             out[done] = mle_ratings(win_table(battles, weights))
         except (ValueError, np.linalg.LinAlgError):

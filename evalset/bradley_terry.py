@@ -121,14 +121,21 @@ def elo(
     rounds: int = 1000,
     level: float = 0.95,
     seed: int = 0,
+    anchor: tuple[str, float] | None = None,
+    bootstrap: str = "judgment",
 ) -> pl.DataFrame:
     """Arena-style Elo leaderboard (:mod:`adaptive.elo`): maximum-likelihood ratings on the Elo
     scale (the average system at 1000, ties half a win), bootstrap percentile intervals over
-    ``rounds`` resamples of the judgments, and each system's rank interval; best first.
+    ``rounds`` resamples, and each system's rank interval; best first.
 
     Columns ``dimension, rank, system, elo, ci_low, ci_high, rank_best, rank_worst,
-    n_judgments``. The method of Chatbot Arena's notebook (``tests/test_elo.py`` compares
-    them); every judgment is one battle (no position effect, prompts pooled).
+    n_judgments``. ``ci_low, ci_high``: each rating's percentile interval at ``level`` (as
+    Arena reports them). ``rank_best, rank_worst``: ranks that hold for every system at once
+    at ``level``, from intervals at ``1 - (1 - level) / systems`` (Bonferroni). ``anchor``:
+    ``(system, rating)`` shifts every rating (and interval) so that system has that rating
+    (Arena anchors one model). ``bootstrap``: ``judgment`` resamples battles (the notebook's
+    method: ``tests/test_elo.py`` compares them), ``prompt`` resamples whole prompts (their
+    judgments are not independent). Every judgment is one battle (no position effect).
 
     Example:
         >>> from evalset import example
@@ -144,6 +151,8 @@ def elo(
         raise ValueError("rounds must be at least 10 (the interval's resamples)")
     if not 0.5 < level < 1:
         raise ValueError("level must be between 0.5 and 1")
+    if bootstrap not in ("judgment", "prompt"):
+        raise ValueError(f"bootstrap must be 'judgment' or 'prompt' (got {bootstrap!r})")
     judgments = read(data)
     rows: list[dict[str, Any]] = []
     for dim in _dims(judgments, dimension):
@@ -158,9 +167,20 @@ def elo(
             np.array([score[w] for w in frame["winner"]]),
         )
         ratings = mle_ratings(win_table(battles))
-        boot = bootstrap_ratings(battles, rounds, seed)
+        clusters = None
+        if bootstrap == "prompt":
+            clusters = frame["item_id"].cast(pl.Categorical).to_physical().to_numpy()
+        boot = bootstrap_ratings(battles, rounds, seed, clusters)
+        tail = (1 - level) / 2 / len(systems)
+        joint_low, joint_high = np.quantile(boot, [tail, 1 - tail], axis=0)
+        best, worst = rank_intervals(joint_low, joint_high)  # whatever the anchor
+        if anchor is not None:  # in every resample, as the notebook anchors its rounds
+            name, value = anchor
+            if name not in index:
+                raise ValueError(f"anchor system {name!r} is not in {list(systems)}")
+            boot = boot + (value - boot[:, [index[name]]])
+            ratings = ratings + (value - ratings[index[name]])
         low, high = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2], axis=0)
-        best, worst = rank_intervals(low, high)
         counts = np.bincount(np.concatenate([battles.a, battles.b]), minlength=len(systems))
         order = np.argsort(-ratings, kind="stable")
         for rank, i in enumerate(order, start=1):

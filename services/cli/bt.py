@@ -358,9 +358,17 @@ def _rank_tutors(args: argparse.Namespace, ratings: pl.DataFrame) -> int:
 def run_elo(args: argparse.Namespace) -> int:
     import evalset
 
+    anchor = None
+    if args.anchor:
+        name, _, value = args.anchor.rpartition("=")
+        try:
+            anchor = (name, float(value))
+        except ValueError:
+            raise SystemExit(f"evalset: --anchor is SYSTEM=RATING (got {args.anchor!r})") from None
     board = evalset.elo(
-        args.data, dimension=args.dimension, rounds=args.rounds, level=args.level, seed=args.seed
-    )
+        args.data, dimension=args.dimension, rounds=args.rounds, level=args.level,
+        seed=args.seed, anchor=anchor, bootstrap=args.bootstrap,
+    )  # fmt: skip
     emit(board.to_dicts(), args.format)
     return 0
 
@@ -421,6 +429,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_data_args(p)
     p.add_argument("--rounds", type=int, default=1000, help="bootstrap resamples (default: 1000)")
     p.add_argument("--level", type=float, default=0.95, help="interval level (default: 0.95)")
+    p.add_argument(
+        "--anchor", metavar="SYSTEM=RATING", help="shift the ratings so SYSTEM has RATING"
+    )
+    p.add_argument(
+        "--bootstrap",
+        choices=["judgment", "prompt"],
+        default="judgment",
+        help="resample battles (Arena's notebook) or whole prompts (default: %(default)s)",
+    )
     p.set_defaults(func=run_elo)
 
     p = sub.add_parser(
