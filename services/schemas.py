@@ -25,6 +25,12 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
 from services.schemas_answers import (
+    EloPublic as EloPublic,
+)
+from services.schemas_answers import (
+    EloRow as EloRow,
+)
+from services.schemas_answers import (
     LeaderboardPublic as LeaderboardPublic,
 )
 from services.schemas_answers import (

@@ -146,3 +146,22 @@ class PruningPublic(BaseModel):
 
 class SnapshotsPublic(BaseModel):
     snapshots: list[SnapshotPublic]
+
+
+class EloRow(BaseModel):
+    rank: int
+    system: str
+    elo: float = Field(description="maximum-likelihood rating (the average system at 1000)")
+    ci_low: float = Field(description="percentile bootstrap interval at the level asked")
+    ci_high: float
+    rank_best: int = Field(description="ranks that hold for every system at once")
+    rank_worst: int
+    n_judgments: int
+
+
+class EloPublic(BaseModel):
+    """``GET .../elo``: Chatbot Arena's Elo leaderboard of the stored judgments."""
+
+    dimension: str
+    num_judgments: int
+    rows: list[EloRow]

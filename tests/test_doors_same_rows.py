@@ -287,3 +287,29 @@ def test_recommend_from_a_project_takes_the_family_the_decisions_take(data, serv
     # a pair the service does not know is refused with its reason, as the decisions door does
     assert main([*argv, *project, "--pairs", "Cakechat:nobody"]) == 2
     assert "nobody" in capsys.readouterr().err
+
+
+def test_the_elo_leaderboard_is_the_same_through_every_door(data, served, capsys):
+    argv = ["elo", "--data", str(data), "--rounds", "100", "--seed", "2", "--format", "json"]
+    out, _ = _cli([*argv, "--anchor", "Human1=1200"], capsys)
+    cli = json.loads(out)
+    python = evalset.elo(data, rounds=100, seed=2, anchor=("Human1", 1200.0)).to_dicts()
+    _same_rows(python, cli)
+    _, api, project_id, headers = served
+    params = {"rounds": 100, "seed": 2, "anchor_system": "Human1", "anchor_rating": 1200}
+    deadline = time.monotonic() + 120
+    while True:
+        r = api.get(f"/projects/{project_id}/elo", params=params, headers=headers)
+        if r.status_code != 409:
+            break
+        assert r.json()["error"]["code"] == "elo_pending", r.text
+        assert time.monotonic() < deadline, r.text
+        time.sleep(0.1)
+    assert r.status_code == 200, r.text
+    _same_rows(
+        r.json()["rows"], [{k: v for k, v in row.items() if k != "dimension"} for row in cli]
+    )
+    bad = api.get(
+        f"/projects/{project_id}/elo", params={**params, "anchor_system": "nobody"}, headers=headers
+    )
+    assert bad.status_code == 404 and "nobody" in bad.json()["error"]["message"]

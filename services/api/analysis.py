@@ -269,6 +269,52 @@ def leaderboard(
     )
 
 
+@_answers("/projects/{project_id}/elo", "elo")
+def elo(
+    project_id: ProjectId,
+    state: State,
+    dimension: Dimension = None,
+    rounds: Annotated[int, Query(ge=10, le=10_000, description="bootstrap resamples")] = 1000,
+    level: Level = 0.95,
+    seed: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
+    bootstrap: Annotated[
+        Literal["judgment", "prompt"],
+        Query(description="resample battles (Arena's notebook) or whole prompts"),
+    ] = "judgment",
+    anchor_system: Annotated[
+        str | None, Query(max_length=200, description="the system anchor_rating is given to")
+    ] = None,
+    anchor_rating: Annotated[float, Query(ge=-1e6, le=1e6)] = 1000.0,
+) -> s.EloPublic:
+    """Chatbot Arena's Elo leaderboard of the stored judgments (``evalset elo``): ratings,
+    bootstrap intervals, rank intervals that hold for every system at once. Computed on a
+    background thread: 409 ``elo_pending`` until it is done, then kept until the next batch."""
+    dim = _dimension(state, project_id, dimension)
+    options: dict[str, Any] = {"rounds": rounds, "level": level, "seed": seed}
+    options["bootstrap"] = bootstrap
+    if anchor_system is not None:
+        with state.store.read() as conn:
+            known = {x["system_id"] for x in repo.list_systems(conn=conn, project_id=project_id)}
+        if anchor_system not in known:
+            raise ApiError(404, "not_found", f"unknown system {anchor_system!r} (anchor_system)")
+        options["anchor"] = (anchor_system, anchor_rating)
+    try:
+        result = state.elo(project_id, dim, options)
+    except ValueError as exc:
+        raise ApiError(422, "cannot_fit", f"no Elo ratings for {dim!r}: {exc}") from None
+    if result is None:
+        raise ApiError(409, "no_snapshot", f"no judgments of dimension {dim!r} yet")
+    if isinstance(result, Pending):
+        raise ApiError(
+            409,
+            "elo_pending",
+            f"the Elo ratings of {dim!r} with {result.num_judgments} judgments are being "
+            "computed; try again shortly",
+        )
+    board: s.EloPublic = result
+    return board
+
+
 @_answers("/projects/{project_id}/prompt-parameters", "prompt_parameters")
 def prompt_parameters(
     project_id: ProjectId, state: State, dimension: Dimension = None, method: Method = None

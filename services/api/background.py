@@ -73,6 +73,19 @@ def significance_table(source: Source, fits: Any, adjust: str, alpha: float, lev
     )
 
 
+def elo_rows(source: Source, options: dict[str, Any]) -> Any:
+    """``evalset.elo`` of the stored judgments (the command line's rows for them)."""
+    import evalset
+    from services.schemas import EloPublic, EloRow
+
+    board = evalset.elo(source.judgments.drop("seq"), dimension=source.dimension, **options)
+    return EloPublic(
+        dimension=source.dimension,
+        num_judgments=source.num_judgments,
+        rows=[EloRow.model_validate(r) for r in board.drop("dimension").to_dicts()],
+    )
+
+
 @dataclass
 class BackgroundJobs:
     """One worker thread and the jobs it ran or runs, by key."""

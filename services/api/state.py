@@ -29,6 +29,7 @@ from adaptive.streaming import Source
 from services.api.background import (
     BackgroundJobs,
     Pending,
+    elo_rows,
     prune_rows,
     significance_fits,
     significance_table,
@@ -476,6 +477,15 @@ class ServiceState:
         return self.jobs.result(
             key, source.num_judgments, prune_rows, source, keep, target_se_ratio, num_tiers, seed
         )
+
+    def elo(self, project_id: str, dimension: str, options: dict[str, Any]) -> Any:
+        """``evalset.elo`` of the stored judgments, or :class:`Pending` while it runs (its
+        bootstrap refits every resample) on the background thread."""
+        source = self.load_source((project_id, dimension))
+        if source is None:
+            return None
+        key = (project_id, dimension, source.last_seq, "elo", tuple(sorted(options.items())))
+        return self.jobs.result(key, source.num_judgments, elo_rows, source, options)
 
     def significance_table(
         self, project_id: str, dimension: str, *, adjust: str, alpha: float, level: float
