@@ -119,6 +119,20 @@ def _significance(snap: Snapshot, rows: list[dict[str, Any]]) -> s.SignificanceP
     )
 
 
+def _computed(result: Any, dim: str, code: str, what: str) -> Any:
+    """A background answer (services/api/background.py), or the 409 that says why not yet."""
+    if result is None:
+        raise ApiError(409, "no_snapshot", f"no judgments of dimension {dim!r} yet")
+    if isinstance(result, Pending):
+        raise ApiError(
+            409,
+            code,
+            f"{what} of {dim!r} with {result.num_judgments} judgments is being computed; "
+            "try again shortly",
+        )
+    return result
+
+
 def _answers(path: str, operation_id: str) -> Callable[[DecoratedCallable], DecoratedCallable]:
     """A GET route answering from snapshots: 404 for an unknown name, 409 before any snapshot."""
     return router.get(
@@ -190,16 +204,9 @@ def _significance_table(
         result = state.significance_table(project_id, dim, adjust=adjust, alpha=alpha, level=level)
     except ValueError as exc:
         raise ApiError(422, "cannot_fit", f"cannot fit {dim!r}: {exc}") from None
-    if result is None:
-        raise ApiError(409, "no_snapshot", f"no judgments of dimension {dim!r} yet")
-    if isinstance(result, Pending):
-        raise ApiError(
-            409,
-            "significance_pending",
-            f"the default model of {dim!r} with {result.num_judgments} judgments is being "
-            "fitted; try again shortly",
-        )
-    table: s.SignificanceTablePublic = result
+    table: s.SignificanceTablePublic = _computed(
+        result, dim, "significance_pending", "the default model's fit"
+    )
     return table
 
 
@@ -302,16 +309,7 @@ def elo(
         result = state.elo(project_id, dim, options)
     except ValueError as exc:
         raise ApiError(422, "cannot_fit", f"no Elo ratings for {dim!r}: {exc}") from None
-    if result is None:
-        raise ApiError(409, "no_snapshot", f"no judgments of dimension {dim!r} yet")
-    if isinstance(result, Pending):
-        raise ApiError(
-            409,
-            "elo_pending",
-            f"the Elo ratings of {dim!r} with {result.num_judgments} judgments are being "
-            "computed; try again shortly",
-        )
-    board: s.EloPublic = result
+    board: s.EloPublic = _computed(result, dim, "elo_pending", "the Elo ratings")
     return board
 
 
@@ -369,16 +367,7 @@ def pruning(
         )
     except (ValueError, KeyError, IndexError) as exc:
         raise ApiError(422, "cannot_prune", f"cannot prune {dim!r}: {exc}") from None
-    if result is None:
-        raise ApiError(409, "no_snapshot", f"no judgments of dimension {dim!r} yet")
-    if isinstance(result, Pending):
-        raise ApiError(
-            409,
-            "pruning_pending",
-            f"pruning of {dim!r} with {result.num_judgments} judgments is being computed; "
-            "try again shortly",
-        )
-    pruning: s.PruningPublic = result
+    pruning: s.PruningPublic = _computed(result, dim, "pruning_pending", "the pruning")
     return pruning
 
 
