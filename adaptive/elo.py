@@ -45,7 +45,7 @@ def win_table(battles: Battles, weights: np.ndarray | None = None) -> np.ndarray
     return table
 
 
-def mle_ratings(table: np.ndarray, *, steps: int = 100, tol: float = 1e-12) -> np.ndarray:
+def mle_ratings(table: np.ndarray, *, steps: int = 100, tol: float = 1e-10) -> np.ndarray:
     """Elo ratings maximising sum_ij W[i,j] log sigmoid(ln(10) (beta_i - beta_j)), centred at
     1000; a system with no battle in the table stays at 1000.
 
@@ -61,9 +61,14 @@ def mle_ratings(table: np.ndarray, *, steps: int = 100, tol: float = 1e-12) -> n
             "the Elo ratings have no finite maximum: a system won (or lost) every battle it "
             "took part in"
         )
+    n = table + table.T
+    if _groups(n[np.ix_(played, played)]) > 1:
+        raise ValueError(
+            "the Elo ratings have no finite maximum: some systems never met the others "
+            "(directly or through others), so they share no scale"
+        )
     beta = np.zeros(p)
     c = math.log(BASE)
-    n = table + table.T
     for _ in range(steps):
         diff = c * (beta[:, None] - beta[None, :])
         prob = 1.0 / (1.0 + np.exp(-diff))  # P(i beats j)
@@ -83,12 +88,24 @@ def mle_ratings(table: np.ndarray, *, steps: int = 100, tol: float = 1e-12) -> n
         if np.max(np.abs(step)) < tol:
             break
     else:
+        diff = c * (beta[:, None] - beta[None, :])
+        grad = c * (table - n * (1.0 / (1.0 + np.exp(-diff)))).sum(axis=1)
+        if np.all(np.isfinite(beta)) and np.max(np.abs(grad)) <= 1e-9 * max(n.sum(), 1.0):
+            return SCALE * (beta - beta[played].mean() * played) + INIT_RATING  # converged
         raise ValueError(
             "the Elo ratings have no finite maximum: a system won (or lost) every battle it "
             "took part in, or some systems never met the others"
         )
     beta[played] -= beta[played].mean()
     return SCALE * beta + INIT_RATING
+
+
+def _groups(meetings: np.ndarray) -> int:
+    """How many groups of systems met only among themselves (connected components)."""
+    from scipy.sparse.csgraph import connected_components
+
+    count, _ = connected_components(meetings > 0, directed=False)
+    return int(count)
 
 
 def bootstrap_ratings(

@@ -140,6 +140,15 @@ def test_a_system_that_won_everything_has_no_finite_rating() -> None:
     bt = Battles(("x", "y"), np.array([0, 0]), np.array([1, 1]), np.array([1.0, 1.0]))
     with pytest.raises(ValueError, match="no finite maximum"):
         mle_ratings(win_table(bt))
+    # two groups of systems that never met: no common scale
+    apart = Battles(
+        ("w", "x", "y", "z"),
+        np.array([0, 1, 2, 3]),
+        np.array([1, 0, 3, 2]),
+        np.array([1.0, 1.0, 1.0, 1.0]),
+    )
+    with pytest.raises(ValueError, match="no finite maximum"):
+        mle_ratings(win_table(apart))
 
 
 def test_the_command_line_prints_the_same_rows(capsys) -> None:  # noqa: ANN001
