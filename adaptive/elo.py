@@ -35,6 +35,19 @@ class Battles(NamedTuple):
     score: np.ndarray
 
 
+def battles_of(system_a: list[str], system_b: list[str], winner: list[str]) -> Battles:
+    """Judgments (``winner`` a, b or tie) as battles, the systems in sorted order."""
+    systems = tuple(sorted(set(system_a) | set(system_b)))
+    index = {s: i for i, s in enumerate(systems)}
+    score = {"a": 1.0, "tie": 0.5, "b": 0.0}
+    return Battles(
+        systems,
+        np.array([index[s] for s in system_a], dtype=np.int64),
+        np.array([index[s] for s in system_b], dtype=np.int64),
+        np.array([score[w] for w in winner]),
+    )
+
+
 def win_table(battles: Battles, weights: np.ndarray | None = None) -> np.ndarray:
     """(p, p) table W[i, j]: i's wins over j counted twice, ties once each way."""
     p = len(battles.systems)

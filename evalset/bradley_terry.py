@@ -145,7 +145,13 @@ def elo(
     """
     import numpy as np
 
-    from adaptive.elo import Battles, bootstrap_ratings, mle_ratings, rank_intervals, win_table
+    from adaptive.elo import (
+        battles_of,
+        bootstrap_ratings,
+        mle_ratings,
+        rank_intervals,
+        win_table,
+    )
 
     if rounds < 10:
         raise ValueError("rounds must be at least 10 (the interval's resamples)")
@@ -157,15 +163,11 @@ def elo(
     rows: list[dict[str, Any]] = []
     for dim in _dims(judgments, dimension):
         frame = judgments.filter(pl.col("dimension") == dim)
-        systems = tuple(sorted(set(frame["system_a"]) | set(frame["system_b"])))
-        index = {s: i for i, s in enumerate(systems)}
-        score = {"a": 1.0, "tie": 0.5, "b": 0.0}
-        battles = Battles(
-            systems,
-            np.array([index[s] for s in frame["system_a"]]),
-            np.array([index[s] for s in frame["system_b"]]),
-            np.array([score[w] for w in frame["winner"]]),
+        battles = battles_of(
+            frame["system_a"].to_list(), frame["system_b"].to_list(), frame["winner"].to_list()
         )
+        systems = battles.systems
+        index = {s: i for i, s in enumerate(systems)}
         ratings = mle_ratings(win_table(battles))
         clusters = None
         if bootstrap == "prompt":

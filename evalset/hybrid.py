@@ -376,9 +376,7 @@ def _recorded_rates(
         how="left",
         maintain_order="left",
     ).with_columns(pl.col("rates").is_not_null().alias("match"))
-    by_lease = by_lease.with_row_index("_i")
-    firsts = by_lease.filter("match").unique(subset=["lease_id", *cell], keep="first")["_i"]
-    by_lease = by_lease.with_columns(pl.col("_i").is_in(firsts.implode()).alias("hit"))
+    by_lease = _first_match(by_lease, ["lease_id", *cell])
     taken = by_lease.filter("hit").select("lease_id", *cell)
     # the others by annotator and cell, among the routes no lease-named judgment took
     rest = (
@@ -389,9 +387,7 @@ def _recorded_rates(
     by_name = people.join(
         rest, on=["annotator_id", *cell], how="left", maintain_order="left"
     ).with_columns((pl.col("rates").is_not_null() & pl.col("lease_id").is_null()).alias("match"))
-    by_name = by_name.with_row_index("_i")
-    firsts = by_name.filter("match").unique(subset=["annotator_id", *cell], keep="first")["_i"]
-    by_name = by_name.with_columns(pl.col("_i").is_in(firsts.implode()).alias("hit"))
+    by_name = _first_match(by_name, ["annotator_id", *cell])
     lease_hit, name_hit = by_lease["hit"].to_numpy(), by_name["hit"].to_numpy()
     repeat = (by_lease["match"].to_numpy() & ~lease_hit) | (by_name["match"].to_numpy() & ~name_hit)
     columns = {
@@ -404,6 +400,13 @@ def _recorded_rates(
         rates[i] = rate[[2, 1, 0, 3]] if flipped[i] else rate  # A <-> B: the family's orientation
     routed = lease_hit | name_hit
     return rates, routed, repeat
+
+
+def _first_match(frame: pl.DataFrame, key: list[str]) -> pl.DataFrame:
+    """``hit``: the first row (in arrival order) of each ``key`` among the ``match`` rows."""
+    indexed = frame.with_row_index("_i")
+    firsts = indexed.filter("match").unique(subset=key, keep="first")["_i"]
+    return indexed.with_columns(pl.col("_i").is_in(firsts.implode()).alias("hit"))
 
 
 def _evalue(log_e: float) -> float:

@@ -13,7 +13,14 @@ import polars as pl
 import pytest
 
 import evalset
-from adaptive.elo import Battles, bootstrap_ratings, mle_ratings, rank_intervals, win_table
+from adaptive.elo import (
+    Battles,
+    battles_of,
+    bootstrap_ratings,
+    mle_ratings,
+    rank_intervals,
+    win_table,
+)
 
 MTBENCH = Path(__file__).resolve().parents[1] / "data" / "mtbench" / "judgments.csv"
 
@@ -70,15 +77,8 @@ def _arena(frame: pl.DataFrame):  # noqa: ANN202
 @pytest.fixture(scope="module")
 def battles() -> tuple[pl.DataFrame, Battles]:
     frame = evalset.read(MTBENCH)
-    systems = tuple(sorted(set(frame["system_a"]) | set(frame["system_b"])))
-    index = {s: i for i, s in enumerate(systems)}
-    score = {"a": 1.0, "tie": 0.5, "b": 0.0}
-    return frame, Battles(
-        systems,
-        np.array([index[s] for s in frame["system_a"]]),
-        np.array([index[s] for s in frame["system_b"]]),
-        np.array([score[w] for w in frame["winner"]]),
-    )
+    cols = ("system_a", "system_b", "winner")
+    return frame, battles_of(*(frame[c].to_list() for c in cols))
 
 
 def test_the_maximum_likelihood_elo_is_the_notebooks(battles) -> None:  # noqa: ANN001
