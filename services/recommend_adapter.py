@@ -39,6 +39,7 @@ from adaptive.recommend import (
     Request,
     adjacent_comparisons,
     recommend,
+    recommend_key,
     snapshot_from_draws,
     tier_comparisons,
 )
@@ -336,9 +337,7 @@ def targets(
 
 def rng_key(seed: int, snapshot: RecommenderState) -> Any:
     """The recommender's key: ``fold_in(PRNGKey(seed), snapshot.version)``, as STYLE.md asks."""
-    import jax
-
-    return jax.random.fold_in(jax.random.PRNGKey(seed), snapshot.version)
+    return recommend_key(seed, snapshot.version)
 
 
 def recommend_named(

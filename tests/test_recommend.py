@@ -286,6 +286,13 @@ def test_the_key_is_folded_from_the_seed_and_the_snapshot_version():
     assert not np.array_equal(np.asarray(recommend_key(5, snap.version + 1)), np.asarray(key))
 
 
+@pytest.mark.parametrize("seed, version", [(0, 0), (2**31 - 1, 2**31 - 1), (2**31, 3), (7, 2**31)])
+def test_the_compiled_key_is_the_eager_fold_in_and_past_int32_too(seed, version):
+    """recommend_key compiles the fold-in for int32 inputs; either way it is the same key."""
+    expected = jax.random.fold_in(jax.random.PRNGKey(seed), version)
+    np.testing.assert_array_equal(np.asarray(recommend_key(seed, version)), np.asarray(expected))
+
+
 def test_an_int_seed_still_works_but_is_deprecated():
     """The old path (benchmarks still pass ints): numpy seeded with the int, as before."""
     snap = make_snapshot(np.zeros(4), [6] * 4, num_prompts=20)

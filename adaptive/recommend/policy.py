@@ -23,8 +23,17 @@ def recommend_key(seed: int, version: int) -> jax.Array:
 
     The same seed and snapshot version give the same key, so any batch can be
     replayed exactly (STYLE.md, rule 2); :mod:`services.recommend_adapter`
-    derives its key the same way.
+    derives its key the same way. Seeds and versions in int32 take one compiled
+    call (the two eager operations cost a next-batch request milliseconds when its
+    threads share the CPU); larger ones the same operations eagerly.
     """
+    if 0 <= seed < 2**31 and 0 <= version < 2**31:
+        return _compiled_key(seed, version)
+    return jax.random.fold_in(jax.random.PRNGKey(seed), version)
+
+
+@jax.jit
+def _compiled_key(seed: jax.Array, version: jax.Array) -> jax.Array:
     return jax.random.fold_in(jax.random.PRNGKey(seed), version)
 
 
