@@ -209,6 +209,42 @@ def test_leases_are_idempotent_and_expire(store: Store) -> None:
     assert active == first["cells"] and later == []
 
 
+def test_active_leased_cells_read_once_are_the_stored_cells_in_order(store: Store) -> None:
+    """The kept cells of leases seen before (and the IN lists in parts of 500) give the
+    rows a direct read of the table gives, in its order, as leases arrive and expire."""
+    now = datetime.now(UTC)
+
+    def direct(at: datetime) -> list:
+        with store.read() as conn:
+            rows = conn.execute(
+                select(t.leases.c.cells).where(
+                    t.leases.c.project_id == "p", t.leases.c.expires_at > at
+                )
+            )
+            return [cell for (cells,) in rows for cell in cells]
+
+    def cached(at: datetime) -> list:
+        with store.read() as conn:
+            return repo.active_leased_cells(conn=conn, project_id="p", now=at)
+
+    for round_ in range(3):
+        with store.write() as conn:
+            for k in range(round_ * 600, (round_ + 1) * 600):
+                repo.create_lease(
+                    conn=conn,
+                    project_id="p",
+                    idempotency_key=f"k{k}",
+                    annotator_id=f"w{k}",
+                    cells=[{"item_id": f"p{k % 3}", "system_a": "x", "system_b": f"y{k}"}],
+                    expires_at=now + timedelta(minutes=1 + k % 7),
+                    now=now,
+                )
+        for at in (now, now + timedelta(minutes=4)):
+            expected = direct(at)
+            assert cached(at) == expected and cached(at) == expected
+    assert len(direct(now)) == 1800 and cached(now + timedelta(hours=1)) == []
+
+
 def test_fetch_is_incremental_in_arrival_order(store: Store) -> None:
     with store.write() as conn:
         repo.add_judgments(conn=conn, project_id="p", judgments=[judgment(i) for i in range(4)])

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import datetime
 from typing import cast
@@ -89,13 +91,43 @@ def get_lease_by_key(*, conn: Connection, project_id: str, idempotency_key: str)
     return out
 
 
+#: the parsed cells of leases already read, by (database, lease_id): a lease's cells never
+#: change once stored, and a next-batch request reads every active lease twice
+_CELLS: OrderedDict[tuple[str, str], list[LeasedCellRow]] = OrderedDict()
+_CELLS_LOCK = threading.Lock()
+_CELLS_SIZE = 5_000
+
+
 def active_leased_cells(*, conn: Connection, project_id: str, now: datetime) -> list[LeasedCellRow]:
-    """Cells of every lease of the project that has not expired at ``now`` (flattened)."""
-    cells: list[LeasedCellRow] = []
-    for (value,) in conn.execute(
-        select(t.leases.c.cells).where(
-            and_(t.leases.c.project_id == project_id, t.leases.c.expires_at > now)
+    """Cells of every lease of the project that has not expired at ``now`` (flattened).
+
+    Only the active leases' ids are read each time; the cells of a lease not seen
+    before are read once and kept.
+    """
+    c = t.leases.c
+    ids = [
+        lease_id
+        for (lease_id,) in conn.execute(
+            select(c.lease_id).where(and_(c.project_id == project_id, c.expires_at > now))
         )
-    ):
-        cells.extend(value)
+    ]
+    database = str(conn.engine.url)
+    with _CELLS_LOCK:
+        have = {i: _CELLS.get((database, i)) for i in ids}
+    missing = [i for i, value in have.items() if value is None]
+    if missing:
+        found: dict[str, list[LeasedCellRow]] = {}
+        for start in range(0, len(missing), 500):  # bounded IN lists (SQLite's variable limit)
+            part = missing[start : start + 500]
+            rows = conn.execute(select(c.lease_id, c.cells).where(c.lease_id.in_(part)))
+            found.update({lease_id: value for lease_id, value in rows})
+        have.update(found)
+        with _CELLS_LOCK:
+            for lease_id, value in found.items():
+                _CELLS[(database, lease_id)] = value
+            while len(_CELLS) > _CELLS_SIZE:
+                _CELLS.popitem(last=False)
+    cells: list[LeasedCellRow] = []
+    for i in ids:
+        cells.extend(have[i] or ())
     return cells
