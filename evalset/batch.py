@@ -56,6 +56,71 @@ class RecommendRequest:
             raise ValueError("size must be positive")
 
 
+def recommend_fits(
+    judgments: pl.DataFrame,
+    request: RecommendRequest,
+    *,
+    log: Callable[[str], None] | None = None,
+) -> list[Any]:
+    """The recommender's fit of each dimension of the judgments (fast path, the request's
+    parameterization, draws and seed), as :class:`services.recommend_adapter.NamedFit`."""
+    from adaptive.cells import build_cells
+    from adaptive.fitting import FitConfig, fit_cells
+    from services.recommend_adapter import NamedFit
+
+    say = log or (lambda _: None)
+    config = FitConfig(
+        method="fast",
+        likelihood="judgment",
+        parameterization=request.parameterization,
+        num_draws=request.draws,
+        seed=request.seed,
+        # the batch needs the decisions and the systems' order, not calibrated intervals
+        exact_items=False,
+        integrate_tau=False,
+        robust=False,
+    )
+    fits = []
+    for dim in judgments["dimension"].unique(maintain_order=True).to_list():
+        cd = build_cells(judgments, dimension=dim)
+        say(f"fitting {dim!r}: {cd.num_comparisons} comparisons, {cd.num_judgments} judgments")
+        post = fit_cells(cd, config)
+        skill = post.flat("skill") if "skill" in post.draws else None
+        fits.append(NamedFit(dim, cd.systems, cd.pair_a, cd.pair_b, post.flat("theta"), skill))
+    return fits
+
+
+def recommend_state(
+    fits: Sequence[Any],
+    judgments: pl.DataFrame,
+    request: RecommendRequest,
+    *,
+    responses: Mapping[tuple[str, ...], str] | None = None,
+) -> tuple[Any, Any, Any, Any]:
+    """The recommender's state from :func:`recommend_fits`'s fits and the judgments: the
+    snapshot (its decisions under ``request.rule``, every compared comparison one family),
+    the names, the cells' state (display counts, annotatable cells) and the cells
+    ``request.annotator`` judged (None without one)."""
+    from services.recommend_adapter import cell_state, prepare
+
+    dims = judgments["dimension"].unique(maintain_order=True).to_list()
+    rows = list(judgments.iter_rows(named=True))
+    snapshot, names = prepare(
+        fits,
+        {dim: [r for r in rows if r["dimension"] == dim] for dim in dims},
+        systems=[s for r in rows for s in (r["system_a"], r["system_b"])],
+        prompts=[r["item_id"] for r in rows],
+        rule=request.rule,
+    )
+    state, exclude = cell_state(
+        names,
+        rows,
+        responses=cast(Mapping[tuple[str, str], str], responses or {}),
+        annotator=request.annotator,
+    )
+    return snapshot, names, state, exclude
+
+
 def recommend_batch(
     judgments: pl.DataFrame,
     request: RecommendRequest,
@@ -80,56 +145,15 @@ def recommend_batch(
     Raises:
         ValueError: a target names a system or pair the data do not have.
     """
-    from adaptive.cells import build_cells
-    from adaptive.fitting import FitConfig, fit_cells
     from adaptive.recommend import Request
-    from services.recommend_adapter import (
-        NamedFit,
-        UnknownName,
-        cell_state,
-        not_served,
-        prepare,
-        recommend_named,
-        targets,
-    )
+    from services.recommend_adapter import UnknownName, not_served, recommend_named, targets
 
     say = log or (lambda _: None)
     tell = note or say
     prompt_text = prompt_text or {}
     responses = responses or {}
-    dims = judgments["dimension"].unique(maintain_order=True).to_list()
-    config = FitConfig(
-        method="fast",
-        likelihood="judgment",
-        parameterization=request.parameterization,
-        num_draws=request.draws,
-        seed=request.seed,
-        # the batch needs the decisions and the systems' order, not calibrated intervals
-        exact_items=False,
-        integrate_tau=False,
-        robust=False,
-    )
-    fits = []
-    for dim in dims:
-        cd = build_cells(judgments, dimension=dim)
-        say(f"fitting {dim!r}: {cd.num_comparisons} comparisons, {cd.num_judgments} judgments")
-        post = fit_cells(cd, config)
-        skill = post.flat("skill") if "skill" in post.draws else None
-        fits.append(NamedFit(dim, cd.systems, cd.pair_a, cd.pair_b, post.flat("theta"), skill))
-    rows = list(judgments.iter_rows(named=True))
-    snapshot, names = prepare(
-        fits,
-        {dim: [r for r in rows if r["dimension"] == dim] for dim in dims},
-        systems=[s for r in rows for s in (r["system_a"], r["system_b"])],
-        prompts=[r["item_id"] for r in rows],
-        rule=request.rule,
-    )
-    state, exclude = cell_state(
-        names,
-        rows,
-        responses=cast(Mapping[tuple[str, str], str], responses),
-        annotator=request.annotator,
-    )
+    fits = recommend_fits(judgments, request, log=say)
+    snapshot, names, state, exclude = recommend_state(fits, judgments, request, responses=responses)
     try:
         chosen = targets(
             snapshot,

@@ -232,10 +232,32 @@ def test_the_next_batch_is_the_same_through_every_door(data, served, unit, capsy
     # the service's batch reads its worker's snapshot, not this fit: it leaves out the same
     # comparisons (the decisions say which cannot close) and serves open ones of the family
     _, api, project_id, headers = served
-    body = {"size": 12, "unit": unit, "seed": 3}
+    body = {"size": 12, "unit": unit, "seed": 3, "lease_seconds": 1}
     r = api.post(f"/projects/{project_id}/next-batch", json=body, headers=headers)
     assert r.status_code == 200, r.text
     http = r.json()
+    # model=default: the command line's fit of the stored judgments, so (no cell under
+    # lease: the live batch's lease of 1 s has expired) the command line's batch, cell for cell
+    deadline = time.monotonic() + 180
+    time.sleep(1.1)
+    while True:
+        r = api.post(
+            f"/projects/{project_id}/next-batch",
+            json={**body, "model": "default"},
+            headers=headers,
+        )
+        if r.status_code != 409:
+            break
+        assert r.json()["error"]["code"] == "recommendation_pending", r.text
+        assert time.monotonic() < deadline, r.text
+        time.sleep(0.2)
+    assert r.status_code == 200, r.text
+    columns = ("item_id", "dimension", "system_a", "system_b", "shown_first", "reason", "needed")
+    _same_rows(r.json()["cells"], cli, columns=columns)
+    assert {
+        (c["dimension"], c["system_a"], c["system_b"], c["needed"], c["servable_prompts"])
+        for c in r.json()["not_served"]
+    } == left_out
     assert {
         (c["dimension"], c["system_a"], c["system_b"], c["needed"], c["servable_prompts"])
         for c in http["not_served"]

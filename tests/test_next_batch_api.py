@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -182,6 +183,25 @@ def test_errors_are_reported(client):
     r = client.post(url, json={"size": 3, "targets": [["s0", "zz"]]}, headers=headers)
     assert r.status_code == 404
     assert client.post(url, json={"size": 3}).status_code == 401
+
+
+def test_the_default_model_batch_serves_the_command_lines_family_without_routing(client):
+    """model=default is the command line's batch: another family or a routing is a 422
+    that names the field, before any fit; a project without judgments is a 409."""
+    project_id, headers = _project(client)
+    url = f"/projects/{project_id}/next-batch"
+    for extra in ({"family": "all-pairs"}, {"pairs": [["s0", "s1"]]}, {"route_by": "gpt-4"}):
+        r = client.post(url, json={"size": 3, "model": "default", **extra}, headers=headers)
+        assert r.status_code == 422, r.text
+        assert r.json()["error"]["problems"][0]["field"] == "model", r.text
+    empty = f"e-{uuid.uuid4().hex[:8]}"
+    token = client.post("/projects", json={"project_id": empty}).json()["token"]
+    r = client.post(
+        f"/projects/{empty}/next-batch",
+        json={"size": 3, "model": "default"},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert r.status_code == 409 and r.json()["error"]["code"] == "no_snapshot", r.text
 
 
 def test_targets_restrict_the_batch(client):

@@ -16,7 +16,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 from fastapi import APIRouter, Header
@@ -38,6 +38,7 @@ from adaptive.rule import (
 from services.api.decisions import check_pairs, make_rule, one_of
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError, error_responses
+from services.api.next_batch_default import default_model_state
 from services.api.tally import ProjectTally, concat, flip, take
 from services.schemas import Id, JsonInt, Name
 from services.store import repository as repo
@@ -112,6 +113,14 @@ class NextBatchCreate(BaseModel):
         "its routing, the rates kept with the lease, for GET .../hybrid-decisions "
         "(docs/hybrid.md). A routed campaign's human-only decisions (GET .../decisions) "
         "assume uniform draws and no longer hold",
+    )
+
+    model: Literal["snapshot", "default"] = Field(
+        default="snapshot",
+        description="snapshot: the worker's newest posterior snapshot (the live model, at "
+        "once); default: the default model fitted on the stored judgments, the batch "
+        "`evalset recommend --data` gives for them (fitted on a background thread: 409 "
+        "`recommendation_pending` until it is done; the compared family, no routing)",
     )
 
     def rule(self) -> DecisionRule:
@@ -198,7 +207,9 @@ def _public(lease: repo.LeaseRow, replayed: bool) -> NextBatchPublic:
 
 def _request_hash(body: NextBatchCreate) -> str:
     """The request an idempotency key is bound to: everything in the body but the key."""
-    content = body.model_dump(mode="json", exclude={"idempotency_key"})
+    # leases stored before ``model`` existed were live batches: a default is left out
+    skip = {"idempotency_key"} | ({"model"} if body.model == "snapshot" else set())
+    content = body.model_dump(mode="json", exclude=skip)
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
@@ -479,7 +490,18 @@ def next_batch(
     if unknown:
         raise ApiError(404, "not_found", f"unknown dimension(s) {unknown}; the project has {known}")
     rule = body.rule()
-    snapshot, maps = _prepare(state, project_id, list(dims), body.seed, body.annotator_id, rule)
+    if body.model == "default":
+        snapshot, maps = default_model_state(
+            state,
+            project_id,
+            list(dims),
+            seed=body.seed,
+            annotator=body.annotator_id,
+            rule=rule,
+            route_by=body.route_by,
+        )
+    else:
+        snapshot, maps = _prepare(state, project_id, list(dims), body.seed, body.annotator_id, rule)
     names: CellNames = maps["names"]
     now = _now()
     cells: CellState = maps["cells"]

@@ -100,7 +100,7 @@ class RecordingRefresher(Refresher):
         return bool(self._threads) and all(t.is_alive() for t in self._threads)
 
 
-_COLUMNS = ["item_id", "system_a", "system_b", "annotator_id", "winner", "screen_id"]
+_COLUMNS = ["item_id", "system_a", "system_b", "annotator_id", "winner", "screen_id", "shown_first"]
 _SCHEMA = {"seq": pl.Int64, **dict.fromkeys(_COLUMNS, pl.Utf8)}
 
 

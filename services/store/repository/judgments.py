@@ -440,11 +440,20 @@ def fetch_judgments(
 def fetch_judgment_columns(
     *, conn: Connection, project_id: str, dimension: str, after_seq: int = 0
 ) -> tuple[list[tuple[Any, ...]], int]:
-    """Rows (seq, item_id, system_a, system_b, annotator_id, winner, screen_id) after
-    ``after_seq``, fast."""
+    """Rows (seq, item_id, system_a, system_b, annotator_id, winner, screen_id, shown_first)
+    after ``after_seq``, fast."""
     c = t.judgments.c
     rows = conn.execute(
-        select(c.seq, c.item_id, c.system_a, c.system_b, c.annotator_id, c.winner, c.screen_id)
+        select(
+            c.seq,
+            c.item_id,
+            c.system_a,
+            c.system_b,
+            c.annotator_id,
+            c.winner,
+            c.screen_id,
+            c.shown_first,
+        )
         .where(c.project_id == project_id, c.dimension == dimension, c.seq > after_seq)
         .order_by(c.seq)
     ).all()
