@@ -9,8 +9,10 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import numpy as np
+import polars as pl
 import pytest
 
+import evalset
 from adaptive.streaming import Snapshot as StreamSnapshot
 from services.api import next_batch as nb
 from services.settings import Settings
@@ -255,3 +257,53 @@ def test_concurrent_requests_never_lease_one_cell_twice(store, request):
         batches = list(pool.map(ask, range(4)))
     cells = [cell for batch in batches for cell in _cells(batch)]
     assert len(cells) == len(set(cells)) == total, "a cell was leased to two requests at once"
+
+
+def test_the_default_model_batch_is_the_command_lines_on_two_dimensions_with_display_order(
+    client,
+):
+    """model=default on judgments with a recorded display order, two dimensions and an
+    annotator to spare: the batch evalset.recommend gives for the same judgments."""
+    project_id = f"d{time.monotonic_ns() % 10**9}"
+    dims = [{"dimension_id": d} for d in ("overall", "clarity")]
+    r = client.post("/projects", json={"project_id": project_id, "dimensions": dims})
+    headers = {"Authorization": f"Bearer {r.json()['token']}"}
+    rng = np.random.default_rng(5)
+    systems = ["s0", "s1", "s2", "s3"]
+    body = {"systems": [{"system_id": x} for x in systems]}
+    assert client.post(f"/projects/{project_id}/systems", json=body, headers=headers).is_success
+    body = {"prompts": [{"prompt_id": f"q{i}", "text": f"t{i}"} for i in range(8)]}
+    assert client.post(f"/projects/{project_id}/prompts", json=body, headers=headers).is_success
+    rows = []
+    for k in range(160):
+        a, b = rng.choice(4, size=2, replace=False)
+        rows.append(
+            {
+                "judgment_id": f"j{k}",
+                "item_id": f"q{rng.integers(8)}",
+                "system_a": systems[a],
+                "system_b": systems[b],
+                "annotator_id": f"w{rng.integers(4)}",
+                "winner": ["a", "b", "tie"][
+                    rng.choice(3, p=[0.3 + 0.1 * (a < b), 0.5, 0.2 - 0.1 * (a < b)])
+                ],
+                "dimension": ["overall", "clarity"][k % 2],
+                "shown_first": ["a", "b", None][rng.integers(3)],
+            }
+        )
+    r = client.post(f"/projects/{project_id}/judgments", json={"judgments": rows}, headers=headers)
+    assert r.status_code == 200, r.text
+    frame = pl.DataFrame(rows).drop("judgment_id")
+    want = evalset.recommend(frame, size=10, seed=2, unit="judgment", annotator="w1").to_dicts()
+    body = {"size": 10, "seed": 2, "unit": "judgment", "annotator_id": "w1", "model": "default"}
+    deadline = time.monotonic() + 120
+    while (
+        r := client.post(f"/projects/{project_id}/next-batch", json=body, headers=headers)
+    ).status_code == 409:
+        assert r.json()["error"]["code"] == "recommendation_pending", r.text
+        assert time.monotonic() < deadline, r.text
+        time.sleep(0.2)
+    assert r.status_code == 200, r.text
+    columns = ("item_id", "dimension", "system_a", "system_b", "shown_first", "reason", "needed")
+    got = [{k: c[k] for k in columns} for c in r.json()["cells"]]
+    assert len(want) == 10 and got == [{k: w[k] for k in columns} for w in want]

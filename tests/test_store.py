@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import event, select, text
 
 from services.store import Store
 from services.store import repository as repo
@@ -227,6 +227,13 @@ def test_active_leased_cells_read_once_are_the_stored_cells_in_order(store: Stor
         with store.read() as conn:
             return repo.active_leased_cells(conn=conn, project_id="p", now=at)
 
+    cells_read: list[int] = []
+
+    def count(conn, cursor, statement, parameters, context, executemany) -> None:
+        if "leases.cells" in statement and "INSERT" not in statement:
+            cells_read.append(1)
+
+    event.listen(store.engine, "before_cursor_execute", count)
     for round_ in range(3):
         with store.write() as conn:
             for k in range(round_ * 600, (round_ + 1) * 600):
@@ -241,7 +248,12 @@ def test_active_leased_cells_read_once_are_the_stored_cells_in_order(store: Stor
                 )
         for at in (now, now + timedelta(minutes=4)):
             expected = direct(at)
+            cells_read.clear()
             assert cached(at) == expected and cached(at) == expected
+            # the 600 new leases' cells in two reads of at most 500 ids the first time,
+            # none after
+            assert len(cells_read) == (2 if at == now else 0)
+    event.remove(store.engine, "before_cursor_execute", count)
     assert len(direct(now)) == 1800 and cached(now + timedelta(hours=1)) == []
 
 

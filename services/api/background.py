@@ -94,27 +94,46 @@ class BackgroundJobs:
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="answers")
     )
     _jobs: dict[tuple[Any, ...], Future[Any]] = field(default_factory=dict)
+    _groups: dict[tuple[Any, ...], tuple[Any, ...]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def result(
-        self, key: tuple[Any, ...], num_judgments: int, fn: Callable[..., Any], *args: Any
+        self,
+        key: tuple[Any, ...],
+        num_judgments: int,
+        fn: Callable[..., Any],
+        *args: Any,
+        supersedes: tuple[Any, ...] | None = None,
     ) -> Any:
         """``fn(*args)`` for ``key`` (project, dimension, the judgments' last sequence number,
         options), computed once; :class:`Pending` until it is done. Its exception, if any,
-        is raised to the request that finds it, and the job is forgotten."""
+        is raised to the request that finds it, and the job is forgotten.
+
+        ``supersedes``: the key without the judgments seen; a new job cancels the queued
+        (not yet started) jobs of the same ``supersedes`` for fewer judgments, so a client
+        that asks again while judgments stream in does not queue a fit for each batch.
+        """
         with self._lock:
             job = self._jobs.get(key)
             if job is None:
+                if supersedes is not None:
+                    for old in [k for k, g in self._groups.items() if g == supersedes]:
+                        if self._jobs[old].cancel():  # queued: dropped; running: kept
+                            del self._jobs[old], self._groups[old]
+                    self._groups[key] = supersedes
                 job = self._pool.submit(fn, *args)
                 self._jobs[key] = job
                 while len(self._jobs) > MAX_JOBS:  # the oldest, not run if still queued
-                    self._jobs.pop(next(iter(self._jobs))).cancel()
+                    oldest = next(iter(self._jobs))
+                    self._jobs.pop(oldest).cancel()
+                    self._groups.pop(oldest, None)
         if not job.done():
             return Pending(num_judgments)
         if job.exception() is not None:  # raised to this request; the next one tries again
             with self._lock:
                 if self._jobs.get(key) is job:
                     del self._jobs[key]
+                    self._groups.pop(key, None)
         return job.result()
 
     def shutdown(self) -> None:

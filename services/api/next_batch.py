@@ -149,7 +149,9 @@ class LeasedCell(BaseModel):
     needed: int | None = Field(
         description="judgments the comparison's decision likely still needs (null: not in sight)"
     )
-    snapshot_version: int
+    snapshot_version: int = Field(
+        description="the snapshot the cell was chosen on (model=default: the judgments it read)"
+    )
 
 
 class NotServed(BaseModel):

@@ -53,12 +53,18 @@ def default_model_state(
             "no routing (family, pairs and route_by apply to model=snapshot)"
         )
         raise ApiError(422, "validation_error", message, [{"field": "model", "message": message}])
-    sources = [s for d in dims if (s := state.load_source((project_id, d))) is not None]
+    sources = [
+        s for d in dict.fromkeys(dims) if (s := state.load_source((project_id, d))) is not None
+    ]
     if not sources:
         raise ApiError(409, "no_snapshot", "no judgments yet: post judgments first")
     frame = pl.concat([s.judgments.drop("seq") for s in sources], how="vertical_relaxed")
-    key = (project_id, tuple((s.dimension, s.last_seq) for s in sources), "recommend", seed)
-    fits = state.jobs.result(key, frame.height, _fits, frame, seed)
+    group = (project_id, tuple(s.dimension for s in sources), "recommend", seed)
+    key = (*group, tuple(s.last_seq for s in sources), frame.height)
+    try:
+        fits = state.jobs.result(key, frame.height, _fits, frame, seed, supersedes=group)
+    except ValueError as exc:
+        raise ApiError(422, "cannot_fit", f"cannot fit the stored judgments: {exc}") from None
     if isinstance(fits, Pending):
         raise ApiError(
             409,
