@@ -95,7 +95,9 @@ def get_lease_by_key(*, conn: Connection, project_id: str, idempotency_key: str)
 #: change once stored, and a next-batch request reads every active lease twice
 _CELLS: OrderedDict[tuple[str, str], list[LeasedCellRow]] = OrderedDict()
 _CELLS_LOCK = threading.Lock()
-_CELLS_SIZE = 5_000
+#: cells kept at most (least recently read leases dropped first)
+_CELLS_SIZE = 200_000
+_cells_kept = 0
 
 
 def active_leased_cells(*, conn: Connection, project_id: str, now: datetime) -> list[LeasedCellRow]:
@@ -112,8 +114,12 @@ def active_leased_cells(*, conn: Connection, project_id: str, now: datetime) -> 
         )
     ]
     database = str(conn.engine.url)
+    global _cells_kept
     with _CELLS_LOCK:
         have = {i: _CELLS.get((database, i)) for i in ids}
+        for i, value in have.items():
+            if value is not None:
+                _CELLS.move_to_end((database, i))
     missing = [i for i, value in have.items() if value is None]
     if missing:
         found: dict[str, list[LeasedCellRow]] = {}
@@ -124,9 +130,11 @@ def active_leased_cells(*, conn: Connection, project_id: str, now: datetime) -> 
         have.update(found)
         with _CELLS_LOCK:
             for lease_id, value in found.items():
-                _CELLS[(database, lease_id)] = value
-            while len(_CELLS) > _CELLS_SIZE:
-                _CELLS.popitem(last=False)
+                if (database, lease_id) not in _CELLS:
+                    _CELLS[(database, lease_id)] = value
+                    _cells_kept += len(value)
+            while _cells_kept > _CELLS_SIZE and _CELLS:
+                _cells_kept -= len(_CELLS.popitem(last=False)[1])
     cells: list[LeasedCellRow] = []
     for i in ids:
         cells.extend(have[i] or ())
