@@ -25,6 +25,7 @@ function                  what
 :func:`leaderboard`       pooled Bradley-Terry abilities (sum-to-zero or vs a reference)
 :func:`elo`               Arena-style Elo ratings with bootstrap and rank intervals
 :func:`annotators`        per annotator: position bias and agreement, flags
+:func:`agreement`         Krippendorff's alpha / Fleiss' kappa of repeated cells, per annotator
 :func:`recommend`         the next annotation batch (a task table)
 :func:`prune`             kept and dropped prompts per model tier
 :func:`replay`            judgments each allocation policy needs on a logged campaign
@@ -50,11 +51,13 @@ import polars as pl
 
 from adaptive.rule import DEFAULT_LEVEL
 from evalset._common import _dims, _method, example, read
+from evalset.annotator_agreement import agreement
 from evalset.bradley_terry import annotators, elo, leaderboard
 from evalset.decide import decisions, evidence
 from evalset.verdicts import DEFAULT_ADJUST, DEFAULT_INTERVAL, DEFAULT_METHOD, DEFAULT_SEED
 
 __all__ = [
+    "agreement",
     "annotators",
     "decisions",
     "elo",
