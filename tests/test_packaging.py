@@ -283,6 +283,7 @@ def cli_commands() -> list[list[str]]:
         ["bt", "--data", MTBENCH, "--by", "pooled", "--method", "fast", *quiet],
         ["elo", "--data", MTBENCH, "--rounds", "20", "--format", "json"],
         ["annotators", "--data", MTBENCH, "--method", "fast", "--assume-a-first", *quiet],
+        ["agreement", "--data", MTBENCH, "--report", "annotators", *quiet],
         ["damr", "--data", MRBENCH, "--method", "mle", *quiet],
         # no --workers: without Ray the folds run serially
         ["loco", "--data", MTBENCH, "--grid", "5,10", "--num-random", "3", *quiet],

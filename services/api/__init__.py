@@ -41,6 +41,7 @@ ROUTER_MODULES: tuple[str, ...] = (
     "services.api.next_batch",
     "services.api.crowd",
     "services.api.decisions",
+    "services.api.agreement",
     "services.api.hybrid",
     "services.api.dashboard",
 )
