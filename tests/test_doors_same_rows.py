@@ -335,3 +335,38 @@ def test_the_elo_leaderboard_is_the_same_through_every_door(data, served, capsys
         f"/projects/{project_id}/elo", params={**params, "anchor_system": "nobody"}, headers=headers
     )
     assert bad.status_code == 404 and "nobody" in bad.json()["error"]["message"]
+
+
+def test_the_leaderboard_on_the_elo_scale_is_the_elo_leaderboard(data, served, capsys):
+    """``GET .../leaderboard?scale=elo`` gives the rows of ``evalset elo`` with the same options
+    (the default scale stays the snapshot's skill)."""
+    argv = ["elo", "--data", str(data), "--rounds", "60", "--seed", "5", "--level", "0.9"]
+    out, _ = _cli(
+        [*argv, "--bootstrap", "prompt", "--anchor", "NCM=900", "--format", "json"], capsys
+    )
+    cli = [{k: v for k, v in row.items() if k != "dimension"} for row in json.loads(out)]
+    _, api, project_id, headers = served
+    url = f"/projects/{project_id}/leaderboard"
+    params = {"scale": "elo", "rounds": 60, "seed": 5, "level": 0.9, "bootstrap": "prompt"}
+    params |= {"anchor_system": "NCM", "anchor_rating": 900}
+    deadline = time.monotonic() + 120
+    while (r := api.get(url, params=params, headers=headers)).status_code == 409:
+        assert r.json()["error"]["code"] == "elo_pending", r.text
+        assert time.monotonic() < deadline, r.text
+        time.sleep(0.1)
+    assert r.status_code == 200, r.text
+    board = r.json()
+    assert board["num_judgments"] == pl.read_csv(data).height
+    _same_rows(board["rows"], cli)
+    assert board["rows"][[row["system"] for row in cli].index("NCM")]["elo"] == pytest.approx(900)
+    # GET .../elo with the same options answers the same
+    same = {k: v for k, v in params.items() if k != "scale"}
+    elo = api.get(f"/projects/{project_id}/elo", params=same, headers=headers)
+    assert elo.status_code == 200 and elo.json() == board
+    # the default scale: the snapshot's skill, as before; options of one scale not the other's
+    skill = api.get(url, headers=headers).json()
+    assert set(skill) == {"snapshot", "rows"} and "system_id" in skill["rows"][0]
+    bad = api.get(url, params={"rounds": 60}, headers=headers)
+    assert bad.status_code == 422 and "scale=elo" in bad.json()["error"]["message"]
+    bad = api.get(url, params={"scale": "elo", "method": "laplace"}, headers=headers)
+    assert bad.status_code == 422 and "scale=skill" in bad.json()["error"]["message"]

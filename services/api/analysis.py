@@ -45,6 +45,19 @@ Dimension = Annotated[
     str | None,
     Query(max_length=200, description="default: the project's only dimension, or 'overall'"),
 ]
+Rounds = Annotated[int, Query(ge=10, le=10_000, description="bootstrap resamples")]
+Seed = Annotated[int, Query(ge=0, le=2**31 - 1)]
+Bootstrap = Annotated[
+    Literal["judgment", "prompt"],
+    Query(description="resample battles (Arena's notebook) or whole prompts"),
+]
+AnchorSystem = Annotated[
+    str | None, Query(max_length=200, description="the system anchor_rating is given to")
+]
+AnchorRating = Annotated[float, Query(ge=-1e6, le=1e6)]
+#: ``GET .../elo``'s options when none is given (``evalset elo``'s defaults): the dashboard
+#: asks for these, so it reads the answer that route computes
+ELO_DEFAULTS: dict[str, Any] = {"rounds": 1000, "level": 0.95, "seed": 0, "bootstrap": "judgment"}
 
 
 # ---------------------------------------------------------------- helpers
@@ -267,8 +280,43 @@ def leaderboard(
     dimension: Dimension = None,
     level: Level = 0.95,
     method: Method = None,
-) -> s.LeaderboardPublic:
-    """Per-system skill with its interval, mean rank and P(best), best first."""
+    scale: Annotated[
+        Literal["skill", "elo"],
+        Query(
+            description="skill: the newest snapshot's skill (answered at once); elo: Chatbot "
+            "Arena's Elo leaderboard of the stored judgments, the answer of GET .../elo with "
+            "the same options (rounds, seed, bootstrap, anchor_system, anchor_rating; level "
+            "is its intervals' level), the rows of `evalset elo`: 409 `elo_pending` until "
+            "its background job is done"
+        ),
+    ] = "skill",
+    rounds: Annotated[int | None, Query(ge=10, le=10_000, description="scale=elo")] = None,
+    seed: Annotated[int | None, Query(ge=0, le=2**31 - 1, description="scale=elo")] = None,
+    bootstrap: Annotated[
+        Literal["judgment", "prompt"] | None, Query(description="scale=elo")
+    ] = None,
+    anchor_system: AnchorSystem = None,
+    anchor_rating: Annotated[float | None, Query(ge=-1e6, le=1e6)] = None,
+) -> s.LeaderboardPublic | s.EloPublic:
+    """Per-system skill with its interval, mean rank and P(best), best first; with
+    ``scale=elo`` the Elo leaderboard of ``GET .../elo``."""
+    elo_only = {"rounds": rounds, "seed": seed, "bootstrap": bootstrap}
+    anchor = {"anchor_system": anchor_system, "anchor_rating": anchor_rating}
+    if scale == "skill":
+        given = [k for k, v in {**elo_only, **anchor}.items() if v is not None]
+        if given:
+            raise ApiError(422, "validation_error", f"{', '.join(given)}: only with scale=elo")
+    else:
+        if method is not None:
+            raise ApiError(
+                422,
+                "validation_error",
+                "scale=elo rates the stored judgments: method applies to scale=skill",
+            )
+        options = {**ELO_DEFAULTS, "level": level}
+        options |= {k: v for k, v in elo_only.items() if v is not None}
+        rating = 1000.0 if anchor_rating is None else anchor_rating
+        return _elo(state, project_id, dimension, options, anchor_system, rating)
     snap = _newest(state, project_id, dimension, method)
     return s.LeaderboardPublic(
         snapshot=_from_snapshot(snap),
@@ -281,30 +329,37 @@ def elo(
     project_id: ProjectId,
     state: State,
     dimension: Dimension = None,
-    rounds: Annotated[int, Query(ge=10, le=10_000, description="bootstrap resamples")] = 1000,
+    rounds: Rounds = 1000,
     level: Level = 0.95,
-    seed: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
-    bootstrap: Annotated[
-        Literal["judgment", "prompt"],
-        Query(description="resample battles (Arena's notebook) or whole prompts"),
-    ] = "judgment",
-    anchor_system: Annotated[
-        str | None, Query(max_length=200, description="the system anchor_rating is given to")
-    ] = None,
-    anchor_rating: Annotated[float, Query(ge=-1e6, le=1e6)] = 1000.0,
+    seed: Seed = 0,
+    bootstrap: Bootstrap = "judgment",
+    anchor_system: AnchorSystem = None,
+    anchor_rating: AnchorRating = 1000.0,
 ) -> s.EloPublic:
     """Chatbot Arena's Elo leaderboard of the stored judgments (``evalset elo``): ratings,
     bootstrap intervals, rank intervals that hold for every system at once. Computed on a
     background thread: 409 ``elo_pending`` until it is done, then kept until the next batch."""
-    dim = _dimension(state, project_id, dimension)
     options: dict[str, Any] = {"rounds": rounds, "level": level, "seed": seed}
     options["bootstrap"] = bootstrap
+    return _elo(state, project_id, dimension, options, anchor_system, anchor_rating)
+
+
+def _elo(
+    state: State,
+    project_id: str,
+    dimension: str | None,
+    options: dict[str, Any],
+    anchor_system: str | None,
+    anchor_rating: float,
+) -> s.EloPublic:
+    """The Elo answer of ``GET .../elo`` (and ``.../leaderboard?scale=elo``), or its 409."""
+    dim = _dimension(state, project_id, dimension)
     if anchor_system is not None:
         with state.store.read() as conn:
             known = {x["system_id"] for x in repo.list_systems(conn=conn, project_id=project_id)}
         if anchor_system not in known:
             raise ApiError(404, "not_found", f"unknown system {anchor_system!r} (anchor_system)")
-        options["anchor"] = (anchor_system, anchor_rating)
+        options = {**options, "anchor": (anchor_system, anchor_rating)}
     try:
         result = state.elo(project_id, dim, options)
     except ValueError as exc:

@@ -425,6 +425,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "elo",
         help="Arena-style Elo leaderboard: maximum-likelihood ratings (ties half a win), "
         "bootstrap intervals and rank intervals (Chatbot Arena's method)",
+        description="Arena-style Elo leaderboard (Chatbot Arena's method). The service gives "
+        "the same rows for its stored judgments: GET /projects/P/elo, or "
+        "GET /projects/P/leaderboard?scale=elo with the same options (anchor_system and "
+        "anchor_rating for --anchor); its dashboard shows them with the defaults.",
     )
     add_data_args(p)
     p.add_argument("--rounds", type=int, default=1000, help="bootstrap resamples (default: 1000)")
