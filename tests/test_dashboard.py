@@ -223,6 +223,46 @@ def test_dashboard_colours_follow_the_figures():
     assert COLORS == DECISION_COLORS
 
 
+def test_dashboard_shows_the_elo_leaderboard_and_what_the_colours_mean(server):
+    """The page says what the forest plot's colours are (each system's own decision against
+    the leader, not its rank) and shows GET .../elo's default rows once they are computed."""
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        project_id, token = _campaign(server, client)
+        headers = {"Authorization": f"Bearer {token}"}
+        path = f"/projects/{project_id}/dashboard"
+        deadline = time.monotonic() + 120
+        while 'id="elo-meta"' not in (page := client.get(path, headers=headers).text):
+            assert 'id="elo-pending"' in page and "being computed" in page, page
+            assert time.monotonic() < deadline, "no Elo ratings on the page"
+            time.sleep(0.2)
+        legend = page.split('id="forest-colours">')[1].split("</p>")[0]
+        assert "own comparison with the leader, not its rank" in legend
+        elo = _api(client, project_id, token, "elo")
+        assert len(elo["rows"]) == len(STRENGTH) and elo["num_judgments"] == 260
+        section = page.split('<section id="elo">')[1].split("</section>")[0]
+        assert f'data-judgments="{elo["num_judgments"]}"' in section
+        shown = [part.split('"')[0] for part in section.split('<tr data-system="')[1:]]
+        assert shown == [r["system"] for r in elo["rows"]]
+        for r in elo["rows"]:
+            assert (
+                f'<td>{r["rank"]}</td><td class="t">{r["system"]}</td><td>{r["elo"]:.0f}</td>'
+                f"<td>[{r['ci_low']:.0f}, {r['ci_high']:.0f}]</td>"
+                f"<td>{r['rank_best']}&ndash;{r['rank_worst']}</td><td>{r['n_judgments']}</td>"
+            ) in section
+
+
+def test_dashboard_says_why_the_elo_rows_are_missing():
+    from services.api.dashboard_page import _elo_section
+
+    assert _elo_section(None, 15) == ""  # no judgments: no Elo section
+    pending = _elo_section({"pending": 260}, 15)
+    assert "ratings of the 260 judgments are being computed" in pending
+    assert "a later reload shows them" in pending
+    assert "reloading the page shows them" in _elo_section({"pending": 260}, 0)
+    error = _elo_section({"error": "some systems never met <the others>"}, 15)
+    assert "No Elo ratings: some systems never met &lt;the others&gt;" in error
+
+
 # ---------------------------------------------------------------- in the browser
 
 
@@ -346,6 +386,7 @@ def test_dashboard_in_a_browser(server, browser):
             "snapshot v1 (laplace), fitted on 260 judgments"
             in page.locator("#leaderboard-snapshot").inner_text()
         )
+        assert "not its rank" in page.locator("#forest-colours").inner_text()
 
         if os.environ.get("EVALSET_DOCS_SCREENSHOTS"):
             page.screenshot(path=str(DOCS_IMG / "dashboard.png"), full_page=True)

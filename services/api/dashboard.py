@@ -7,6 +7,8 @@ charts, inline CSS, a Content-Security-Policy that forbids anything else). It sh
   decision, judgments likely still needed;
 * the leaderboard of the newest snapshot (the numbers of ``GET .../leaderboard``),
   a forest plot coloured by each system's decision against the leader;
+* the Elo leaderboard of the stored judgments (``GET .../elo`` with its defaults: the
+  page reads that background answer and says so while it is being computed);
 * every comparison's decision in the declared family (the rows of ``GET .../decisions``
   with the same rule: :func:`services.api.decisions.read_family`); the judgments still
   needed count the family's comparisons only;
@@ -39,6 +41,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from adaptive.decisions import DecisionRule
 from services.answers import leaderboard_rows
+from services.api.analysis import ELO_DEFAULTS
+from services.api.background import Pending
 from services.api.dashboard_page import FAVICON, render_dashboard
 from services.api.decisions import Rule, read_family
 from services.api.deps import PageProjectId, State, request_page_token
@@ -166,6 +170,20 @@ def _leader_standing(
     return leader_decisions(judged, decisions)
 
 
+def _elo(state: Any, project_id: str, dimension: str) -> dict[str, Any] | None:
+    """``GET .../elo``'s default answer (its rows, or the judgments it is being computed
+    for, or why it has none); None without judgments. Never waits for the job."""
+    try:
+        result = state.elo(project_id, dimension, dict(ELO_DEFAULTS))
+    except ValueError as exc:
+        return {"error": str(exc)}
+    if result is None:
+        return None
+    if isinstance(result, Pending):
+        return {"pending": result.num_judgments}
+    return {"board": result}
+
+
 def collect(
     state: Any, project_id: str, dimension: str | None, rule: DecisionRule, num_events: int = 15
 ) -> dict[str, Any]:
@@ -211,6 +229,7 @@ def collect(
         "snapshot": snap,
         "leaderboard": board,
         "standing": _leader_standing(board, decisions),
+        "elo": _elo(state, project_id, dimension),
         "snapshots": [m for m in metas.values() if m is not None],
         "annotators": _annotators(dim_rows),
         "events": events,

@@ -306,6 +306,37 @@ def _links(
     return "".join(out)
 
 
+def _elo_section(elo: dict[str, Any] | None, refresh: int) -> str:
+    """The Elo leaderboard (``GET .../elo``'s default answer), or why it is not shown yet."""
+    if elo is None:  # no judgments of this dimension
+        return ""
+    head = '<section id="elo"><h2>Elo (Chatbot Arena\'s method)</h2>'
+    if "error" in elo:
+        return f'{head}<p class="note">No Elo ratings: {_e(elo["error"])}</p></section>'
+    if "pending" in elo:
+        later = "a later reload" if refresh else "reloading the page"
+        return (
+            f'{head}<p class="note" id="elo-pending">The Elo ratings of the {elo["pending"]} '
+            f"judgments are being computed (bootstrap resamples); {later} shows them.</p></section>"
+        )
+    board = elo["board"]
+    rows = "".join(
+        f'<tr data-system="{_e(r.system)}"><td>{r.rank}</td><td class="t">{_e(r.system)}</td>'
+        f"<td>{r.elo:.0f}</td><td>[{r.ci_low:.0f}, {r.ci_high:.0f}]</td>"
+        f"<td>{r.rank_best}&ndash;{r.rank_worst}</td><td>{r.n_judgments}</td></tr>"
+        for r in board.rows
+    )
+    return (
+        f'{head}<p class="meta" id="elo-meta" data-judgments="{board.num_judgments}">'
+        f"Ratings of the {board.num_judgments} stored judgments (a tie half a win, the average "
+        "system at 1000), 95% bootstrap intervals; rank intervals hold for every system at "
+        "once. <code>GET .../elo</code> and <code>evalset elo</code> give these rows.</p>"
+        '<table><thead><tr><th>rank</th><th class="t">system</th><th>Elo</th>'
+        "<th>95% interval</th><th>rank interval</th><th>judgments</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table></section>"
+    )
+
+
 def render_dashboard(
     data: dict[str, Any], *, path: str, params: dict[str, Any], refresh: int
 ) -> str:
@@ -415,10 +446,15 @@ def render_dashboard(
                     "not compared",
                 ]
             )
+            + '<p class="note" id="forest-colours">A colour is the decision of that system\'s '
+            "own comparison with the leader, not its rank: a system can be decided below the "
+            "leader (blue) while one ranked under it is still undecided (amber).</p>"
             + '</div><table><thead><tr><th>rank</th><th class="t">system</th><th>skill</th>'
             "<th>sd</th><th>95% interval</th><th>mean rank</th><th>P(best)</th></tr></thead>"
             f"<tbody>{rows}</tbody></table></div></section>"
         )
+
+    elo = _elo_section(data["elo"], refresh)
 
     # decisions
     def decision_row(d: dict[str, Any]) -> str:
@@ -532,5 +568,5 @@ def render_dashboard(
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"{meta_refresh}<title>{_e(data['project_id'])}: evalset dashboard</title>"
         f'<link rel="icon" href="{FAVICON}"><style>{_STYLE}</style></head><body>'
-        f"{head}<main>{progress}{lb}{annotators}{dec}{fits}</main></body></html>"
+        f"{head}<main>{progress}{lb}{elo}{annotators}{dec}{fits}</main></body></html>"
     )
