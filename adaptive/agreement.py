@@ -10,9 +10,11 @@ Per dimension (:func:`dimension_rows`):
 
 * **Krippendorff's alpha**, nominal over the three labels (Krippendorff 2011, "Computing
   Krippendorff's alpha-reliability", alpha = 1 - D_o / D_e from the coincidence matrix),
-  computed by the ``krippendorff`` package from the cells' label counts. A cell's judgments
-  are its values, whoever gave them: an annotator who judged a cell twice gives it two values
-  (``n_self_repeats`` counts such judgments).
+  computed by the ``krippendorff`` package from the cells' label counts. Each annotator is a
+  coder who gives a cell one value: its first judgment of the cell (in row order); its later
+  ones are the same coder again, intra- not inter-annotator agreement, and are left out
+  (``n_self_repeats`` counts them; ``self_repeats="keep"`` counts every judgment as a value
+  of its cell). Judgments without an annotator id are each a coder of their own.
 * ``observed_agreement`` and ``expected_agreement``: 1 - D_o and 1 - D_e of the same
   coincidences, so alpha = (observed - expected) / (1 - expected).
 * **Fleiss' kappa** (Fleiss 1971, "Measuring nominal scale agreement among many raters") when
@@ -47,6 +49,8 @@ NUM_LABELS = len(LABELS)
 #: compared judgments below which an annotator is reported but not tested
 MIN_COMPARED = 5
 REPORTS: tuple[str, ...] = ("dimensions", "annotators")
+#: what to do with an annotator's later judgments of a cell it already judged
+SELF_REPEATS: tuple[str, ...] = ("drop", "keep")
 _CELL = ["dimension", "item_id", "_lo", "_hi"]
 
 
@@ -160,8 +164,9 @@ def majority(others: np.ndarray) -> np.ndarray:
 
 
 def oriented(judgments: pl.DataFrame) -> pl.DataFrame:
-    """The judgments with their pair in canonical order (``_lo``, ``_hi``: the names sorted)
-    and ``label`` (0: ``_lo`` won, 1: ``_hi`` won, 2: tie).
+    """The judgments with their pair in canonical order (``_lo``, ``_hi``: the names sorted),
+    ``label`` (0: ``_lo`` won, 1: ``_hi`` won, 2: tie) and ``_repeat`` (a named annotator's
+    second or later judgment of the cell, in row order).
 
     Example:
         >>> frame = pl.DataFrame({"item_id": ["p", "p"], "system_a": ["x", "y"],
@@ -174,22 +179,30 @@ def oriented(judgments: pl.DataFrame) -> pl.DataFrame:
     hi = pl.max_horizontal("system_a", "system_b")
     won = pl.when(pl.col("winner") == "a").then(pl.col("system_a")).otherwise(pl.col("system_b"))
     label = pl.when(pl.col("winner") == "tie").then(2).when(won == lo).then(0).otherwise(1)
-    return judgments.with_columns(
+    labelled = judgments.with_columns(
         lo.alias("_lo"),
         hi.alias("_hi"),
         label.cast(pl.Int64).alias("label"),
         pl.col("annotator_id").fill_null(""),
     )
+    earlier = pl.int_range(pl.len()).over([*_CELL, "annotator_id"])
+    return labelled.with_columns(((pl.col("annotator_id") != "") & (earlier > 0)).alias("_repeat"))
 
 
-def cell_counts(labelled: pl.DataFrame) -> pl.DataFrame:
-    """Per cell of :func:`oriented` judgments: ``n0, n1, n2`` (judgments of each label), ``n``
-    and ``self_repeats`` (judgments whose named annotator had already judged the cell)."""
-    named = pl.col("annotator_id").filter(pl.col("annotator_id") != "")
+def cell_counts(labelled: pl.DataFrame, *, self_repeats: str = "drop") -> pl.DataFrame:
+    """Per cell of :func:`oriented` judgments: ``n0, n1, n2`` (its values of each label),
+    ``n`` (its values) and ``self_repeats`` (judgments whose named annotator had already
+    judged the cell: values only with ``self_repeats="keep"``)."""
+    if self_repeats not in SELF_REPEATS:
+        raise ValueError(f"self_repeats must be one of {list(SELF_REPEATS)}, got {self_repeats!r}")
+    value = pl.col("_repeat").is_not_null() if self_repeats == "keep" else ~pl.col("_repeat")
     return labelled.group_by(_CELL, maintain_order=True).agg(
-        *[(pl.col("label") == k).sum().cast(pl.Int64).alias(f"n{k}") for k in range(NUM_LABELS)],
-        pl.len().cast(pl.Int64).alias("n"),
-        (named.len() - named.n_unique()).cast(pl.Int64).alias("self_repeats"),
+        *[
+            ((pl.col("label") == k) & value).sum().cast(pl.Int64).alias(f"n{k}")
+            for k in range(NUM_LABELS)
+        ],
+        value.sum().cast(pl.Int64).alias("n"),
+        pl.col("_repeat").sum().cast(pl.Int64).alias("self_repeats"),
     )
 
 
@@ -199,18 +212,20 @@ def _dimensions(judgments: pl.DataFrame) -> list[str]:
 
 def _require_repeats(cells: pl.DataFrame, num_judgments: int) -> None:
     if cells.height == 0 or int(cells["n"].max() or 0) < 2:  # type: ignore[arg-type]
+        own = int(cells["self_repeats"].sum()) if cells.height else 0
+        again = f" ({own} by an annotator judging its own cell again)" if own else ""
         raise NoRepeatedCells(
-            "no cell was judged more than once, so there is no agreement to measure: it needs "
-            "prompts whose pair of systems (in either order) was judged at least twice in the "
-            f"same dimension; the data has {num_judgments} judgment(s) on {cells.height} "
-            "cell(s), each judged once"
+            "no cell was judged more than once by different annotators, so there is no "
+            "agreement to measure: it needs prompts whose pair of systems (in either order) "
+            "was judged by at least two annotators in the same dimension; the data has "
+            f"{num_judgments} judgment(s){again} on {cells.height} cell(s), each judged by one"
         )
 
 
 # ---------------------------------------------------------------- the two reports
 
 
-def dimension_rows(judgments: pl.DataFrame) -> list[dict[str, Any]]:
+def dimension_rows(judgments: pl.DataFrame, *, self_repeats: str = "drop") -> list[dict[str, Any]]:
     """One row per dimension: its repeated cells, alpha, its observed and expected agreement,
     Fleiss' kappa where it applies, and a note saying why a figure is missing.
 
@@ -223,7 +238,7 @@ def dimension_rows(judgments: pl.DataFrame) -> list[dict[str, Any]]:
         >>> row["n_cells"], row["per_cell_min"], row["per_cell_max"], round(row["alpha"], 3)
         (30, 2, 2, -0.023)
     """
-    cells = cell_counts(oriented(judgments))
+    cells = cell_counts(oriented(judgments), self_repeats=self_repeats)
     _require_repeats(cells, judgments.height)
     rows = []
     for dim in _dimensions(judgments):
@@ -235,7 +250,7 @@ def dimension_rows(judgments: pl.DataFrame) -> list[dict[str, Any]]:
             "n_judgments": int(repeated["n"].sum()),
             "per_cell_min": None,
             "per_cell_max": None,
-            "n_self_repeats": int(repeated["self_repeats"].sum()),
+            "n_self_repeats": int(mine["self_repeats"].sum()),
             "n_single_cells": mine.height - repeated.height,
             "observed_agreement": None,
             "expected_agreement": None,
@@ -245,8 +260,8 @@ def dimension_rows(judgments: pl.DataFrame) -> list[dict[str, Any]]:
         }
         if repeated.height == 0:
             row["note"] = (
-                f"no cell of {dim!r} was judged more than once ({mine.height} cell(s), "
-                "each judged once): no agreement to measure"
+                f"no cell of {dim!r} was judged by two annotators ({mine.height} cell(s)): "
+                "no agreement to measure"
             )
             rows.append(row)
             continue
@@ -321,7 +336,9 @@ def _annotator_row(
     return row
 
 
-def annotator_rows(judgments: pl.DataFrame, *, test_level: float = 0.05) -> list[dict[str, Any]]:
+def annotator_rows(
+    judgments: pl.DataFrame, *, test_level: float = 0.05, self_repeats: str = "drop"
+) -> list[dict[str, Any]]:
     """One row per named annotator and dimension with repeated cells: agreement with the
     majority of the other annotators on shared cells, against chance, and a flag.
 
@@ -339,8 +356,10 @@ def annotator_rows(judgments: pl.DataFrame, *, test_level: float = 0.05) -> list
     if not 0.0 < test_level < 1.0:
         raise ValueError(f"test_level must be in (0, 1), got {test_level}")
     labelled = oriented(judgments)
-    cells = cell_counts(labelled)
+    cells = cell_counts(labelled, self_repeats=self_repeats)
     _require_repeats(cells, judgments.height)
+    if self_repeats == "drop":
+        labelled = labelled.filter(~pl.col("_repeat"))
     totals = ["n0", "n1", "n2"]
     own = labelled.group_by([*_CELL, "annotator_id"]).agg(
         *[(pl.col("label") == k).sum().cast(pl.Int64).alias(f"o{k}") for k in range(NUM_LABELS)]
@@ -386,12 +405,16 @@ def annotator_rows(judgments: pl.DataFrame, *, test_level: float = 0.05) -> list
 
 
 def agreement_rows(
-    judgments: pl.DataFrame, *, report: str = "dimensions", test_level: float = 0.05
+    judgments: pl.DataFrame,
+    *,
+    report: str = "dimensions",
+    test_level: float = 0.05,
+    self_repeats: str = "drop",
 ) -> list[dict[str, Any]]:
     """The rows of one report: ``dimensions`` (:func:`dimension_rows`) or ``annotators``
     (:func:`annotator_rows`), as every door gives them."""
     if report == "dimensions":
-        return dimension_rows(judgments)
+        return dimension_rows(judgments, self_repeats=self_repeats)
     if report == "annotators":
-        return annotator_rows(judgments, test_level=test_level)
+        return annotator_rows(judgments, test_level=test_level, self_repeats=self_repeats)
     raise ValueError(f"unknown report {report!r}; expected one of {list(REPORTS)}")

@@ -16,6 +16,7 @@ def agreement(
     dimension: str | None = None,
     report: str = "dimensions",
     test_level: float = 0.05,
+    self_repeats: str = "drop",
 ) -> pl.DataFrame:
     """Agreement on the cells (prompt, pair of systems in either order, dimension) judged
     more than once: the rows of ``evalset agreement --format json``.
@@ -29,6 +30,9 @@ def agreement(
             and dimension: share of its judgments matching the others' majority, chance,
             one-sided p-value, flag).
         test_level: level of the annotators' test against chance.
+        self_repeats: ``drop`` (an annotator's first judgment of a cell is its value; its
+            later ones, intra-annotator repeats, are counted in ``n_self_repeats`` only) or
+            ``keep`` (every judgment is a value of its cell).
 
     Raises:
         adaptive.agreement.NoRepeatedCells: no cell was judged twice (a ``ValueError``).
@@ -45,5 +49,7 @@ def agreement(
     judgments = read(data)
     if dimension is not None:
         judgments = filter_judgments(judgments, dimensions=[dimension])
-    rows = agreement_rows(judgments, report=report, test_level=test_level)
+    rows = agreement_rows(
+        judgments, report=report, test_level=test_level, self_repeats=self_repeats
+    )
     return pl.DataFrame(rows, infer_schema_length=None)

@@ -38,11 +38,13 @@ LOGS = {
 LABEL = {"first": 0, "second": 1, "tie": 2}
 
 
-def _reference_cells(path: Path) -> dict[str, list[list[int]]]:
-    """Per dimension, the labels of each cell judged at least twice, read with the csv module
+Cells = dict[tuple[str, str, str], dict[str, list[int]]]
+
+
+def _reference_cells(path: Path) -> dict[str, Cells]:
+    """Per dimension, each cell's labels by annotator in file order, read with the csv module
     (independent of the product's reader): the pair sorted, the winner turned to it."""
-    cells: dict[tuple[str, str, str, str], list[int]] = defaultdict(list)
-    dims: list[str] = []
+    out: dict[str, Cells] = {}
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
             a, b, winner = row["system_a"], row["system_b"], row["winner"]
@@ -52,11 +54,27 @@ def _reference_cells(path: Path) -> dict[str, list[list[int]]]:
             else:
                 won = a if winner == "a" else b
                 label = LABEL["first"] if won == lo else LABEL["second"]
-            dim = row.get("dimension") or "overall"
-            if dim not in dims:
-                dims.append(dim)
-            cells[(dim, row["item_id"], lo, hi)].append(label)
-    return {d: [v for k, v in cells.items() if k[0] == d and len(v) >= 2] for d in dims}
+            cells = out.setdefault(row.get("dimension") or "overall", {})
+            by = cells.setdefault((row["item_id"], lo, hi), defaultdict(list))
+            by[row["annotator_id"]].append(label)
+    return out
+
+
+def _by_annotator(cells: Cells) -> np.ndarray:
+    """The classic reliability data: annotators x cells, each annotator's first label of a
+    cell, NaN where it did not judge it."""
+    coders = sorted({a for by in cells.values() for a in by})
+    out = np.full((len(coders), len(cells)), np.nan)
+    for j, by in enumerate(cells.values()):
+        for a, labels in by.items():
+            out[coders.index(a), j] = labels[0]
+    return out
+
+
+def _values(cells: Cells) -> list[list[int]]:
+    """Every judgment of each cell judged at least twice (self repeats kept)."""
+    every = [[v for labels in by.values() for v in labels] for by in cells.values()]
+    return [c for c in every if len(c) >= 2]
 
 
 def _reliability(cells: list[list[int]]) -> np.ndarray:
@@ -72,38 +90,62 @@ def _reliability(cells: list[list[int]]) -> np.ndarray:
 
 @pytest.mark.parametrize("name", sorted(LOGS))
 def test_alpha_of_each_bundled_log_is_the_reference_package_s(name):
-    rows = dimension_rows(evalset.read(LOGS[name]))
+    judgments = evalset.read(LOGS[name])
     reference = _reference_cells(LOGS[name])
+    rows = dimension_rows(judgments)
     assert [r["dimension"] for r in rows] == list(reference)
     for row in rows:
         cells = reference[row["dimension"]]
+        # annotators as the coders, one value each per cell
         want = krippendorff.alpha(
-            reliability_data=_reliability(cells), level_of_measurement="nominal"
+            reliability_data=_by_annotator(cells), level_of_measurement="nominal"
         )
         assert row["alpha"] == pytest.approx(want, abs=1e-9), row
-        assert row["n_cells"] == len(cells)
-        assert row["n_judgments"] == sum(map(len, cells))
-        assert (row["per_cell_min"], row["per_cell_max"]) == (
-            min(map(len, cells)),
-            max(map(len, cells)),
-        )
+        sizes = [len(by) for by in cells.values() if len(by) >= 2]
+        assert row["n_cells"] == len(sizes) and row["n_judgments"] == sum(sizes)
+        assert (row["per_cell_min"], row["per_cell_max"]) == (min(sizes), max(sizes))
+        again = sum(len(labels) - 1 for by in cells.values() for labels in by.values())
+        assert row["n_self_repeats"] == again
         observed, expected = row["observed_agreement"], row["expected_agreement"]
         assert row["alpha"] == pytest.approx((observed - expected) / (1 - expected), abs=1e-12)
         if row["per_cell_min"] == row["per_cell_max"]:
             assert row["fleiss_kappa"] is not None and row["note"] == ""
         else:
             assert row["fleiss_kappa"] is None and "no Fleiss' kappa" in row["note"]
+    # every judgment a value of its cell, an annotator's repeats too
+    for row in dimension_rows(judgments, self_repeats="keep"):
+        cells = _values(reference[row["dimension"]])
+        want = krippendorff.alpha(
+            reliability_data=_reliability(cells), level_of_measurement="nominal"
+        )
+        assert row["alpha"] == pytest.approx(want, abs=1e-9), row
+        assert row["n_judgments"] == sum(map(len, cells))
+
+
+def test_the_self_repeats_of_chateval_raise_its_alpha():
+    """ChatEval posted each block of prompts as 3 HITs and some workers took two of them:
+    agreeing with oneself is not agreement between annotators."""
+    judgments = evalset.read(LOGS["chateval_dbdc"])
+    (drop,) = dimension_rows(judgments)
+    (keep,) = dimension_rows(judgments, self_repeats="keep")
+    assert drop["n_self_repeats"] == keep["n_self_repeats"] == 62
+    assert keep["n_judgments"] == 492 and drop["n_judgments"] < 492 - 62 + 1
+    assert keep["alpha"] > drop["alpha"] + 0.05
 
 
 def test_fleiss_kappa_of_the_log_with_three_judgments_per_cell_is_statsmodels():
     from statsmodels.stats.inter_rater import aggregate_raters
     from statsmodels.stats.inter_rater import fleiss_kappa as reference
 
-    (cells,) = _reference_cells(LOGS["chateval_dbdc"]).values()
+    (cells,) = [_values(c) for c in _reference_cells(LOGS["chateval_dbdc"]).values()]
     assert {len(c) for c in cells} == {3}
     table, _ = aggregate_raters(np.array(cells))
-    (row,) = dimension_rows(evalset.read(LOGS["chateval_dbdc"]))
+    judgments = evalset.read(LOGS["chateval_dbdc"])
+    (row,) = dimension_rows(judgments, self_repeats="keep")
     assert row["fleiss_kappa"] == pytest.approx(reference(table, method="fleiss"), abs=1e-9)
+    # with an annotator's repeats left out, some cells have 2 judgments: no kappa, and why
+    (row,) = dimension_rows(judgments)
+    assert row["fleiss_kappa"] is None and "2 to 3 judgments" in row["note"]
     # and on random tables of any shape, label counts per subject
     rng = np.random.default_rng(3)
     for _ in range(20):
@@ -240,7 +282,7 @@ def test_no_repeated_cell_is_a_clear_error_and_a_dimension_without_one_says_so(c
             "winner": ["a", "b", "tie"],
         }
     )
-    with pytest.raises(NoRepeatedCells, match="no cell was judged more than once"):
+    with pytest.raises(NoRepeatedCells, match="no cell was judged more than once by different"):
         evalset.agreement(once)
     with pytest.raises(NoRepeatedCells):
         evalset.agreement(once, report="annotators")
@@ -248,6 +290,11 @@ def test_no_repeated_cell_is_a_clear_error_and_a_dimension_without_one_says_so(c
     once.write_csv(path)
     assert main(["agreement", "--data", str(path)]) == 2
     assert "evalset agreement: error: no cell was judged more than once" in capsys.readouterr().err
+    # an annotator who judged its own cell again is no second annotator
+    again = pl.concat([once, once.head(1)])
+    with pytest.raises(NoRepeatedCells, match=r"\(1 by an annotator judging its own cell again\)"):
+        evalset.agreement(again)
+    assert evalset.agreement(again, self_repeats="keep")["n_cells"].to_list() == [1]
     # one dimension with a repeated cell, one without: the second row says why it is empty
     twice = pl.concat(
         [
@@ -266,7 +313,7 @@ def test_no_repeated_cell_is_a_clear_error_and_a_dimension_without_one_says_so(c
     )
     rows = {r["dimension"]: r for r in evalset.agreement(twice).to_dicts()}
     assert rows["style"]["alpha"] is None and rows["style"]["n_cells"] == 0
-    assert "no cell of 'style' was judged more than once" in rows["style"]["note"]
+    assert "no cell of 'style' was judged by two annotators" in rows["style"]["note"]
     # one cell whose two judgments disagree: observed 0, alpha defined (two labels)
     assert rows["overall"]["observed_agreement"] == 0.0 and rows["overall"]["alpha"] is not None
 

@@ -29,7 +29,8 @@ class AgreementDimensionRow(BaseModel):
     per_cell_min: int | None = Field(description="fewest judgments of a repeated cell")
     per_cell_max: int | None
     n_self_repeats: int = Field(
-        description="judgments whose annotator had already judged the cell (each is a value)"
+        description="judgments whose annotator had already judged the cell (values only with "
+        "self_repeats=keep)"
     )
     n_single_cells: int = Field(description="cells judged once (left out)")
     observed_agreement: float | None = Field(description="1 - D_o of nominal alpha")
@@ -103,13 +104,22 @@ def agreement(
     test_level: Annotated[
         float, Query(gt=0.0, lt=1.0, description="level of each annotator's test against chance")
     ] = 0.05,
+    self_repeats: Annotated[
+        Literal["drop", "keep"],
+        Query(
+            description="an annotator's later judgments of a cell it already judged: left out "
+            "(its first is its value) or counted as values of the cell"
+        ),
+    ] = "drop",
 ) -> AgreementPublic:
     """Agreement on the cells judged more than once: Krippendorff's alpha and Fleiss' kappa
     per dimension, or each annotator against the others' majority (409 `no_repeated_cells`
     while no cell has been judged twice)."""
     judgments = _stored(state, project_id, dimension)
     try:
-        rows = agreement_rows(judgments, report=report, test_level=test_level)
+        rows = agreement_rows(
+            judgments, report=report, test_level=test_level, self_repeats=self_repeats
+        )
     except NoRepeatedCells as exc:
         raise ApiError(409, "no_repeated_cells", str(exc)) from None
     public: list[AgreementDimensionRow] | list[AgreementAnnotatorRow]

@@ -45,7 +45,11 @@ def run_agreement(args: argparse.Namespace) -> int:
     import evalset
 
     table = evalset.agreement(
-        args.data, dimension=args.dimension, report=args.report, test_level=args.test_level
+        args.data,
+        dimension=args.dimension,
+        report=args.report,
+        test_level=args.test_level,
+        self_repeats=args.self_repeats,
     )
     rows = table.to_dicts()
     if not args.quiet:
@@ -82,6 +86,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=float,
         default=0.05,
         help="level of each annotator's one-sided test against chance (default: %(default)s)",
+    )
+    p.add_argument(
+        "--self-repeats",
+        choices=["drop", "keep"],
+        default="drop",
+        help="an annotator's later judgments of a cell it already judged: left out (its "
+        "first is its value) or counted as values of the cell (default: %(default)s)",
     )
     p.add_argument("--quiet", action="store_true", help="no summary on stderr")
     p.set_defaults(func=run_agreement)
