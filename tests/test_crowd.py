@@ -120,6 +120,28 @@ def test_prolific_survey_results(tasks):
     assert got.unanswered == (f"{BATCH}-0003",)
 
 
+def test_time_on_task_comes_back_beside_the_judgments(tasks, capsys):
+    """MTurk's WorkTimeInSeconds and Label Studio's lead_time, by judgment id; a missing or
+    unreadable time is null, never a refused answer; the survey records none."""
+    frame = pl.read_csv(FIX / "mturk_batch_results.csv", infer_schema=False).with_columns(
+        pl.Series("WorkTimeInSeconds", ["23", "41.5", "", "soon", "9"])
+    )
+    got = read_results(frame, tasks, "mturk")
+    assert got.seconds["judgment_id"].to_list() == got.judgments["judgment_id"].to_list()
+    assert got.seconds["seconds"].to_list() == [23.0, 41.5, None, None]  # the 5th was rejected
+    export = json.loads((FIX / "labelstudio_export.json").read_text())
+    export[0]["annotations"][1]["lead_time"] = 30.25
+    del export[1]["annotations"][1]["lead_time"]  # 104; 103 was cancelled
+    got = read_results(export, tasks, "labelstudio")
+    assert got.seconds["judgment_id"].to_list() == got.judgments["judgment_id"].to_list()
+    assert got.seconds["seconds"].to_list() == [12.4, 30.25, None, 12.4]
+    survey = read_results(FIX / "prolific_results.csv", tasks)
+    assert survey.seconds.height == 4 and survey.seconds["seconds"].null_count() == 4
+    argv = ["crowd", "import", str(FIX / "mturk_batch_results.csv"), "--tasks"]
+    assert main([*argv, str(FIX / "tasks.csv")]) == 0
+    assert "time on task: median 23.0 s over 4 timed answers" in capsys.readouterr().err
+
+
 def test_a_repeated_file_is_counted_once(tasks, tmp_path):
     text = (FIX / "prolific_results.csv").read_text()
     lines = text.splitlines()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -126,6 +127,10 @@ def run_crowd_import(args: argparse.Namespace) -> int:
         f"duplicates {got.duplicates}; skipped {got.skipped or 'none'}; "
         f"{len(got.unanswered)} of {tasks.height} tasks unanswered"
     )
+    timed = got.seconds["seconds"].drop_nulls().to_list()
+    if timed:
+        median = statistics.median(timed)
+        log(f"time on task: median {median:.1f} s over {len(timed)} timed answers")
     if args.output:
         out = Path(args.output)
         if out.suffix.lower() == ".parquet":

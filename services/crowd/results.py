@@ -19,6 +19,11 @@ A choice is ``First``/``Second``/``Tie`` (case-insensitive; ``1``/``2``,
 read from the task table's ``shown_first``, never from anything the platform
 echoes; echoed ``Input.item_id`` / ``data.item_id`` must agree with the table.
 
+**Time on task**, where the platform records it per answer: MTurk's ``WorkTimeInSeconds``
+(one task per assignment) and Label Studio's ``lead_time``; the survey format has none.
+It comes back beside the judgments (:attr:`CrowdImport.seconds`, by judgment id), not as a
+column of them: the store keeps judgments, not their timing.
+
 Idempotent: judgment ids come from the platform's own ids, so importing a file
 twice (or a file that repeats rows) stores each judgment once; a repeated id
 with a different answer is an error. A file with any bad row is refused whole,
@@ -69,6 +74,8 @@ class CrowdImport(NamedTuple):
     skipped: dict[str, int]  #: reason -> answers not imported on purpose
     duplicates: int  #: answers repeated in the file (same judgment id, same answer)
     unanswered: tuple[str, ...]  #: task ids of the batch with no judgment in the file
+    #: judgment_id, seconds (Float64, null when not recorded): time on task, in file order
+    seconds: pl.DataFrame
 
 
 class _Answer(NamedTuple):
@@ -81,6 +88,7 @@ class _Answer(NamedTuple):
     timestamp: str
     echoed_item: str | None
     echoed_batch: str | None
+    seconds: float | None = None
 
 
 def _to_frame(source: Any) -> pl.DataFrame:
@@ -106,6 +114,16 @@ def _source_name(source: Any) -> str:
 
 def _text(value: Any) -> str:
     return "" if value is None else str(value).strip()
+
+
+def _seconds(value: Any) -> float | None:
+    """A recorded time on task in seconds; None when absent or not a number >= 0 (timing is
+    information about an answer, never a reason to refuse it)."""
+    try:
+        seconds = float(_text(value))
+    except ValueError:
+        return None
+    return seconds if seconds >= 0 and seconds != float("inf") else None
 
 
 def _mturk_answers(frame: pl.DataFrame, source: str) -> tuple[list[_Answer], dict[str, int]]:
@@ -145,6 +163,7 @@ def _mturk_answers(frame: pl.DataFrame, source: str) -> tuple[list[_Answer], dic
                 timestamp=_text(r.get("SubmitTime")),
                 echoed_item=_text(r["Input.item_id"]) if "Input.item_id" in r else None,
                 echoed_batch=_text(r["Input.batch_id"]) if "Input.batch_id" in r else None,
+                seconds=_seconds(r.get("WorkTimeInSeconds")),
             )
         )
     return out, skipped
@@ -197,6 +216,7 @@ def _label_studio_answers(data: Any, name: str) -> tuple[list[_Answer], dict[str
                     timestamp=_text(ann.created_at),
                     echoed_item=None if fields.item_id is None else _text(fields.item_id),
                     echoed_batch=None if fields.batch_id is None else _text(fields.batch_id),
+                    seconds=_seconds((ann.model_extra or {}).get("lead_time")),
                 )
             )
     return out, skipped
@@ -350,6 +370,9 @@ def read_parsed_results(
     else:
         raise ValueError(f"unknown platform {platform!r}; expected mturk, labelstudio or survey")
     rows, problems, duplicates = _judgments(answers, tasks, name)
+    timed: dict[str, float | None] = {}
+    for a in answers:
+        timed.setdefault(a.key, a.seconds)
     if problems:
         problems.sort(key=lambda p: (p.row, p.column))
         raise DataError(name, problems)
@@ -367,4 +390,11 @@ def read_parsed_results(
         skipped=skipped,
         duplicates=duplicates,
         unanswered=unanswered,
+        seconds=pl.DataFrame(
+            {
+                "judgment_id": [r["judgment_id"] for r in rows],
+                "seconds": [timed.get(r["judgment_id"]) for r in rows],
+            },
+            schema={"judgment_id": pl.Utf8, "seconds": pl.Float64},
+        ),
     )
