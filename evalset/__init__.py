@@ -26,6 +26,7 @@ function                  what
 :func:`elo`               Arena-style Elo ratings with bootstrap and rank intervals
 :func:`annotators`        per annotator: position bias and agreement, flags
 :func:`agreement`         Krippendorff's alpha / Fleiss' kappa of repeated cells, per annotator
+:func:`gold`              each annotator scored on gold cells (known answers), with a flag
 :func:`recommend`         the next annotation batch (a task table)
 :func:`prune`             kept and dropped prompts per model tier
 :func:`replay`            judgments each allocation policy needs on a logged campaign
@@ -54,6 +55,7 @@ from evalset._common import _dims, _method, example, read
 from evalset.annotator_agreement import agreement
 from evalset.bradley_terry import annotators, elo, leaderboard
 from evalset.decide import decisions, evidence
+from evalset.gold import gold
 from evalset.verdicts import DEFAULT_ADJUST, DEFAULT_INTERVAL, DEFAULT_METHOD, DEFAULT_SEED
 
 __all__ = [
@@ -61,6 +63,7 @@ __all__ = [
     "annotators",
     "decisions",
     "elo",
+    "gold",
     "evidence",
     "example",
     "fit",

@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "services.cli.analysis": ("significance", "items"),
     "services.cli.bt": ("bt", "elo", "annotators", "damr"),
     "services.cli.agreement": ("agreement",),
+    "services.cli.gold": ("gold",),
     "services.cli.selection": ("loco", "prune"),
     "services.cli.server": ("serve", "token", "import", "export"),
     "services.cli.recommend": ("recommend", "replay"),

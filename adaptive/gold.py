@@ -1,0 +1,213 @@
+"""Gold (attention-check) cells: annotators scored on cells whose answer is known.
+
+A team lists gold cells: a prompt, a pair of systems, optionally a dimension, and the known
+answer (``a``, ``b`` or ``tie``, for the pair in the gold row's order). A judgment of a gold
+cell, turned to the gold row's order, is right or wrong. Per annotator the rows give the
+gold judgments, how many are right, the accuracy with its Wilson interval, and an
+**anytime-valid flag**: the sequential test of H0 "accuracy >= ``careful``" against the
+alternative "accuracy = ``careless``" (a careless annotator's, e.g. 1/2 for one clicking A
+or B at random), as Wald's sequential probability ratio: the product over the annotator's
+gold judgments, in arrival order, of ``careless / careful`` for a right answer and
+``(1 - careless) / (1 - careful)`` for a wrong one. For any accuracy p >= ``careful`` each
+factor has mean ``p careless / careful + (1 - p)(1 - careless) / (1 - careful) <= 1``, so the
+product is a nonnegative supermartingale under H0 and, by Ville's inequality, an annotator at
+least as accurate as ``careful`` reaches ``1 / level`` with probability at most ``level``,
+however often the scores are read. The flag says when (after how many gold judgments) the
+product first reached it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+from scipy.stats import binomtest
+
+#: accuracy on gold cells a careful annotator reaches at least (H0)
+DEFAULT_CAREFUL = 0.8
+#: accuracy of a careless annotator, the alternative (random clicks on A or B)
+DEFAULT_CARELESS = 0.5
+#: bound on the chance that an annotator at least as accurate as ``careful`` is ever flagged
+DEFAULT_GOLD_LEVEL = 0.05
+
+ANSWERS = ("a", "b", "tie")
+_FLIP = {"a": "b", "b": "a", "tie": "tie"}
+
+
+@dataclass(frozen=True)
+class GoldRule:
+    """How annotators are scored on gold cells.
+
+    Attributes:
+        careful: accuracy a careful annotator reaches at least (the null hypothesis).
+        careless: accuracy of a careless one (the alternative the test is built for);
+            below ``careful``.
+        level: chance, at most, that an annotator at least as accurate as ``careful`` is
+            ever flagged, however often the scores are read.
+    """
+
+    careful: float = DEFAULT_CAREFUL
+    careless: float = DEFAULT_CARELESS
+    level: float = DEFAULT_GOLD_LEVEL
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.careless < self.careful < 1.0:
+            raise ValueError(
+                f"need 0 < careless < careful < 1 (careless {self.careless}, "
+                f"careful {self.careful})"
+            )
+        if not 0.0 < self.level < 1.0:
+            raise ValueError(f"level must be in (0, 1), not {self.level}")
+
+
+def read_gold(gold: pl.DataFrame) -> pl.DataFrame:
+    """The gold cells, checked: ``item_id``, ``system_a``, ``system_b``, ``answer`` (``a``,
+    ``b`` or ``tie``) and optionally ``dimension`` (a gold row without one holds for every
+    dimension). Each cell at most once, in either order.
+
+    Raises:
+        ValueError: a missing column, an unknown answer, a pair of one system or a cell
+            listed twice, naming the row (1-based, as in the file).
+    """
+    missing = [c for c in ("item_id", "system_a", "system_b", "answer") if c not in gold.columns]
+    if missing:
+        raise ValueError(f"gold cells need the column(s) {missing}; they have {gold.columns}")
+    if "dimension" not in gold.columns:
+        gold = gold.with_columns(pl.lit(None, pl.Utf8).alias("dimension"))
+    gold = gold.select(
+        pl.col("item_id", "system_a", "system_b", "dimension").cast(pl.Utf8),
+        pl.col("answer").cast(pl.Utf8).str.strip_chars().str.to_lowercase(),
+    )
+    seen: dict[tuple[Any, ...], int] = {}
+    for row, (item, a, b, dim, answer) in enumerate(gold.iter_rows(), start=1):
+        if answer not in ANSWERS:
+            raise ValueError(f"gold row {row}: answer {answer!r} is not one of {ANSWERS}")
+        if not item or not a or not b:
+            raise ValueError(f"gold row {row}: item_id, system_a and system_b must be given")
+        if a == b:
+            raise ValueError(f"gold row {row}: a pair of one system ({a!r})")
+        key = (dim, item, frozenset((a, b)))
+        if key in seen:
+            raise ValueError(f"gold row {row}: the cell of row {seen[key]} again")
+        seen[key] = row
+    return gold
+
+
+def gold_rows(
+    judgments: pl.DataFrame, gold: pl.DataFrame, rule: GoldRule | None = None
+) -> list[dict[str, Any]]:
+    """Per annotator with gold judgments: ``n_gold``, ``n_right``, ``accuracy``, its 95%
+    Wilson interval ``accuracy_low`` / ``accuracy_high``, ``e_value`` (the largest the
+    sequential test reached), ``flagged``, ``flagged_after`` (gold judgments when it first
+    reached ``1 / level``) and ``reason`` in words. Judgments in arrival order; those of
+    cells not in the gold list are not scored."""
+    rule = rule or GoldRule()
+    gold = read_gold(gold)
+    answers: dict[tuple[Any, ...], tuple[str, str]] = {}
+    for item, a, b, dim, answer in gold.iter_rows():
+        answers[(dim, item, frozenset((a, b)))] = (a, answer)
+    has_dim = "dimension" in judgments.columns
+    right_log = math.log(rule.careless / rule.careful)
+    wrong_log = math.log((1.0 - rule.careless) / (1.0 - rule.careful))
+    threshold = math.log(1.0 / rule.level)
+    marks: dict[str, list[bool]] = {}
+    for r in judgments.iter_rows(named=True):
+        pair = frozenset((r["system_a"], r["system_b"]))
+        dim = r["dimension"] if has_dim else None
+        hit = answers.get((dim, r["item_id"], pair)) or answers.get((None, r["item_id"], pair))
+        if hit is None:
+            continue
+        first, answer = hit
+        said = r["winner"] if r["system_a"] == first else _FLIP[r["winner"]]
+        marks.setdefault(str(r["annotator_id"]), []).append(said == answer)
+    rows = []
+    for annotator in sorted(marks):
+        right = np.asarray(marks[annotator], bool)
+        n, k = int(right.size), int(right.sum())
+        path = np.cumsum(np.where(right, right_log, wrong_log))
+        crossed = np.flatnonzero(path >= threshold)
+        ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+        flagged = crossed.size > 0
+        if flagged:
+            reason = (
+                f"{k} of {n} gold answers right: after {int(crossed[0]) + 1} of them the "
+                f"sequential test rejected accuracy >= {rule.careful:g} at level {rule.level:g}"
+            )
+        else:
+            reason = (
+                f"{k} of {n} gold answers right: consistent with accuracy >= "
+                f"{rule.careful:g} so far"
+            )
+        rows.append(
+            {
+                "annotator_id": annotator,
+                "n_gold": n,
+                "n_right": k,
+                "accuracy": k / n,
+                "accuracy_low": float(ci.low),
+                "accuracy_high": float(ci.high),
+                "e_value": float(np.exp(min(path.max(initial=0.0), 700.0))),
+                "flagged": flagged,
+                "flagged_after": int(crossed[0]) + 1 if flagged else None,
+                "reason": reason,
+            }
+        )
+    return rows
+
+
+def simulate_gold(
+    rng: np.random.Generator,
+    *,
+    num_annotators: int = 50,
+    careless_share: float = 0.1,
+    num_gold: int = 30,
+    careful_accuracy: tuple[float, float] = (0.8, 0.97),
+    careless_answers: tuple[str, ...] = ANSWERS,
+    tie_share: float = 0.1,
+) -> tuple[pl.DataFrame, pl.DataFrame, set[str]]:
+    """A campaign's gold judgments: careful annotators right with an accuracy drawn from
+    ``careful_accuracy`` (wrong: the other side or a tie), careless ones clicking uniformly
+    among ``careless_answers``; each judges ``num_gold`` gold cells, half of them shown in
+    the other order. Returns the judgments, the gold cells and the careless annotators."""
+    answers = rng.choice(
+        ["a", "b", "tie"], size=num_gold, p=[(1 - tie_share) / 2] * 2 + [tie_share]
+    )
+    gold = pl.DataFrame(
+        {
+            "item_id": [f"g{i}" for i in range(num_gold)],
+            "system_a": ["x"] * num_gold,
+            "system_b": ["y"] * num_gold,
+            "answer": answers.tolist(),
+        }
+    )
+    careless = set(
+        rng.choice(num_annotators, size=round(careless_share * num_annotators), replace=False)
+        .astype(str)
+        .tolist()
+    )
+    rows = []
+    for w in range(num_annotators):
+        name = str(w)
+        accuracy = rng.uniform(*careful_accuracy)
+        for i in rng.permutation(num_gold):
+            truth = str(answers[i])
+            if name in careless:
+                said = str(rng.choice(careless_answers))
+            elif rng.random() < accuracy:
+                said = truth
+            else:
+                said = str(rng.choice([x for x in ANSWERS if x != truth]))
+            swap = rng.random() < 0.5
+            rows.append(
+                {
+                    "item_id": f"g{i}",
+                    "system_a": "y" if swap else "x",
+                    "system_b": "x" if swap else "y",
+                    "annotator_id": name,
+                    "winner": _FLIP[said] if swap else said,
+                }
+            )
+    return pl.DataFrame(rows), gold, careless
