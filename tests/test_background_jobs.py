@@ -1,5 +1,5 @@
-"""services.api.background.BackgroundJobs: one job per key, and a newer job of a group
-drops the queued ones it supersedes."""
+"""services.api.background.BackgroundJobs: one job per key, and a newer job of the same
+question (the key but the judgments seen) drops the queued ones."""
 
 from __future__ import annotations
 
@@ -20,20 +20,21 @@ def test_a_newer_job_drops_the_queued_ones_of_its_group_and_keeps_the_running_on
         ran.append(name)
         return name
 
-    group = ("p", ("overall",), "recommend", 0)
+    def key(seen: int, seed: int = 0) -> tuple:
+        return ("p", "overall", seen, "recommend", seed)
+
     try:
-        assert isinstance(jobs.result((*group, 1), 10, work, "first", supersedes=group), Pending)
+        assert isinstance(jobs.result(key(1), 10, work, "first"), Pending)
         assert started.wait(10)  # running: it cannot be dropped
-        assert isinstance(jobs.result((*group, 2), 20, work, "second", supersedes=group), Pending)
-        other = ("p", ("overall",), "recommend", 1)  # another seed: another group
-        assert isinstance(jobs.result((*other, 2), 20, work, "seed 1", supersedes=other), Pending)
-        assert isinstance(jobs.result((*group, 3), 30, work, "third", supersedes=group), Pending)
+        assert isinstance(jobs.result(key(2), 20, work, "second"), Pending)
+        assert isinstance(jobs.result(key(2, seed=1), 20, work, "seed 1"), Pending)  # another
+        assert isinstance(jobs.result(key(3), 30, work, "third"), Pending)
         release.set()
         jobs._pool.shutdown(wait=True)
         assert ran == ["first", "seed 1", "third"]  # "second" was dropped while queued
-        assert jobs.result((*group, 3), 30, work, "third", supersedes=group) == "third"
-        assert jobs.result((*group, 1), 10, work, "first", supersedes=group) == "first"
-        assert (*group, 2) not in jobs._jobs
+        assert jobs.result(key(3), 30, work, "third") == "third"
+        assert jobs.result(key(1), 10, work, "first") == "first"
+        assert key(2) not in jobs._jobs
     finally:
         release.set()
         jobs.shutdown()

@@ -98,29 +98,24 @@ class BackgroundJobs:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def result(
-        self,
-        key: tuple[Any, ...],
-        num_judgments: int,
-        fn: Callable[..., Any],
-        *args: Any,
-        supersedes: tuple[Any, ...] | None = None,
+        self, key: tuple[Any, ...], num_judgments: int, fn: Callable[..., Any], *args: Any
     ) -> Any:
-        """``fn(*args)`` for ``key`` (project, dimension, the judgments' last sequence number,
-        options), computed once; :class:`Pending` until it is done. Its exception, if any,
-        is raised to the request that finds it, and the job is forgotten.
+        """``fn(*args)`` for ``key`` (project, dimension, the judgments seen, options),
+        computed once; :class:`Pending` until it is done. Its exception, if any, is raised
+        to the request that finds it, and the job is forgotten.
 
-        ``supersedes``: the key without the judgments seen; a new job cancels the queued
-        (not yet started) jobs of the same ``supersedes`` for fewer judgments, so a client
-        that asks again while judgments stream in does not queue a fit for each batch.
+        A new job cancels the queued (not yet started) jobs of the same question (the key
+        but the judgments seen): a client that asks again while judgments stream in does
+        not queue a computation for each batch.
         """
         with self._lock:
             job = self._jobs.get(key)
             if job is None:
-                if supersedes is not None:
-                    for old in [k for k, g in self._groups.items() if g == supersedes]:
-                        if self._jobs[old].cancel():  # queued: dropped; running: kept
-                            del self._jobs[old], self._groups[old]
-                    self._groups[key] = supersedes
+                group = (key[0], key[1], *key[3:])
+                for old in [k for k, g in self._groups.items() if g == group]:
+                    if self._jobs[old].cancel():  # queued: dropped; running: kept
+                        del self._jobs[old], self._groups[old]
+                self._groups[key] = group
                 job = self._pool.submit(fn, *args)
                 self._jobs[key] = job
                 while len(self._jobs) > MAX_JOBS:  # the oldest, not run if still queued

@@ -59,10 +59,10 @@ def default_model_state(
     if not sources:
         raise ApiError(409, "no_snapshot", "no judgments yet: post judgments first")
     frame = pl.concat([s.judgments.drop("seq") for s in sources], how="vertical_relaxed")
-    group = (project_id, tuple(s.dimension for s in sources), "recommend", seed)
-    key = (*group, tuple(s.last_seq for s in sources), frame.height)
+    seen = (tuple(s.last_seq for s in sources), frame.height)
+    key = (project_id, tuple(s.dimension for s in sources), seen, "recommend", seed)
     try:
-        fits = state.jobs.result(key, frame.height, _fits, frame, seed, supersedes=group)
+        fits = state.jobs.result(key, frame.height, _fits, frame, seed)
     except ValueError as exc:
         raise ApiError(422, "cannot_fit", f"cannot fit the stored judgments: {exc}") from None
     if isinstance(fits, Pending):
