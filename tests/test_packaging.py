@@ -284,6 +284,8 @@ def cli_commands() -> list[list[str]]:
         ["elo", "--data", MTBENCH, "--rounds", "20", "--format", "json"],
         ["annotators", "--data", MTBENCH, "--method", "fast", "--assume-a-first", *quiet],
         ["agreement", "--data", MTBENCH, "--report", "annotators", *quiet],
+        # gold.csv: the first MT-Bench judgments' answers as gold (written beside the data)
+        ["gold", "--data", MTBENCH, "--gold", "gold.csv", *quiet],
         ["damr", "--data", MRBENCH, "--method", "mle", *quiet],
         # no --workers: without Ray the folds run serially
         ["loco", "--data", MTBENCH, "--grid", "5,10", "--num-random", "3", *quiet],
@@ -315,6 +317,12 @@ def test_every_command_but_the_services_runs_on_the_core_install(core: Install):
     assert every <= set(re.findall(r"\b[a-z]+\b", help_text.stdout)), help_text.stdout
 
     commands = cli_commands()
+    with (ROOT / MTBENCH).open() as f, (core.work / "gold.csv").open("w") as out:
+        cells: dict[tuple[str, frozenset[str]], list[str]] = {}
+        for row in list(csv.DictReader(f))[:40]:
+            key = (row["item_id"], frozenset((row["system_a"], row["system_b"])))
+            cells.setdefault(key, [row["item_id"], row["system_a"], row["system_b"], row["winner"]])
+        csv.writer(out).writerows([["item_id", "system_a", "system_b", "answer"], *cells.values()])
     report = core.run_plan("cli", CLI_RUNNER, commands)
     failed = [f"{r['argv']}: {r['rc']}\n{r['stderr'][-2000:]}" for r in report if r["rc"] != 0]
     assert failed == [], "\n".join(failed)
