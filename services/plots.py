@@ -7,6 +7,7 @@ figure to ``path`` (PNG or SVG, by its suffix) and returns the path:
   decision against the leader;
 * :func:`plot_annotators`: each annotator's position bias (interval) and agreement;
 * :func:`plot_item_information`: item information curves and discrimination;
+* :func:`plot_item_fit`: a prompt set's test information, and each prompt's fit;
 * :func:`plot_matrices`: win-rate and judgment-count matrices;
 * :func:`plot_evidence`: each comparison's evidence over its judgments, the decision
   boundary and where it closed;
@@ -235,6 +236,38 @@ def plot_item_information(
     ax2.set_title(f"discrimination of {len(order)} prompts", fontsize=9)
     ax2.grid(alpha=0.3)
     fig.suptitle(title or f"Item information ({cells.dimension})", fontsize=10)
+    return _save(fig, path)
+
+
+def plot_item_fit(
+    analysis: Any, info: Any, curves: Sequence[dict[str, Any]], path: str | Path, *, title: str = ""
+) -> Path:
+    """Left: the test information curve of every prompt and of those not flagged
+    (``curves``: rows of :func:`evalset.item_fit.information_curve` with a ``set``);
+    right: each prompt's observed slope over the abilities against the model's, flagged
+    prompts (:func:`adaptive.item_fit.item_fit`'s ``info``) in red."""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4), dpi=120)
+    for name, style in (("all", "-"), ("without misfits", "--")):
+        mine = [
+            r for r in curves if r["set"] == name and r["dimension"] == analysis.cells.dimension
+        ]
+        if mine:
+            ax1.plot([r["theta"] for r in mine], [r["information"] for r in mine], style,
+                     color="#0072B2", label=f"{name} ({mine[0]['num_prompts']} prompts)")  # fmt: skip
+    ax1.set_xlabel("theta (A vs B)")
+    ax1.set_ylabel("test information")
+    ax1.legend(fontsize=7, frameon=False)
+    ax1.grid(alpha=0.3)
+    flagged = np.asarray(info.flagged)
+    for mask, color, label in ((~flagged, "#999999", "fits"), (flagged, "#D55E00", "flagged")):
+        ax2.plot(info.trend_model[mask], info.trend_observed[mask], ".", color=color, ms=4,
+                 label=f"{label} ({int(mask.sum())})")  # fmt: skip
+    ax2.axhline(0.0, color="black", lw=0.5)
+    ax2.set_xlabel("model's slope of the signed judgment over theta")
+    ax2.set_ylabel("observed slope")
+    ax2.legend(fontsize=7, frameon=False)
+    ax2.grid(alpha=0.3)
+    fig.suptitle(title or f"Item fit ({analysis.cells.dimension})", fontsize=10)
     return _save(fig, path)
 
 

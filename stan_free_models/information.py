@@ -97,6 +97,29 @@ def expected_information(
     return information_matrix(flat, alpha, b).mean(axis=0)
 
 
+def set_information(
+    theta: np.ndarray | jax.Array, alpha: np.ndarray | jax.Array, b: np.ndarray | jax.Array
+) -> jax.Array:
+    """Test information of a set of items (a prompt set) at every ability, averaged over parameter draws.
+
+    Args:
+        theta: (T,) abilities.
+        alpha: (D, P) draws of the set's discriminations; b: (D, P, K-1) of its thresholds.
+
+    Returns:
+        (T,) mean over draws of sum_j I_j(theta): the set's information curve; with a
+        prior precision of 1, 1 / sqrt(1 + it) is the expected SE of theta.
+
+    Example:
+        >>> a, b = jnp.ones((1, 2)) * 2.0, jnp.zeros((1, 2, 1))
+        >>> float(set_information(jnp.array([0.0]), a, b)[0])
+        2.0
+    """
+    theta = jnp.asarray(theta, dtype=jnp.result_type(float))
+    info = item_information(theta[:, None, None], jnp.asarray(alpha)[None], jnp.asarray(b)[None])
+    return info.sum(axis=-1).mean(axis=-1)
+
+
 def standard_error(
     theta: np.ndarray | jax.Array,
     alpha: np.ndarray | jax.Array,
@@ -109,4 +132,10 @@ def standard_error(
     return 1.0 / jnp.sqrt(prior_precision + info)
 
 
-__all__ = ["expected_information", "information_matrix", "item_information", "standard_error"]
+__all__ = [
+    "expected_information",
+    "information_matrix",
+    "item_information",
+    "set_information",
+    "standard_error",
+]

@@ -506,3 +506,59 @@ def subsample_index(num_rows: int, fraction: float, seed: int) -> np.ndarray:
         return np.arange(num_rows)
     rng = np.random.default_rng(10_000 + seed)
     return np.sort(rng.choice(num_rows, size=round(fraction * num_rows), replace=False))
+
+
+def simulate_planted_misfits(
+    rng: np.random.Generator,
+    *,
+    num_comparisons: int = 20,
+    num_prompts: int = 200,
+    num_annotators: int = 3,
+    planted: float = 0.1,
+    kind: str = "reversed",
+    cell_sd: float = 0.0,
+    random_annotators: float = 0.0,
+) -> tuple[list[dict], tuple[str, ...]]:
+    """A campaign of :func:`simulate_campaign`'s model with a share of prompts it does not fit.
+
+    A planted prompt's judgments ignore the model: ``reversed`` flips the sign of the
+    ability in its cells (the worse system wins), ``random`` draws A, tie or B uniformly.
+    ``cell_sd`` and ``random_annotators`` add what the model does not assume, as in
+    :func:`simulate_campaign`. Returns the rows and the planted prompts' ids.
+    """
+    if kind not in ("reversed", "random"):
+        raise ValueError(f"unknown kind {kind!r}; expected 'reversed' or 'random'")
+    num_c, num_p, num_k = num_comparisons, num_prompts, num_annotators
+    num_systems, pairs = draw_pairs(rng, num_c)
+    theta = rng.normal(0.0, 1.0, num_c)
+    alpha = np.exp(rng.normal(0.0, 1.0, num_p))
+    b = np.sort(rng.normal(0.0, 2.0, (num_p, 2)), axis=1)
+    bad = np.zeros(num_p, dtype=bool)
+    bad[rng.choice(num_p, size=round(planted * num_p), replace=False)] = True
+    eta = theta[:, None] * np.where(bad & (kind == "reversed"), -1.0, 1.0)[None, :]
+    eta = eta + (rng.normal(0.0, cell_sd, (num_c, num_p)) if cell_sd > 0 else 0.0)
+    cum = 1.0 / (1.0 + np.exp(-alpha[None, :, None] * (eta[:, :, None] - b[None, :, :])))
+    y = (rng.uniform(size=(num_c, num_p, num_k, 1)) < cum[:, :, None, :]).sum(-1)
+    pool = 50
+    ann = (np.arange(num_c)[:, None, None] * 7 + np.arange(num_p)[None, :, None] * 3
+           + np.arange(num_k)[None, None, :]) % pool  # fmt: skip
+    uniform = rng.integers(0, 3, y.shape)
+    noisy = (rng.uniform(size=pool) < random_annotators)[ann]
+    if kind == "random":
+        noisy = noisy | bad[None, :, None]
+    y = np.where(noisy, uniform, y)
+    prompts = tuple(f"p{j:04d}" for j in range(num_p))
+    rows = [
+        {
+            "item_id": prompts[j],
+            "system_a": f"sys{pairs[i][0]:02d}",
+            "system_b": f"sys{pairs[i][1]:02d}",
+            "annotator_id": f"w{ann[i, j, k]:02d}",
+            "winner": ("a", "tie", "b")[y[i, j, k]],
+            "dimension": "overall",
+        }
+        for i in range(num_c)
+        for j in range(num_p)
+        for k in range(num_k)
+    ]
+    return rows, tuple(p for p, is_bad in zip(prompts, bad) if is_bad)

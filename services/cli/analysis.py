@@ -1,4 +1,5 @@
-"""``evalset significance`` and ``evalset items``: the graded-response analysis of a judgments file."""
+"""``evalset significance`` and ``evalset items`` (with ``--fit``, each prompt's fit): the
+graded-response analysis of a judgments file."""
 
 from __future__ import annotations
 
@@ -354,11 +355,51 @@ def run_significance(args: argparse.Namespace) -> int:
 def run_items(args: argparse.Namespace) -> int:
     from adaptive.pipeline import analysis_item_rows
 
-    rows = []
+    rows: list[dict[str, Any]] = []
+    curves: list[dict[str, Any]] = []
+    fits: list[tuple[Any, Any]] = []
+    checking = args.fit or args.information or args.plot
     for result in _analyses(args, fit_config(args)):
-        rows.extend(analysis_item_rows(result))
-    emit(rows, args.format)
+        item_rows = analysis_item_rows(result)
+        if checking:
+            item_rows, curve, info = _item_fit(args, result, item_rows)
+            curves.extend(curve)
+            fits.append((result, info))
+        rows.extend(item_rows)
+    emit(curves if args.information else rows, args.format)
+    if args.plot:
+        from services.plots import plot_item_fit
+
+        result, info = fits[0]
+        plot_item_fit(result, info, curves, args.plot)
+        if not args.quiet:
+            log(f"wrote {args.plot}")
     return 0
+
+
+def _item_fit(
+    args: argparse.Namespace, result: Any, item_rows: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Any]:
+    """``items --fit``: each row with its fit columns, the information curves, the check."""
+    from adaptive.item_fit import analysis_item_fit, item_fit_rows
+    from evalset.item_fit import information_curve
+
+    info = analysis_item_fit(result, seed=args.seed, level=args.level)
+    fit_rows = {r["item_id"]: r for r in item_fit_rows(result, info, level=args.level)}
+    columns = ("fit_p", "misfit", "misfit_reason", "trend_observed", "trend_model")
+    if args.fit:
+        item_rows = [r | {c: fit_rows[r["item_id"]][c] for c in columns} for r in item_rows]
+    fitting = [p for p, r in fit_rows.items() if not r["misfit"]]
+    curves: list[dict[str, Any]] = []
+    for name, prompts in (("all", None), ("without misfits", fitting)):
+        curve = information_curve(result, prompts=prompts, seed=args.seed).to_dicts()
+        curves.extend({"set": name, **r} for r in curve)
+    if not args.quiet:
+        log(
+            f"  item fit: {int(info.flagged.sum())} of {len(info.flagged)} prompts flagged "
+            f"(posterior predictive p < {args.level:g} per prompt, {info.num_draws} draws)"
+        )
+    return item_rows, curves, info
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -376,7 +417,32 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.set_defaults(func=run_significance)
 
-    p = sub.add_parser("items", help="per prompt: discrimination, thresholds and redundancy group")
+    p = sub.add_parser(
+        "items",
+        help="per prompt: discrimination, thresholds and redundancy group; --fit: item fit",
+    )
     add_data_args(p)
     _add_fit_args(p)
+    p.add_argument(
+        "--fit",
+        action="store_true",
+        help="add each prompt's fit: fit_p (posterior predictive p-value of its judgments' "
+        "trend over the abilities), misfit (fit_p < --level) and misfit_reason "
+        "(docs/selection.md, 'Item fit')",
+    )
+    p.add_argument(
+        "--level", type=float, default=0.05, help="--fit: flag a prompt when fit_p is below this"
+    )
+    p.add_argument(
+        "--information",
+        action="store_true",
+        help="print the test information curve (every prompt, and those --fit does not flag) "
+        "instead of the per-prompt rows",
+    )
+    p.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="the figure (.png or .svg) of the first dimension: the test information "
+        "curves and each prompt's fit",
+    )
     p.set_defaults(func=run_items)
