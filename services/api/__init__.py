@@ -1,9 +1,8 @@
 """The HTTP API (FastAPI): projects, catalogue, judgments, and answers from snapshots.
 
-``create_app(settings)`` builds the app. Routers listed in :data:`ROUTER_MODULES`
-are included when their module exists; each such module exposes ``router``
-(a ``fastapi.APIRouter``) and gets the store, settings and snapshots through the
-dependencies of :mod:`services.api.deps`, e.g.::
+``create_app(settings)`` builds the app from the routers :func:`_routers` names; each
+module exposes ``router`` (a ``fastapi.APIRouter``) and gets the store, settings and
+snapshots through the dependencies of :mod:`services.api.deps`, e.g.::
 
     from fastapi import APIRouter
     from services.api.deps import ProjectId, State
@@ -22,7 +21,6 @@ Errors raised as :class:`services.api.errors.ApiError` become the common JSON er
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -36,30 +34,22 @@ from services.api.worker import WorkerProcess
 from services.jax_cache import configure_jax
 from services.settings import Settings
 
-#: optional routers: included when the module exists (it must expose ``router``)
-ROUTER_MODULES: tuple[str, ...] = (
-    "services.api.next_batch",
-    "services.api.crowd",
-    "services.api.decisions",
-    "services.api.agreement",
-    "services.api.hybrid",
-    "services.api.dashboard",
-)
-
-__all__ = ["ROUTER_MODULES", "create_app"]
+__all__ = ["create_app"]
 
 
-def _optional_routers() -> list[APIRouter]:
-    routers = []
-    for name in ROUTER_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                continue
-            raise
-        routers.append(module.router)
-    return routers
+def _routers() -> list[APIRouter]:
+    """The routers beside the core and analysis ones, in the order the API lists them
+    (imported when an app is built, not when this package is)."""
+    from services.api import agreement, crowd, decisions, hybrid, next_batch
+
+    return [
+        next_batch.router,
+        crowd.router,
+        decisions.router,
+        agreement.router,
+        hybrid.router,
+        dashboard.router,
+    ]
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -100,7 +90,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     docs_ui.install(app)
     app.include_router(core_router)
     app.include_router(analysis.router)
-    for router in _optional_routers():
+    for router in _routers():
         app.include_router(router)
     errors.declare_errors(app, admin_token=bool(settings.admin_token))
     return app

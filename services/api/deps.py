@@ -1,6 +1,6 @@
 """Dependencies of the routes (``Annotated[..., Depends(...)]``).
 
-A router (including optional ones listed in ``services.api.ROUTER_MODULES``)
+A router (every one :func:`services.api._routers` names)
 gets what it needs by declaring parameters of these types:
 
 * ``State``: the :class:`services.api.state.ServiceState` (``.store``,
