@@ -113,14 +113,6 @@ def matrix_correlation(
     return pairwise_correlation(values, mask, min_overlap)
 
 
-def prompt_correlation(
-    cells: CellData, *, basis: str = "centered", min_overlap: int = DEFAULT_MIN_OVERLAP
-) -> tuple[np.ndarray, np.ndarray]:
-    """Correlation between prompts' net ratings over comparisons (see module doc)."""
-    values, mask = prompt_rating_matrix(cells)
-    return matrix_correlation(values, mask, basis=basis, min_overlap=min_overlap)
-
-
 def correlation_q_values(correlation: np.ndarray, overlap: np.ndarray) -> np.ndarray:
     """Benjamini-Hochberg q-values of H0: rho <= 0 for every pair (one-sided t test of r).
 
