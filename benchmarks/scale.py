@@ -15,7 +15,7 @@ measures, in this order:
 * ``skill-only update``: items held from a full fit without the cell effect
   (:func:`adaptive.streaming.skill_snapshot`), after a batch of 100 new judgments;
 * ``next batch``: preparing the recommender's snapshot once
-  (:func:`adaptive.recommend.snapshot_from_posteriors`) and one 100-cell
+  (``snapshot_from_posteriors`` of benchmarks/named_snapshots.py) and one 100-cell
   :func:`adaptive.recommend.recommend` request;
 * ``replay``: :func:`adaptive.replay.replay` of the adaptive policy, 10 seeds.
 
@@ -175,8 +175,10 @@ def run_size(
     fit_bytes_per_judgment: float = 9_000,
 ) -> dict:
     """Every step at one size, in this process; returns the figures."""
+    from named_snapshots import snapshot_from_posteriors
+
     from adaptive.cells import build_cells
-    from adaptive.recommend import CellState, Request, recommend, snapshot_from_posteriors
+    from adaptive.recommend import CellState, Request, recommend
     from adaptive.replay import ReplayConfig, log_from_cells, replay
     from adaptive.streaming import Source, fit_snapshot, skill_snapshot, stream_config
 

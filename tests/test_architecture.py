@@ -229,9 +229,6 @@ NAME_KEYS = {"item_id", "system_a", "system_b", "system_name", "prompt_name", "p
 NAME_FIELDS = {"systems", "prompts", "items", "system_names", "prompt_names", "item_ids"}
 #: files that still handle names, each with why; new ones fail the test
 NAMES_KEPT = {
-    # snapshot_from_posteriors maps names to indices for the benchmarks (benchmarks/scale.py,
-    # benchmarks/recommend_latency.py); the service and the CLI use services/recommend_adapter
-    "adaptive/recommend/prepare.py",
     # simulated judgment rows in the common schema, for tests and examples (named on purpose)
     "stan_free_models/simulate.py",
 }

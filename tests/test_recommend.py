@@ -254,22 +254,18 @@ def test_system_strength_recovers_a_leaderboard():
     assert np.isnan(est[4])
 
 
-def test_latency_benchmark_runs_with_tiny_settings(capsys):
+def test_latency_benchmark_runs_with_tiny_settings():
+    """As a user runs it (its folder on the path: benchmarks/named_snapshots.py)."""
     import json
-    import runpy
+    import subprocess
     import sys
     from pathlib import Path
 
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "recommend_latency.py"
-    argv = sys.argv
-    sys.argv = [str(path), "--prompts", "30", "--systems", "4", "--size", "10", "--repeats", "3"]
-    try:
-        with pytest.raises(SystemExit) as done:
-            runpy.run_path(str(path), run_name="__main__")
-    finally:
-        sys.argv = argv
-    assert done.value.code == 0
-    result = json.loads(capsys.readouterr().out)
+    argv = ["--prompts", "30", "--systems", "4", "--size", "10", "--repeats", "3"]
+    done = subprocess.run([sys.executable, str(path), *argv], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
     assert 1 <= result["comparisons"] <= 6 and result["returned"] == 10
     assert 0 < result["p50_ms"] <= result["p95_ms"]
 

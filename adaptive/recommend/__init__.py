@@ -105,7 +105,6 @@ __all__ = [
     "recommend",
     "recommend_key",
     "snapshot_from_draws",
-    "snapshot_from_posteriors",
     "system_strength",
     "target_mask",
     "tier_comparisons",
@@ -118,7 +117,6 @@ _LAZY = {
     "recommend_key": "adaptive.recommend.policy",
     "DimensionDraws": "adaptive.recommend.prepare",
     "snapshot_from_draws": "adaptive.recommend.prepare",
-    "snapshot_from_posteriors": "adaptive.recommend.prepare",
     "system_strength": "adaptive.recommend.prepare",
 }
 
@@ -127,7 +125,6 @@ if TYPE_CHECKING:
     from adaptive.recommend.prepare import (
         DimensionDraws,
         snapshot_from_draws,
-        snapshot_from_posteriors,
         system_strength,
     )
 

@@ -68,7 +68,7 @@ def recommend(
         rng_key: a JAX PRNG key, the only source of the batch's randomness. (An int
             seed is still accepted, with a DeprecationWarning, for callers not yet
             moved: it seeds numpy directly, as before.)
-        snapshot: from :func:`snapshot_from_posteriors` or :func:`snapshot_from_draws`.
+        snapshot: from :func:`snapshot_from_draws` (names: services.recommend_adapter).
         cells: the cell state.
         request: the request.
 
