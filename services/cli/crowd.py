@@ -1,7 +1,9 @@
 """``evalset crowd export`` and ``evalset crowd import``: a batch out to a crowd platform and back.
 
 A batch is a task table: the output of ``evalset recommend --format csv`` (or
-JSON), or a lease of a served project (``--project P --lease ID``). See docs/crowd.md.
+JSON), or a lease of a served project (``--project P --lease ID``). ``evalset crowd push``
+and ``evalset crowd pull`` do the same with a running Label Studio, over its API.
+See docs/crowd.md.
 """
 
 from __future__ import annotations
@@ -144,6 +146,95 @@ def run_crowd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _label_studio(args: argparse.Namespace) -> Any:
+    from services.crowd.labelstudio_api import TOKEN_ENV, LabelStudio, LabelStudioError
+
+    try:  # the token comes from the flag or the environment and is never printed
+        return LabelStudio(args.ls_url, args.ls_token or os.environ.get(TOKEN_ENV, ""))
+    except LabelStudioError as exc:
+        raise CliError(str(exc)) from exc
+
+
+def run_crowd_push(args: argparse.Namespace) -> int:
+    from services.crowd.labelstudio_api import LabelStudioError, push_tasks
+
+    tasks = _tasks(args)
+    title = args.ls_title or (
+        f"evalset {args.project}" if args.project else f"evalset {tasks['batch_id'][0]}"
+    )
+    ls = _label_studio(args)
+    try:
+        got = push_tasks(ls, tasks, project_id=args.ls_project, title=title)
+    except LabelStudioError as exc:
+        raise CliError(str(exc)) from exc
+    finally:
+        ls.close()
+    log(
+        f"Label Studio project {got.project_id}{' (created)' if got.created else ''} at "
+        f"{args.ls_url}: {got.imported} tasks of batch {tasks['batch_id'][0]} imported, "
+        f"{got.already} there already (pull with --ls-project {got.project_id})"
+    )
+    print(json.dumps(got._asdict()))
+    return 0
+
+
+def run_crowd_pull(args: argparse.Namespace) -> int:
+    from services.crowd.labelstudio_api import (
+        LabelStudioError,
+        export_by_lease,
+        pull_export,
+        pull_results,
+    )
+
+    ls = _label_studio(args)
+    try:
+        if not args.project:  # a batch file: read the answers here, like crowd import
+            tasks = _tasks(args)
+            got = pull_results(ls, args.ls_project, tasks)
+        else:
+            groups = export_by_lease(pull_export(ls, args.ls_project))
+    except LabelStudioError as exc:
+        raise CliError(str(exc)) from exc
+    finally:
+        ls.close()
+    if not args.project:
+        log(
+            f"{got.judgments.height} judgments from {got.num_rows} annotations of Label Studio "
+            f"project {args.ls_project}; skipped {got.skipped or 'none'}; "
+            f"{len(got.unanswered)} of {tasks.height} tasks unanswered"
+        )
+        if args.output:
+            got.judgments.write_csv(args.output)
+        else:
+            sys.stdout.write(got.judgments.write_csv())
+        return 0
+    if "" in groups:
+        log(f"left out {len(groups.pop(''))} annotated tasks without a batch_id (not evalset's)")
+    if args.lease:
+        groups = {args.lease: groups.get(args.lease, [])}
+    results = {}
+    for lease, rows in groups.items():  # the file path's route: same checks, same ids
+        body = {"platform": "labelstudio", "content": rows}
+        results[lease] = got_lease = _request(args, "POST", f"/leases/{lease}/results", json=body)
+        log(
+            f"lease {lease}: {got_lease['accepted']} stored, {got_lease['duplicates']} "
+            f"already stored, {len(got_lease['unanswered'])} tasks unanswered"
+        )
+    print(json.dumps(results, indent=1))
+    return 0
+
+
+def _ls_args(p: argparse.ArgumentParser) -> None:
+    from services.crowd.labelstudio_api import TOKEN_ENV, URL_ENV
+
+    p.add_argument(
+        "--ls-url",
+        default=os.environ.get(URL_ENV, "http://localhost:8080"),
+        help=f"the Label Studio server (default: ${URL_ENV} or %(default)s)",
+    )
+    p.add_argument("--ls-token", help=f"a Label Studio API token (default: ${TOKEN_ENV})")
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from services.crowd import PLATFORMS
 
@@ -194,3 +285,40 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "-o", "--output", help="judgments file (.csv, .jsonl, .parquet; default: CSV on stdout)"
     )
     im.set_defaults(func=run_crowd_import)
+
+    push = inner.add_parser(
+        "push",
+        help="import a batch's tasks into a running Label Studio (its API; project made if absent)",
+        formatter_class=DefaultsHelp,
+    )
+    push.add_argument("--platform", choices=("labelstudio",), default="labelstudio")
+    push.add_argument("--tasks", help="the batch: evalset recommend output (CSV, JSON, JSONL)")
+    _client_args(push)
+    push.add_argument(
+        "--size", type=int, help="with --project and no --lease: lease a new batch of N tasks"
+    )
+    push.add_argument("--annotator", help="the new lease's annotator")
+    push.add_argument(
+        "--lease-seconds", type=float, default=86400.0, help="how long the new lease holds"
+    )
+    push.add_argument("--idempotency-key", help="repeat the new lease request safely")
+    push.add_argument("--targets", metavar="A:B,C:D", help="the new lease: these pairs only")
+    _ls_args(push)
+    push.add_argument("--ls-project", type=int, help="an existing Label Studio project id")
+    push.add_argument(
+        "--ls-title", help="the project found or created (default: 'evalset <project or batch>')"
+    )
+    push.set_defaults(func=run_crowd_push)
+
+    pull = inner.add_parser(
+        "pull",
+        help="read a Label Studio project's annotations back as judgments (stored once)",
+        formatter_class=DefaultsHelp,
+    )
+    pull.add_argument("--platform", choices=("labelstudio",), default="labelstudio")
+    pull.add_argument("--tasks", help="the batch's tasks.csv (without --project)")
+    _client_args(pull)
+    _ls_args(pull)
+    pull.add_argument("--ls-project", type=int, required=True, help="the Label Studio project")
+    pull.add_argument("-o", "--output", help="judgments CSV without --project (default: stdout)")
+    pull.set_defaults(func=run_crowd_pull)

@@ -4,10 +4,12 @@
   mapping of first/second to a/b);
 * :mod:`services.crowd.export`: files for Label Studio, Amazon MTurk and external
   (Prolific-style) surveys;
-* :mod:`services.crowd.results`: the platforms' result files back as judgments.
+* :mod:`services.crowd.results`: the platforms' result files back as judgments;
+* :mod:`services.crowd.labelstudio_api`: the same with a running Label Studio, over its
+  REST API (push a batch's tasks, pull the annotations; imported on its own).
 
-Pure functions on frames and files: no web, no database (``services/api/crowd.py``
-and ``evalset crowd`` are the edges). See docs/crowd.md.
+Pure functions on frames and files: no database, and no web except the Label Studio
+client (``services/api/crowd.py`` and ``evalset crowd`` are the edges). See docs/crowd.md.
 """
 
 from services.crowd.export import PLATFORMS, write_export
