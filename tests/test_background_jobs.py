@@ -38,3 +38,26 @@ def test_a_newer_job_drops_the_queued_ones_of_its_group_and_keeps_the_running_on
     finally:
         release.set()
         jobs.shutdown()
+
+
+def test_a_cancelled_job_reads_as_pending_with_the_newest_finished_answer():
+    """A request whose job a newer question cancelled gets a Pending (not CancelledError),
+    carrying the newest finished answer to the same question for a page to show."""
+    from concurrent.futures import Future
+
+    jobs = BackgroundJobs()
+    try:
+        older = ("p", "overall", 1, "elo")
+        jobs.result(older, 10, lambda: "of 10")  # Pending, or done already
+        assert jobs._jobs[older].result(10) == "of 10"
+        cancelled: Future = Future()
+        cancelled.cancel()
+        newer = ("p", "overall", 2, "elo")
+        jobs._jobs[newer] = cancelled
+        jobs._groups[newer] = (("p", "overall", "elo"), 20)
+        got = jobs.result(newer, 20, lambda: "never")
+        assert got == Pending(20, previous="of 10", previous_judgments=10)
+        other = jobs.result(("p", "overall", 3, "pruning"), 30, lambda: "x")  # another question
+        assert other == Pending(30) or other == "x"
+    finally:
+        jobs.shutdown()

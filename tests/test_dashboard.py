@@ -506,3 +506,18 @@ def test_dashboard_of_a_new_campaign(server):
         assert r.status_code == 200  # several dimensions and none named: the first
         r = client.get("/projects/fresh/dashboard", params={"dimension": "nope"}, headers=headers)
         assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+
+
+def test_the_newest_finished_elo_rows_show_while_newer_ones_are_computed():
+    """Judgments arriving between two reloads must not hide the ratings for good: the page
+    shows the newest finished rows, of their judgments, and says newer ones are coming."""
+    from services.api.dashboard_page import _elo_section
+    from services.schemas import EloPublic, EloRow
+
+    row = {"rank": 1, "system": "a<b", "elo": 1010.0, "ci_low": 990.0, "ci_high": 1030.0}
+    row |= {"rank_best": 1, "rank_worst": 2, "n_judgments": 40}
+    board = EloPublic(dimension="overall", num_judgments=40, rows=[EloRow.model_validate(row)])
+    section = _elo_section({"board": board, "pending": 55}, 15)
+    assert 'data-judgments="40"' in section and "a&lt;b" in section
+    assert "ratings of all 55 judgments are being computed" in section
+    assert 'id="elo-pending"' not in section

@@ -19,9 +19,14 @@ MAX_JOBS = 64
 
 @dataclass(frozen=True)
 class Pending:
-    """A result still being computed on a background thread."""
+    """A result still being computed on a background thread; ``previous``: the newest
+    finished answer to the same question for fewer judgments (``previous_judgments``), if
+    any, for a page that shows it meanwhile (the routes answer 409: they promise the
+    answer for the judgments stored now)."""
 
     num_judgments: int
+    previous: Any = None
+    previous_judgments: int | None = None
 
 
 def prune_rows(
@@ -94,7 +99,8 @@ class BackgroundJobs:
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="answers")
     )
     _jobs: dict[tuple[Any, ...], Future[Any]] = field(default_factory=dict)
-    _groups: dict[tuple[Any, ...], tuple[Any, ...]] = field(default_factory=dict)
+    #: each job's question (its key but the judgments seen) and its judgments
+    _groups: dict[tuple[Any, ...], tuple[tuple[Any, ...], int]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def result(
@@ -112,24 +118,46 @@ class BackgroundJobs:
             job = self._jobs.get(key)
             if job is None:
                 group = (key[0], key[1], *key[3:])
-                for old in [k for k, g in self._groups.items() if g == group]:
+                older = [
+                    k for k, (g, n) in self._groups.items() if g == group and n <= num_judgments
+                ]
+                for old in older:
                     if self._jobs[old].cancel():  # queued: dropped; running: kept
                         del self._jobs[old], self._groups[old]
-                self._groups[key] = group
+                self._groups[key] = (group, num_judgments)
                 job = self._pool.submit(fn, *args)
                 self._jobs[key] = job
                 while len(self._jobs) > MAX_JOBS:  # the oldest, not run if still queued
                     oldest = next(iter(self._jobs))
                     self._jobs.pop(oldest).cancel()
                     self._groups.pop(oldest, None)
-        if not job.done():
-            return Pending(num_judgments)
+        if job.cancelled() or not job.done():  # cancelled: a newer question replaced it
+            return self._pending(key, num_judgments)
         if job.exception() is not None:  # raised to this request; the next one tries again
             with self._lock:
                 if self._jobs.get(key) is job:
                     del self._jobs[key]
                     self._groups.pop(key, None)
         return job.result()
+
+    def _pending(self, key: tuple[Any, ...], num_judgments: int) -> Pending:
+        """:class:`Pending`, with the newest finished answer to the same question."""
+        group = (key[0], key[1], *key[3:])
+        best: tuple[int, Any] | None = None
+        with self._lock:
+            done = [
+                (n, self._jobs[k])
+                for k, (g, n) in self._groups.items()
+                if g == group and k != key and self._jobs[k].done()
+            ]
+        for n, job in done:
+            if job.cancelled() or job.exception() is not None:
+                continue
+            if best is None or n > best[0]:
+                best = (n, job.result())
+        if best is None:
+            return Pending(num_judgments)
+        return Pending(num_judgments, previous=best[1], previous_judgments=best[0])
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -180,6 +180,8 @@ def _elo(state: Any, project_id: str, dimension: str) -> dict[str, Any] | None:
     if result is None:
         return None
     if isinstance(result, Pending):
+        if result.previous is not None:  # the newest finished ratings, while newer ones run
+            return {"board": result.previous, "pending": result.num_judgments}
         return {"pending": result.num_judgments}
     return {"board": result}
 

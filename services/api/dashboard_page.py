@@ -313,13 +313,19 @@ def _elo_section(elo: dict[str, Any] | None, refresh: int) -> str:
     head = '<section id="elo"><h2>Elo (Chatbot Arena\'s method)</h2>'
     if "error" in elo:
         return f'{head}<p class="note">No Elo ratings: {_e(elo["error"])}</p></section>'
-    if "pending" in elo:
+    if "pending" in elo and "board" not in elo:
         later = "a later reload" if refresh else "reloading the page"
         return (
             f'{head}<p class="note" id="elo-pending">The Elo ratings of the {elo["pending"]} '
             f"judgments are being computed (bootstrap resamples); {later} shows them.</p></section>"
         )
     board = elo["board"]
+    newer = (
+        f' <span id="elo-newer">The ratings of all {elo["pending"]} judgments are being '
+        "computed.</span>"
+        if "pending" in elo
+        else ""
+    )
     rows = "".join(
         f'<tr data-system="{_e(r.system)}"><td>{r.rank}</td><td class="t">{_e(r.system)}</td>'
         f"<td>{r.elo:.0f}</td><td>[{r.ci_low:.0f}, {r.ci_high:.0f}]</td>"
@@ -330,7 +336,7 @@ def _elo_section(elo: dict[str, Any] | None, refresh: int) -> str:
         f'{head}<p class="meta" id="elo-meta" data-judgments="{board.num_judgments}">'
         f"Ratings of the {board.num_judgments} stored judgments (a tie half a win, the average "
         "system at 1000), 95% bootstrap intervals; rank intervals hold for every system at "
-        "once. <code>GET .../elo</code> and <code>evalset elo</code> give these rows.</p>"
+        f"once. <code>GET .../elo</code> and <code>evalset elo</code> give these rows.{newer}</p>"
         '<table><thead><tr><th>rank</th><th class="t">system</th><th>Elo</th>'
         "<th>95% interval</th><th>rank interval</th><th>judgments</th></tr></thead>"
         f"<tbody>{rows}</tbody></table></section>"
@@ -448,7 +454,9 @@ def render_dashboard(
             )
             + '<p class="note" id="forest-colours">A colour is the decision of that system\'s '
             "own comparison with the leader, not its rank: a system can be decided below the "
-            "leader (blue) while one ranked under it is still undecided (amber).</p>"
+            "leader (blue) while one ranked under it is still undecided (amber). Amber also "
+            "marks a system its decision puts above the snapshot's leader (the model and the "
+            "judgments disagree on the top).</p>"
             + '</div><table><thead><tr><th>rank</th><th class="t">system</th><th>skill</th>'
             "<th>sd</th><th>95% interval</th><th>mean rank</th><th>P(best)</th></tr></thead>"
             f"<tbody>{rows}</tbody></table></div></section>"
