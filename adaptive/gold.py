@@ -77,11 +77,14 @@ def read_gold(gold: pl.DataFrame) -> pl.DataFrame:
         raise ValueError(f"gold cells need the column(s) {missing}; they have {gold.columns}")
     if "dimension" not in gold.columns:
         gold = gold.with_columns(pl.lit(None, pl.Utf8).alias("dimension"))
+    # ids as the judgments' reader keeps them (stripped); an empty dimension: every dimension
     gold = gold.select(
-        pl.col("item_id", "system_a", "system_b", "dimension").cast(pl.Utf8),
+        pl.col("item_id", "system_a", "system_b").cast(pl.Utf8).str.strip_chars(),
+        pl.col("dimension").cast(pl.Utf8).str.strip_chars().replace("", None),
         pl.col("answer").cast(pl.Utf8).str.strip_chars().str.to_lowercase(),
     )
     seen: dict[tuple[Any, ...], int] = {}
+    anywhere: dict[tuple[Any, ...], int] = {}
     for row, (item, a, b, dim, answer) in enumerate(gold.iter_rows(), start=1):
         if answer not in ANSWERS:
             raise ValueError(f"gold row {row}: answer {answer!r} is not one of {ANSWERS}")
@@ -89,10 +92,17 @@ def read_gold(gold: pl.DataFrame) -> pl.DataFrame:
             raise ValueError(f"gold row {row}: item_id, system_a and system_b must be given")
         if a == b:
             raise ValueError(f"gold row {row}: a pair of one system ({a!r})")
-        key = (dim, item, frozenset((a, b)))
-        if key in seen:
-            raise ValueError(f"gold row {row}: the cell of row {seen[key]} again")
-        seen[key] = row
+        cell = (item, frozenset((a, b)))
+        if (dim, *cell) in seen:
+            raise ValueError(f"gold row {row}: the cell of row {seen[(dim, *cell)]} again")
+        other = anywhere.get(cell)
+        if other is not None and (dim is None or (None, *cell) in seen):
+            raise ValueError(
+                f"gold row {row}: the cell of row {other} again (a row without a dimension "
+                "holds for every dimension)"
+            )
+        seen[(dim, *cell)] = row
+        anywhere.setdefault(cell, row)
     return gold
 
 
@@ -100,10 +110,15 @@ def gold_rows(
     judgments: pl.DataFrame, gold: pl.DataFrame, rule: GoldRule | None = None
 ) -> list[dict[str, Any]]:
     """Per annotator with gold judgments: ``n_gold``, ``n_right``, ``accuracy``, its 95%
-    Wilson interval ``accuracy_low`` / ``accuracy_high``, ``e_value`` (the largest the
-    sequential test reached), ``flagged``, ``flagged_after`` (gold judgments when it first
-    reached ``1 / level``) and ``reason`` in words. Judgments in arrival order; those of
-    cells not in the gold list are not scored."""
+    Wilson interval ``accuracy_low`` / ``accuracy_high``, ``max_ratio`` (the largest the
+    sequential probability ratio reached), ``flagged``, ``flagged_after`` (gold judgments
+    when it first reached ``1 / level``) and ``reason`` in words. Judgments in arrival
+    order; an annotator's first judgment of a gold cell counts, the others and those of
+    cells not in the gold list are not scored, nor anonymous ones.
+
+    Raises:
+        ValueError: bad gold cells, or no judgment of any gold cell by a named annotator.
+    """
     rule = rule or GoldRule()
     gold = read_gold(gold)
     answers: dict[tuple[Any, ...], tuple[str, str]] = {}
@@ -114,15 +129,30 @@ def gold_rows(
     wrong_log = math.log((1.0 - rule.careless) / (1.0 - rule.careful))
     threshold = math.log(1.0 / rule.level)
     marks: dict[str, list[bool]] = {}
+    scored: set[tuple[Any, ...]] = set()
     for r in judgments.iter_rows(named=True):
+        annotator = r.get("annotator_id")
+        if not annotator:  # anonymous judgments are nobody's answers
+            continue
         pair = frozenset((r["system_a"], r["system_b"]))
         dim = r["dimension"] if has_dim else None
         hit = answers.get((dim, r["item_id"], pair)) or answers.get((None, r["item_id"], pair))
         if hit is None:
             continue
+        # an annotator's first answer per gold cell: a repeat is no new evidence (its errors
+        # repeat), and the test needs each answer right with chance >= careful given the past
+        once = (str(annotator), dim, r["item_id"], pair)
+        if once in scored:
+            continue
+        scored.add(once)
         first, answer = hit
         said = r["winner"] if r["system_a"] == first else _FLIP[r["winner"]]
-        marks.setdefault(str(r["annotator_id"]), []).append(said == answer)
+        marks.setdefault(str(annotator), []).append(said == answer)
+    if not marks:
+        raise ValueError(
+            "no judgment of a gold cell by a named annotator: check the gold file's item_id, "
+            "system_a, system_b (and dimension) against the judgments'"
+        )
     rows = []
     for annotator in sorted(marks):
         right = np.asarray(marks[annotator], bool)
@@ -149,7 +179,7 @@ def gold_rows(
                 "accuracy": k / n,
                 "accuracy_low": float(ci.low),
                 "accuracy_high": float(ci.high),
-                "e_value": float(np.exp(min(path.max(initial=0.0), 700.0))),
+                "max_ratio": float(np.exp(min(path.max(initial=0.0), 700.0))),
                 "flagged": flagged,
                 "flagged_after": int(crossed[0]) + 1 if flagged else None,
                 "reason": reason,
@@ -170,8 +200,8 @@ def simulate_gold(
 ) -> tuple[pl.DataFrame, pl.DataFrame, set[str]]:
     """A campaign's gold judgments: careful annotators right with an accuracy drawn from
     ``careful_accuracy`` (wrong: the other side or a tie), careless ones clicking uniformly
-    among ``careless_answers``; each judges ``num_gold`` gold cells, half of them shown in
-    the other order. Returns the judgments, the gold cells and the careless annotators."""
+    among ``careless_answers``; each judges ``num_gold`` gold cells, each shown in the other
+    order with probability 1/2. Returns the judgments, the gold cells and the careless annotators."""
     answers = rng.choice(
         ["a", "b", "tie"], size=num_gold, p=[(1 - tie_share) / 2] * 2 + [tie_share]
     )

@@ -24,7 +24,7 @@ def gold(
 
     Args:
         data: judgments (frame or file), in arrival order.
-        cells: the gold cells (frame or CSV file): ``item_id``, ``system_a``, ``system_b``,
+        cells: the gold cells (polars or pandas frame, or CSV file): ``item_id``, ``system_a``, ``system_b``,
             ``answer`` (``a``, ``b`` or ``tie`` for that order), optionally ``dimension``.
         dimension: score only this dimension's judgments (default: every dimension).
         careful: accuracy a careful annotator reaches at least.
@@ -35,11 +35,14 @@ def gold(
     Raises:
         ValueError: bad gold cells (naming the row) or a rule outside its range.
     """
-    from adaptive.data import filter_judgments
+    from adaptive.data import as_polars, filter_judgments
     from adaptive.gold import gold_rows
 
     rule = GoldRule(careful=careful, careless=careless, level=level)
-    frame = cells if isinstance(cells, pl.DataFrame) else pl.read_csv(cells, infer_schema=False)
+    if hasattr(cells, "columns"):  # a polars or pandas frame
+        frame = as_polars(cells)
+    else:
+        frame = pl.read_csv(cells, infer_schema=False)
     judgments = read(data)
     if dimension is not None:
         judgments = filter_judgments(judgments, dimensions=[dimension])

@@ -7,6 +7,7 @@ import json
 import re
 
 import numpy as np
+import pandas as pd
 import polars as pl
 import pytest
 from statsmodels.stats.proportion import proportion_confint
@@ -33,28 +34,43 @@ def test_a_judgment_in_the_other_order_is_scored_in_the_gold_rows_order():
         [
             _judgment("g1", "y", "x", "b"),  # x wins, shown second: right
             _judgment("g2", "y", "x", "a"),  # y wins: right
-            _judgment("g3", "y", "x", "tie"),  # right
-            _judgment("g1", "x", "y", "b"),  # wrong
+            _judgment("g3", "y", "x", "b"),  # wrong (a tie)
+            _judgment("g1", "x", "y", "b"),  # a repeat of g1: not scored
             _judgment("p9", "x", "y", "b"),  # not gold: not scored
+            _judgment("g1", "x", "y", "b", who=""),  # anonymous: not scored
         ]
     )
     (row,) = gold_rows(judgments, GOLD)
-    assert (row["n_gold"], row["n_right"], row["accuracy"]) == (4, 3, 0.75)
-    low, high = proportion_confint(3, 4, alpha=0.05, method="wilson")
+    assert (row["annotator_id"], row["n_gold"], row["n_right"]) == ("w1", 3, 2)
+    low, high = proportion_confint(2, 3, alpha=0.05, method="wilson")
     assert (row["accuracy_low"], row["accuracy_high"]) == pytest.approx((low, high), abs=1e-12)
 
 
 def test_the_flag_is_the_sequential_probability_ratio_crossing_one_over_the_level():
     """Wrong answers multiply the ratio by (1 - 0.5) / (1 - 0.8) = 2.5: 2.5^3 = 15.6 < 20,
     2.5^4 = 39 >= 20, so the fourth wrong answer in a row flags (level 0.05)."""
-    rows = [_judgment(f"g{1 + k % 3}", "x", "y", "b" if k % 3 == 0 else "a") for k in range(6)]
-    (row,) = gold_rows(pl.DataFrame(rows), GOLD)
-    # answers: g1 b (wrong), g2 a (wrong), g3 a (wrong), g1 b, g2 a, g3 a
+    gold = pl.DataFrame(
+        {"item_id": [f"g{i}" for i in range(6)], "system_a": "x", "system_b": "y", "answer": "a"}
+    )
+    rows = [_judgment(f"g{i}", "x", "y", "b") for i in range(6)]  # all wrong
+    (row,) = gold_rows(pl.DataFrame(rows), gold)
     assert row["flagged"] and row["flagged_after"] == 4
-    assert row["e_value"] == pytest.approx(2.5**6)
+    assert row["max_ratio"] == pytest.approx(2.5**6)
     assert "after 4 of them" in row["reason"]
-    (kept,) = gold_rows(pl.DataFrame(rows[:3]), GOLD)
+    (kept,) = gold_rows(pl.DataFrame(rows[:3]), gold)
     assert not kept["flagged"] and kept["flagged_after"] is None
+
+
+def test_gold_ids_are_read_as_the_judgments_ids_and_a_cell_holds_one_answer():
+    spaced = GOLD.with_columns(pl.col("system_a") + " ", dimension=pl.lit(""))
+    (row,) = gold_rows(pl.DataFrame([_judgment("g1", "x", "y", "a")]), spaced)
+    assert row["n_right"] == 1  # "x " is x, and an empty dimension holds for every one
+    both = pl.concat([GOLD.head(1), GOLD.head(1).with_columns(dimension=pl.lit("overall"))],
+                     how="diagonal")  # fmt: skip
+    with pytest.raises(ValueError, match="gold row 2: the cell of row 1 again"):
+        read_gold(both)
+    with pytest.raises(ValueError, match="no judgment of a gold cell"):
+        gold_rows(pl.DataFrame([_judgment("p9", "x", "y", "a")]), GOLD)
 
 
 @pytest.mark.parametrize(
@@ -108,6 +124,8 @@ def test_the_python_door_reads_files_and_takes_the_rule(tmp_path):
     gold.write_csv(tmp_path / "gold.csv")
     table = evalset.gold(tmp_path / "j.csv", tmp_path / "gold.csv")
     assert table.to_dicts() == gold_rows(judgments, gold)
+    as_pandas = pd.DataFrame(gold.to_dicts())
+    assert evalset.gold(judgments, as_pandas).to_dicts() == table.to_dicts()
     stricter = evalset.gold(judgments, gold, careful=0.9, careless=0.6, level=0.01)
     assert stricter.to_dicts() == gold_rows(judgments, gold, GoldRule(0.9, 0.6, 0.01))
     with pytest.raises(ValueError, match="careless < careful"):

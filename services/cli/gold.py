@@ -15,7 +15,7 @@ COLUMNS = (
     "accuracy",
     "accuracy_low",
     "accuracy_high",
-    "e_value",
+    "max_ratio",
     "flagged",
     "flagged_after",
     "reason",
