@@ -20,6 +20,7 @@ DIMENSION_COLUMNS = (
     "per_cell_min",
     "per_cell_max",
     "n_self_repeats",
+    "n_single_cells",
     "observed_agreement",
     "expected_agreement",
     "alpha",
