@@ -139,3 +139,19 @@ def test_items_fit_prints_flags_and_the_information_curve(tmp_path):
     # more prompts, more information, at every ability
     fewer = {r["theta"]: r["information"] for r in curve if r["set"] != "all"}
     assert all(r["information"] >= fewer[r["theta"]] - 1e-9 for r in everything)
+
+
+def test_a_fit_with_a_cell_effect_or_a_lapse_is_refused_and_the_level_checked(capsys):
+    """Replicates from the plain model would be sharper than such a fit: refused, saying why."""
+    from types import SimpleNamespace
+
+    from adaptive.item_fit import analysis_item_fit
+    from services.cli import main
+
+    for extra in ("tau", "lapse"):
+        fitted = SimpleNamespace(posterior=SimpleNamespace(draws={extra: None}), cells=None)
+        with pytest.raises(ValueError, match=f"this fit has \\['{extra}'\\]"):
+            analysis_item_fit(fitted)
+    argv = ["items", "--fit", "--data", "data/chateval_ncm/judgments.csv", "--level", "1.5"]
+    assert main(argv) != 0
+    assert "--level must be between 0 and 1" in capsys.readouterr().err

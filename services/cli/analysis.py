@@ -10,6 +10,7 @@ from typing import Any
 from evalset._common import NUTS_DRAWS, NUTS_MIN_ESS, NUTS_WARMUP
 from evalset.verdicts import DEFAULT_ADJUST
 from services.cli.common import add_data_args, dimensions_of, emit, log
+from services.cli.errors import CliError
 
 SIGNIFICANCE_COLUMNS = (
     "dimension",
@@ -359,6 +360,8 @@ def run_items(args: argparse.Namespace) -> int:
     curves: list[dict[str, Any]] = []
     fits: list[tuple[Any, Any]] = []
     checking = args.fit or args.information or args.plot
+    if not 0.0 < args.level < 1.0:
+        raise CliError(f"--level must be between 0 and 1, not {args.level}")
     for result in _analyses(args, fit_config(args)):
         item_rows = analysis_item_rows(result)
         if checking:
@@ -431,7 +434,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "(docs/selection.md, 'Item fit')",
     )
     p.add_argument(
-        "--level", type=float, default=0.05, help="--fit: flag a prompt when fit_p is below this"
+        "--level",
+        type=float,
+        default=0.05,
+        help="--fit: flag a prompt when fit_p is below this, per prompt (default: %(default)s)",
     )
     p.add_argument(
         "--information",
