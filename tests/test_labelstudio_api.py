@@ -23,7 +23,8 @@ from services.crowd.labelstudio_api import (
     pull_results,
     push_tasks,
 )
-from tests.factories import free_port
+from services.settings import Settings
+from tests.factories import ThreadServer, free_port
 
 FIX = Path(__file__).parent / "fixtures" / "crowd"
 TOKEN = "secret-token-1234567"
@@ -204,3 +205,21 @@ def test_the_command_line_pull_writes_judgments_and_hides_the_token(
     assert "refused the token (401" in err and "nope-12345" not in err
     assert main(["crowd", "pull", *common, "--ls-project", "7"]) == 2
     assert "has no project 7" in capsys.readouterr().err
+
+
+def test_the_webhook_route_refuses_what_it_cannot_map(tmp_path):
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'w.db'}", nuts=False)
+    with ThreadServer(settings) as server, httpx.Client(base_url=server.url) as api:
+        token = api.post("/projects", json={"project_id": "w"}).json()["token"]
+        h = {"Authorization": f"Bearer {token}"}
+        url = "/projects/w/labelstudio/webhook"
+        annotation = {"id": 5, "completed_by": 1, "result": []}
+        body = {"action": "ANNOTATION_CREATED", "annotation": annotation, "task": {"id": 1}}
+        r = api.post(url, headers=h, json=body)
+        assert r.status_code == 422 and "data.batch_id" in r.json()["error"]["message"]
+        body["task"] = {"id": 1, "data": {"batch_id": "L9", "task_id": "L9-0001"}}
+        r = api.post(url, headers=h, json=body)
+        assert r.status_code == 404 and "no lease 'L9'" in r.text
+        r = api.post(url, headers=h, json={**body, "action": "ANNOTATION_UPDATED"})
+        assert r.status_code == 422
+        assert api.post(url, json=body).status_code == 401  # the project's token is required

@@ -5,7 +5,10 @@
 * ``POST /projects/{p}/leases/{lease_id}/results``: a platform's results file (MTurk
   batch results CSV, Label Studio JSON export, survey CSV/JSONL) mapped to a/b
   through the lease and stored like ``POST /judgments`` (all or nothing,
-  idempotent by judgment id).
+  idempotent by judgment id);
+* ``POST /projects/{p}/labelstudio/webhook``: Label Studio's ``ANNOTATION_CREATED``
+  webhook, one annotation stored through the same path (its lease is the task's
+  ``data.batch_id``).
 
 The logic lives in :mod:`services.crowd`; this module only reads and writes the store.
 """
@@ -27,7 +30,13 @@ from services import schemas as s
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError
 from services.crowd import TASK_COLUMNS, read_parsed_results, tasks_from_lease
-from services.crowd.labelstudio import EXPECTED, EXPORT, LabelStudioTask, export_problems
+from services.crowd.labelstudio import (
+    EXPECTED,
+    EXPORT,
+    LabelStudioAnnotation,
+    LabelStudioTask,
+    export_problems,
+)
 from services.store import repository as repo
 from services.store import tables as t
 
@@ -269,3 +278,42 @@ def import_crowd_results(
         unanswered=list(got.unanswered),
         num_judgments=total,
     )
+
+
+class LabelStudioWebhook(BaseModel):
+    """Label Studio's webhook body for ``ANNOTATION_CREATED`` (the webhook's *send payload* on)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    action: Literal["ANNOTATION_CREATED"] = Field(
+        description="the only action stored; configure the webhook for it alone"
+    )
+    annotation: LabelStudioAnnotation
+    task: LabelStudioTask = Field(description="the annotated task; data.batch_id is the lease")
+
+
+@router.post(
+    "/projects/{project_id}/labelstudio/webhook",
+    operation_id="label_studio_webhook",
+    tags=["judgments"],
+    summary="Label Studio's ANNOTATION_CREATED webhook, stored as a judgment of its lease",
+    responses=ERRORS,
+)
+def label_studio_webhook(
+    project_id: ProjectId, body: LabelStudioWebhook, state: State
+) -> CrowdResultsPublic:
+    """The annotation goes the way of a results file of one task (``import_crowd_results``):
+    judgment id ``labelstudio:<annotation id>:<task_id>``, so a later ``evalset crowd pull``
+    of the same annotation stores nothing. Label Studio sends the project's token as the
+    webhook's ``Authorization: Bearer`` header."""
+    lease = body.task.data.batch_id if body.task.data else None
+    if not lease:
+        raise ApiError(
+            422,
+            "validation_error",
+            "the task has no data.batch_id (the lease id evalset crowd push puts there)",
+            [{"field": "task.data.batch_id", "message": "required"}],
+        )
+    task = body.task.model_copy(update={"annotations": [body.annotation]})
+    results = CrowdResultsCreate(platform="labelstudio", content=[task])
+    return import_crowd_results(project_id, lease, results, state)

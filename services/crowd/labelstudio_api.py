@@ -54,9 +54,10 @@ TOKEN_ENV = "LABEL_STUDIO_TOKEN"
 URL_ENV = "LABEL_STUDIO_URL"
 
 TOKEN_HINT = (
-    f"give a Label Studio API token with --ls-token or ${TOKEN_ENV} (Account & Settings -> "
-    "Legacy Token; since 1.20 legacy tokens must be enabled for the organization, e.g. "
-    "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN=true)"
+    f"give a Label Studio API token with --ls-token or ${TOKEN_ENV} (a user's legacy API "
+    "token, from its account settings; recent Label Studio versions need legacy tokens enabled "
+    "for the organization, e.g. LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN=true when the server "
+    "creates it)"
 )
 
 
