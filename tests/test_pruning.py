@@ -106,3 +106,31 @@ def test_prune_reports_where_each_tier_took_its_item_parameters():
     strict = PruneConfig(keep=4, num_draws=60, num_info_draws=20, min_tier_comparisons=4)
     plans, _, _ = prune(data, strict)
     assert [p.info["item_parameters_from_tier"] for p in plans] == [0.0, 0.0]
+
+
+def test_prune_prints_the_information_of_every_prompt_and_of_the_kept_ones(tmp_path, capsys):
+    """evalset prune --information: the kept prompts' curve is below the full set's at every
+    ability (information adds over prompts) and counts the kept items."""
+    import json
+    from pathlib import Path
+
+    import polars as pl
+
+    from services.cli import main
+
+    data = Path(__file__).resolve().parents[1] / "data" / "mtbench" / "judgments.csv"
+    frame = pl.read_csv(data)
+    first = frame["item_id"].unique(maintain_order=True).head(30).to_list()
+    frame.filter(pl.col("item_id").is_in(first)).write_csv(tmp_path / "j.csv")
+    argv = ["prune", "--data", str(tmp_path / "j.csv"), "--keep", "5", "--format", "json"]
+    assert main([*argv, "--quiet"]) == 0
+    kept = {r["item_id"] for r in json.loads(capsys.readouterr().out) if r["kept"]}
+    assert main([*argv, "--quiet", "--information"]) == 0
+    curves = json.loads(capsys.readouterr().out)
+    full = {r["theta"]: r for r in curves if r["prompts"] == "all"}
+    some = {r["theta"]: r for r in curves if r["prompts"] == "kept"}
+    assert full.keys() == some.keys() and len(full) > 10
+    assert 0 < next(iter(some.values()))["num_prompts"] <= len(kept)
+    for theta, row in some.items():
+        assert 0 < row["information"] <= full[theta]["information"]
+        assert row["se"] >= full[theta]["se"]

@@ -200,6 +200,20 @@ def run_prune_command(args: argparse.Namespace) -> int:
         dimension=args.dimension,
         log=None if args.quiet else log,
     )
+    if args.information:
+        import evalset
+        from evalset.item_fit import information_curve
+
+        judgments = read_judgments(args.data)
+        curves = []
+        for dim in sorted({r["dimension"] for r in rows}):
+            fit = evalset.fit(judgments, dimension=dim, method="fast", seed=args.seed)
+            kept = sorted({r["item_id"] for r in rows if r["dimension"] == dim and r["kept"]})
+            for name, prompts in (("all", None), ("kept", kept)):
+                curve = information_curve(fit, prompts=prompts, seed=args.seed)
+                curves += [{"prompts": name, **row} for row in curve.to_dicts()]
+        emit(curves, args.format)
+        return 0
     emit(rows, args.format, columns=PRUNE_COLUMNS if args.format != "json" else None)
     return 0
 
@@ -266,4 +280,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="keep the fewest prompts whose expected SE is within this ratio of the full set",
     )
     _add_selection_args(p)
+    p.add_argument(
+        "--information",
+        action="store_true",
+        help="print the test information curve over theta of every prompt and of the kept ones "
+        "(the default model's fit of all judgments; the per-tier SEs above come from per-tier "
+        "fits) instead of the per-prompt rows",
+    )
     p.set_defaults(func=run_prune_command)
