@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-from scipy.stats import binomtest
 
 #: accuracy on gold cells a careful annotator reaches at least (H0)
 DEFAULT_CAREFUL = 0.8
@@ -119,6 +118,8 @@ def gold_rows(
     Raises:
         ValueError: bad gold cells, or no judgment of any gold cell by a named annotator.
     """
+    from scipy.stats import binomtest  # scipy.stats costs 0.6 s: not when the CLI starts
+
     rule = rule or GoldRule()
     gold = read_gold(gold)
     answers: dict[tuple[Any, ...], tuple[str, str]] = {}
