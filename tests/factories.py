@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -43,6 +43,34 @@ def missing(reason: str) -> None:
 #: five judged systems; the last one is registered but never judged
 SYSTEMS = (*(f"s{i}" for i in range(5)), "never_judged")
 TRUE_SKILL = np.array([-1.5, -0.5, 0.0, 0.5, 1.5])
+
+
+def same_rows(got: list[dict], want: list[dict], *, columns: tuple[str, ...] | None = None) -> None:
+    """The same rows through two doors: the same columns in the same order (or those
+    ``columns``), the same values (numbers to 1e-9)."""
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        if columns is None:
+            assert list(g) == list(w)
+        for key in columns or w:
+            value = w[key]
+            if isinstance(value, float) and isinstance(g[key], float):
+                assert g[key] == pytest.approx(value, rel=1e-9, abs=1e-12), (key, g, w)
+            else:
+                assert g[key] == value, (key, g, w)
+
+
+def when_ready(
+    call: Callable[[], httpx.Response], code: str, seconds: float = 180
+) -> httpx.Response:
+    """``call()`` again while it answers 409 ``code`` (a background answer being computed),
+    at most ``seconds``; its first other answer."""
+    deadline = time.monotonic() + seconds
+    while (r := call()).status_code == 409:
+        assert r.json()["error"]["code"] == code, r.text
+        assert time.monotonic() < deadline, r.text
+        time.sleep(0.2)
+    return r
 
 
 def simulate(num: int, *, seed: int = 0, num_prompts: int = 12) -> pl.DataFrame:

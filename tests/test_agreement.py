@@ -28,7 +28,7 @@ from adaptive.agreement import (
 )
 from services.cli import main
 from services.settings import Settings
-from tests.factories import ThreadServer
+from tests.factories import ThreadServer, same_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = {
@@ -321,17 +321,6 @@ def test_no_repeated_cell_is_a_clear_error_and_a_dimension_without_one_says_so(c
 # ---------------------------------------------------------------- every door
 
 
-def _same(got: list[dict], want: list[dict]) -> None:
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        assert list(g) == list(w)
-        for key, value in w.items():
-            if isinstance(value, float):
-                assert g[key] == pytest.approx(value, rel=1e-9, abs=1e-12), (key, g, w)
-            else:
-                assert g[key] == value, (key, g, w)
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory) -> Iterator[tuple[httpx.Client, str, dict]]:
     """A server with an empty project (started outside any test's output capture: its
@@ -367,11 +356,11 @@ def test_the_command_line_python_and_the_service_give_the_same_rows(served, caps
         assert main(argv) == 0
         cli = json.loads(capsys.readouterr().out)
         python = evalset.agreement(data, report=report).to_dicts()
-        _same(python, cli)
+        same_rows(python, cli)
         r = api.get(url, params={"report": report}, headers=headers)
         assert r.status_code == 200, r.text
         assert r.json()["num_judgments"] == frame.height
-        _same(r.json()["rows"], cli)
+        same_rows(r.json()["rows"], cli)
     r = api.get(url, params={"dimension": "nope"}, headers=headers)
     assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
     spec = api.get("/openapi.json").json()["paths"]["/projects/{project_id}/agreement"]

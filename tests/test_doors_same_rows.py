@@ -27,7 +27,7 @@ import pytest
 import evalset
 from services.cli import main
 from services.settings import Settings
-from tests.factories import ThreadServer
+from tests.factories import ThreadServer, same_rows, when_ready
 
 ROOT = Path(__file__).resolve().parents[1]
 NCM = ROOT / "data" / "chateval_ncm"
@@ -45,16 +45,6 @@ def _close(got: object, want: object, where: object) -> None:
 def _none(value: object) -> object:
     """NaN as JSON gives it (null)."""
     return None if isinstance(value, float) and value != value else value
-
-
-def _same_rows(got: list[dict], want: list[dict], *, columns: tuple[str, ...] | None = None):
-    """Same rows: the same columns (or those ``columns``), the same numbers to 1e-9."""
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        if columns is None:
-            assert list(g) == list(w)
-        for key in columns or w:
-            _close(g[key], w[key], (key, g, w))
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +114,7 @@ def test_significance_is_the_same_through_every_door(data, served, capsys):
     out, _ = _cli(["significance", "--data", str(data), "--format", "json", "--quiet"], capsys)
     cli = json.loads(out)
     python = evalset.significance(data).to_dicts()
-    _same_rows(python, cli)
+    same_rows(python, cli)
     # the model's estimate is labelled as the model's, with the reason when it disagrees
     for row in cli:
         theta, observed = row["mean"], row["observed_net"]
@@ -136,28 +126,21 @@ def test_significance_is_the_same_through_every_door(data, served, capsys):
     _, api, project_id, headers = served
     # the service fits the default model on its stored judgments when asked: the same rows,
     # column for column (computed on its background thread: 409 until then)
-    deadline = time.monotonic() + 180
-    while True:
-        r = api.get(
-            f"/projects/{project_id}/significance", params={"model": "default"}, headers=headers
-        )
-        if r.status_code != 409:
-            break
-        assert r.json()["error"]["code"] == "significance_pending", r.text
-        assert time.monotonic() < deadline, r.text
-        time.sleep(0.2)
+    url = f"/projects/{project_id}/significance"
+    params = {"model": "default"}
+    r = when_ready(lambda: api.get(url, params=params, headers=headers), "significance_pending")
     assert r.status_code == 200, r.text
     table = r.json()
     assert table["model"] == "default" and table["num_judgments"] == sum(
         row["n_judgments"] for row in cli
     )
-    _same_rows(table["rows"], cli)
+    same_rows(table["rows"], cli)
     # other options read the same fit: answered at once, as Python answers them
     params = {"model": "default", "alpha": 0.1, "adjust": "bonferroni", "level": 0.9}
     r = api.get(f"/projects/{project_id}/significance", params=params, headers=headers)
     assert r.status_code == 200, r.text
     other = evalset.significance(data, alpha=0.1, adjust="bonferroni", level=0.9).to_dicts()
-    _same_rows(r.json()["rows"], [{k: _none(v) for k, v in row.items()} for row in other])
+    same_rows(r.json()["rows"], [{k: _none(v) for k, v in row.items()} for row in other])
     bad = api.get(
         f"/projects/{project_id}/significance",
         params={"model": "default", "all_pairs": True},
@@ -193,17 +176,12 @@ def test_pruning_is_the_same_through_every_door(data, served, capsys):
     cli = json.loads(out)
     assert {r["kept"] for r in cli} == {True, False}
     python = evalset.prune(data, keep=8).to_dicts()
-    _same_rows(python, cli)
+    same_rows(python, cli)
     _, api, project_id, headers = served
-    deadline = time.monotonic() + 180
-    while True:
-        r = api.get(f"/projects/{project_id}/pruning", params={"keep": 8}, headers=headers)
-        if r.status_code != 409:
-            break
-        assert time.monotonic() < deadline, r.text
-        time.sleep(0.2)
+    url = f"/projects/{project_id}/pruning"
+    r = when_ready(lambda: api.get(url, params={"keep": 8}, headers=headers), "pruning_pending")
     assert r.status_code == 200, r.text
-    _same_rows(r.json()["rows"], cli)
+    same_rows(r.json()["rows"], cli)
 
 
 def _not_served(log: str) -> set[tuple[str, str, str, int | None, int]]:
@@ -226,7 +204,7 @@ def test_the_next_batch_is_the_same_through_every_door(data, served, unit, capsy
     cli = json.loads(out)
     python = evalset.recommend(data, size=12, seed=3, unit=unit)
     python_log = capsys.readouterr().err
-    _same_rows(python.to_dicts(), cli)
+    same_rows(python.to_dicts(), cli)
     left_out = _not_served(err)
     assert _not_served(python_log) == left_out
     # the service's batch reads its worker's snapshot, not this fit: it leaves out the same
@@ -238,22 +216,13 @@ def test_the_next_batch_is_the_same_through_every_door(data, served, unit, capsy
     http = r.json()
     # model=default: the command line's fit of the stored judgments, so (no cell under
     # lease: the live batch's lease of 1 s has expired) the command line's batch, cell for cell
-    deadline = time.monotonic() + 180
     time.sleep(1.1)
-    while True:
-        r = api.post(
-            f"/projects/{project_id}/next-batch",
-            json={**body, "model": "default"},
-            headers=headers,
-        )
-        if r.status_code != 409:
-            break
-        assert r.json()["error"]["code"] == "recommendation_pending", r.text
-        assert time.monotonic() < deadline, r.text
-        time.sleep(0.2)
+    url = f"/projects/{project_id}/next-batch"
+    default = {**body, "model": "default"}
+    r = when_ready(lambda: api.post(url, json=default, headers=headers), "recommendation_pending")
     assert r.status_code == 200, r.text
     columns = ("item_id", "dimension", "system_a", "system_b", "shown_first", "reason", "needed")
-    _same_rows(r.json()["cells"], cli, columns=columns)
+    same_rows(r.json()["cells"], cli, columns=columns)
     assert {
         (c["dimension"], c["system_a"], c["system_b"], c["needed"], c["servable_prompts"])
         for c in r.json()["not_served"]
@@ -316,21 +285,13 @@ def test_the_elo_leaderboard_is_the_same_through_every_door(data, served, capsys
     out, _ = _cli([*argv, "--anchor", "Human1=1200"], capsys)
     cli = json.loads(out)
     python = evalset.elo(data, rounds=100, seed=2, anchor=("Human1", 1200.0)).to_dicts()
-    _same_rows(python, cli)
+    same_rows(python, cli)
     _, api, project_id, headers = served
     params = {"rounds": 100, "seed": 2, "anchor_system": "Human1", "anchor_rating": 1200}
-    deadline = time.monotonic() + 120
-    while True:
-        r = api.get(f"/projects/{project_id}/elo", params=params, headers=headers)
-        if r.status_code != 409:
-            break
-        assert r.json()["error"]["code"] == "elo_pending", r.text
-        assert time.monotonic() < deadline, r.text
-        time.sleep(0.1)
+    url = f"/projects/{project_id}/elo"
+    r = when_ready(lambda: api.get(url, params=params, headers=headers), "elo_pending")
     assert r.status_code == 200, r.text
-    _same_rows(
-        r.json()["rows"], [{k: v for k, v in row.items() if k != "dimension"} for row in cli]
-    )
+    same_rows(r.json()["rows"], [{k: v for k, v in row.items() if k != "dimension"} for row in cli])
     bad = api.get(
         f"/projects/{project_id}/elo", params={**params, "anchor_system": "nobody"}, headers=headers
     )
@@ -349,15 +310,11 @@ def test_the_leaderboard_on_the_elo_scale_is_the_elo_leaderboard(data, served, c
     url = f"/projects/{project_id}/leaderboard"
     params = {"scale": "elo", "rounds": 60, "seed": 5, "level": 0.9, "bootstrap": "prompt"}
     params |= {"anchor_system": "NCM", "anchor_rating": 900}
-    deadline = time.monotonic() + 120
-    while (r := api.get(url, params=params, headers=headers)).status_code == 409:
-        assert r.json()["error"]["code"] == "elo_pending", r.text
-        assert time.monotonic() < deadline, r.text
-        time.sleep(0.1)
+    r = when_ready(lambda: api.get(url, params=params, headers=headers), "elo_pending")
     assert r.status_code == 200, r.text
     board = r.json()
     assert board["num_judgments"] == pl.read_csv(data).height
-    _same_rows(board["rows"], cli)
+    same_rows(board["rows"], cli)
     assert board["rows"][[row["system"] for row in cli].index("NCM")]["elo"] == pytest.approx(900)
     # GET .../elo with the same options answers the same
     same = {k: v for k, v in params.items() if k != "scale"}

@@ -13,6 +13,7 @@ import pytest
 import evalset
 from evalset.hybrid import HYBRID_COLUMNS, JudgeError, read_verdicts
 from services.cli import main
+from tests.factories import same_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 MTBENCH = ROOT / "data" / "mtbench"
@@ -73,25 +74,13 @@ def _cli(argv: list[str], capsys) -> list[dict]:
     return json.loads(capsys.readouterr().out)
 
 
-def _same_rows(got: list[dict], want: list[dict]) -> None:
-    """The same columns in the same order, the same values (numbers to 1e-9)."""
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        assert list(g) == list(w)
-        for key, value in w.items():
-            if isinstance(value, float):
-                assert g[key] == pytest.approx(value, rel=1e-9, abs=1e-12), (key, g, w)
-            else:
-                assert g[key] == value, (key, g, w)
-
-
 def test_python_and_the_command_line_give_the_same_hybrid_rows(capsys):
     data, judge = MTBENCH / "judgments.csv", MTBENCH / "judge_gpt4.csv"
     py = evalset.decisions(data, judge=judge).to_dicts()
     cli = _cli(
         ["decisions", "--data", str(data), "--judge-data", str(judge), "--format", "json"], capsys
     )
-    _same_rows(cli, py)
+    same_rows(cli, py)
     human = evalset.decisions(data).to_dicts()
     # the columns that mean the same as the human-only rows', in their order, then the judge's
     shared = [
@@ -130,7 +119,7 @@ def test_verdicts_oriented_either_way_and_several_judges():
         pl.col("system_a").alias("system_b"),
         pl.col("winner").replace({"a": "b", "b": "a"}),
     )
-    _same_rows(evalset.decisions(data, judge=swapped).to_dicts(), want)
+    same_rows(evalset.decisions(data, judge=swapped).to_dicts(), want)
     # a second judge: the decision names which one, or says which there are
     coin = judge.with_columns(
         pl.lit("coin").alias("annotator_id"),
@@ -139,7 +128,7 @@ def test_verdicts_oriented_either_way_and_several_judges():
     both = pl.concat([judge, coin])
     with pytest.raises(JudgeError, match=r"2 judges \['coin', 'gpt4_pair'\]"):
         evalset.decisions(data, judge=both)
-    _same_rows(evalset.decisions(data, judge=both, judge_name="gpt4_pair").to_dicts(), want)
+    same_rows(evalset.decisions(data, judge=both, judge_name="gpt4_pair").to_dicts(), want)
     rows = evalset.decisions(data, judge=both, judge_name="coin")
     assert set(rows["judge"]) == {"coin"}
     # a random judge agrees with humans about a third of the time and buys nothing
@@ -257,14 +246,14 @@ def test_the_service_stores_verdicts_apart_and_gives_the_same_hybrid_rows(served
         ["decisions", "--data", str(data), "--judge-data", str(judge_file), "--format", "json"],
         capsys,
     )
-    _same_rows(cli, py)
+    same_rows(cli, py)
     assert body["rule"] == py[0]["rule"]
-    _same_rows(body["rows"], [{k: v for k, v in row.items() if k != "rule"} for row in py])
+    same_rows(body["rows"], [{k: v for k, v in row.items() if k != "rule"} for row in py])
     # the rule's options and a named judge reach the same function
     query = {"alpha": 0.1, "correction": "none", "unit": "judgment", "judge": "gpt4_pair"}
     body = api.get("/projects/mt/hybrid-decisions", params=query, headers=headers).json()
     py = evalset.decisions(data, judge=judge_file, alpha=0.1, correction="none", unit="judgment")
-    _same_rows(
+    same_rows(
         body["rows"], [{k: v for k, v in row.items() if k != "rule"} for row in py.to_dicts()]
     )
     # all-pairs: the project's registered systems, as GET /decisions counts them
@@ -441,7 +430,7 @@ def test_next_batch_routes_judged_comparisons_and_decisions_use_the_recorded_rat
     want_rows = decide_with_judge(
         evalset.read(everything), read_verdicts(judge), routes=pl.DataFrame(routes)
     ).rows
-    _same_rows(got, [{k: v for k, v in row.items() if k != "rule"} for row in want_rows])
+    same_rows(got, [{k: v for k, v in row.items() if k != "rule"} for row in want_rows])
     plain = decide_with_judge(evalset.read(everything), read_verdicts(judge)).rows
     assert [r["net_preference"] for r in plain] != [r["net_preference"] for r in want_rows]
     each = DecisionRule(unit="judgment")  # where a uniform repeat would count

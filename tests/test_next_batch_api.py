@@ -16,7 +16,7 @@ import evalset
 from adaptive.streaming import Snapshot as StreamSnapshot
 from services.api import next_batch as nb
 from services.settings import Settings
-from tests.factories import ThreadServer, fresh_pg_database
+from tests.factories import ThreadServer, fresh_pg_database, when_ready
 
 SYSTEMS = ["s0", "s1", "s2"]
 NUM_PROMPTS = 6
@@ -296,13 +296,8 @@ def test_the_default_model_batch_is_the_command_lines_on_two_dimensions_with_dis
     frame = pl.DataFrame(rows).drop("judgment_id")
     want = evalset.recommend(frame, size=10, seed=2, unit="judgment", annotator="w1").to_dicts()
     body = {"size": 10, "seed": 2, "unit": "judgment", "annotator_id": "w1", "model": "default"}
-    deadline = time.monotonic() + 120
-    while (
-        r := client.post(f"/projects/{project_id}/next-batch", json=body, headers=headers)
-    ).status_code == 409:
-        assert r.json()["error"]["code"] == "recommendation_pending", r.text
-        assert time.monotonic() < deadline, r.text
-        time.sleep(0.2)
+    url = f"/projects/{project_id}/next-batch"
+    r = when_ready(lambda: client.post(url, json=body, headers=headers), "recommendation_pending")
     assert r.status_code == 200, r.text
     columns = ("item_id", "dimension", "system_a", "system_b", "shown_first", "reason", "needed")
     got = [{k: c[k] for k in columns} for c in r.json()["cells"]]
