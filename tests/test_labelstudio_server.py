@@ -28,7 +28,6 @@ import httpx
 import polars as pl
 import pytest
 
-from services.cli import main
 from services.crowd.labelstudio_api import LabelStudio, pull_results
 from services.crowd.tasks import normalize_tasks
 from services.settings import Settings
@@ -146,11 +145,23 @@ def answer(choice: str) -> dict:
     }
 
 
-def test_push_annotate_pull_round_trip_through_a_real_label_studio(
-    label_studio, tmp_path, monkeypatch, capsys
-):
+def _evalset(*argv: str) -> subprocess.CompletedProcess:
+    """The command line in its own process (as a user runs it; no capture in this one)."""
+    env = {**os.environ, "LABEL_STUDIO_TOKEN": LS_TOKEN}
+    done = subprocess.run(
+        [sys.executable, "-m", "services.cli", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert LS_TOKEN not in done.stdout + done.stderr
+    return done
+
+
+def test_push_annotate_pull_round_trip_through_a_real_label_studio(label_studio, tmp_path):
     start = time.monotonic()
-    monkeypatch.setenv("LABEL_STUDIO_TOKEN", LS_TOKEN)
     settings = Settings(
         database_url=f"sqlite:///{tmp_path / 'ls.db'}", nuts=False, skill_updates=False
     )
@@ -201,14 +212,10 @@ def test_push_annotate_pull_round_trip_through_a_real_label_studio(
             "--ls-url",
             label_studio,
         ]
-        capsys.readouterr()
-        assert main(["crowd", "push", "--lease", lease, *client]) == 0
-        pushed = capsys.readouterr()
-        assert LS_TOKEN not in pushed.out + pushed.err
-        ls_project = int(pushed.out.split('"project_id": ')[1].split(",")[0])
+        pushed = _evalset("crowd", "push", "--lease", lease, *client)
+        ls_project = int(pushed.stdout.split('"project_id": ')[1].split(",")[0])
         # a second push imports nothing
-        assert main(["crowd", "push", "--lease", lease, *client]) == 0
-        assert '"imported": 0' in capsys.readouterr().out
+        assert '"imported": 0' in _evalset("crowd", "push", "--lease", lease, *client).stdout
 
         # an annotator's work, through Label Studio's own API: 6 answers, 1 skip, 1 untouched
         ls_api = {"Authorization": f"Token {LS_TOKEN}"}
@@ -250,10 +257,8 @@ def test_push_annotate_pull_round_trip_through_a_real_label_studio(
         assert got.skipped == {"cancelled annotation": 1} and len(got.unanswered) == 2
 
         for round_ in range(2):  # the service door, twice: the second stores nothing
-            assert main(["crowd", "pull", "--ls-project", str(ls_project), *client]) == 0
-            out = capsys.readouterr()
-            assert LS_TOKEN not in out.out + out.err
-            result = json.loads(out.out)[lease]
+            out = _evalset("crowd", "pull", "--ls-project", str(ls_project), *client)
+            result = json.loads(out.stdout)[lease]
             assert result["accepted"] == (len(expected) if round_ == 0 else 0)
             assert result["duplicates"] == (0 if round_ == 0 else len(expected))
             assert result["skipped"] == {"cancelled annotation": 1}
@@ -283,8 +288,8 @@ def test_push_annotate_pull_round_trip_through_a_real_label_studio(
         tid = last["data"]["task_id"]
         expected[f"labelstudio:{r.json()['id']}:{tid}"] = by_task[tid]["shown_first"]
         assert api.get("/projects/ls", headers=h).json()["num_judgments"] == 60 + len(expected)
-        assert main(["crowd", "pull", "--ls-project", str(ls_project), *client]) == 0
-        result = json.loads(capsys.readouterr().out)[lease]
+        out = _evalset("crowd", "pull", "--ls-project", str(ls_project), *client)
+        result = json.loads(out.stdout)[lease]
         assert (result["accepted"], result["duplicates"]) == (0, len(expected))
 
         stored = api.get("/projects/ls/judgments", headers=h, params={"limit": 10_000}).json()
