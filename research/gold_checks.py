@@ -25,6 +25,9 @@ SETTINGS = {
     "10% careless, a/b clicks": {"careless_answers": ("a", "b")},
     "careful exactly 0.8 (null edge)": {"careful_accuracy": (0.8, 0.8), "careless_share": 0.0},
     "careful 0.7-0.8 (below the rule)": {"careful_accuracy": (0.7, 0.8)},
+    # sparse: 10% and 30% of the 30 gold judgments each
+    "sparse: 3 gold judgments each": {"num_gold": 3},
+    "sparse: 9 gold judgments each": {"num_gold": 9},
 }
 
 
@@ -38,9 +41,13 @@ def main() -> None:
         for name, options in SETTINGS.items():
             start = time.perf_counter()
             caught, spared, after = [], [], []
+            # against each annotator's own raw answers: a flag on one right at least as
+            # often as careful would go against its raw accuracy
+            flagged_above = 0
             for seed in range(args.campaigns):
                 judgments, gold, careless = simulate_gold(np.random.default_rng(seed), **options)
                 for row in gold_rows(judgments, gold, rule):
+                    flagged_above += row["flagged"] and row["accuracy"] >= rule.careful
                     if row["annotator_id"] in careless:
                         caught.append(row["flagged"])
                         if row["flagged"]:
@@ -51,12 +58,13 @@ def main() -> None:
                 "setting": name,
                 "campaigns": args.campaigns,
                 "annotators_per_campaign": 50,
-                "gold_judgments_each": 30,
+                "gold_judgments_each": options.get("num_gold", 30),
                 "careless": len(caught),
                 "careful": len(spared),
                 "recall": round(float(np.mean(caught)), 4) if caught else None,
                 "specificity": round(float(np.mean(spared)), 4),
                 "median_gold_judgments_to_flag": float(np.median(after)) if after else None,
+                "flagged_with_raw_accuracy_at_least_careful": int(flagged_above),
                 "seconds": round(time.perf_counter() - start, 1),
                 "rule": {"careful": rule.careful, "careless": rule.careless, "level": rule.level},
             }
