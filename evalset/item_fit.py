@@ -18,6 +18,8 @@ from adaptive.item_fit import DEFAULT_LEVEL
 DEFAULT_GRID = tuple(np.round(np.linspace(-4.0, 4.0, 33), 2))
 #: parameter draws the information curve averages over
 CURVE_DRAWS = 200
+#: the columns ``evalset items --fit`` adds to each prompt's row
+FIT_COLUMNS = ("fit_p", "misfit", "misfit_reason", "trend_observed", "trend_model")
 
 
 def _fits(
@@ -62,6 +64,30 @@ def item_fit(
         info = analysis_item_fit(result, seed=seed, level=level)
         rows += item_fit_rows(result, info, level=level)
     return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def item_fit_check(
+    result: Any, *, seed: int = 0, level: float = DEFAULT_LEVEL
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Any]:
+    """``evalset items --fit`` of one fit: each prompt's row
+    (:func:`adaptive.pipeline.analysis_item_rows`) with the :data:`FIT_COLUMNS`, the test
+    information curves of every prompt and of those not flagged (rows with a ``set``:
+    ``all``, ``without misfits``), and the check (:class:`adaptive.item_fit.ItemFitInfo`).
+    The service's ``GET .../item-fit`` answers the same."""
+    from adaptive.item_fit import analysis_item_fit, item_fit_rows
+    from adaptive.pipeline import analysis_item_rows
+
+    info = analysis_item_fit(result, seed=seed, level=level)
+    fit_rows = {r["item_id"]: r for r in item_fit_rows(result, info, level=level)}
+    rows = [
+        r | {c: fit_rows[r["item_id"]][c] for c in FIT_COLUMNS} for r in analysis_item_rows(result)
+    ]
+    fitting = [p for p, r in fit_rows.items() if not r["misfit"]]
+    curves: list[dict[str, Any]] = []
+    for name, prompts in (("all", None), ("without misfits", fitting)):
+        curve = information_curve(result, prompts=prompts, seed=seed).to_dicts()
+        curves.extend({"set": name, **r} for r in curve)
+    return rows, curves, info
 
 
 def information_curve(

@@ -31,6 +31,15 @@ from services.schemas_answers import (
     EloRow as EloRow,
 )
 from services.schemas_answers import (
+    InformationPoint as InformationPoint,
+)
+from services.schemas_answers import (
+    ItemFitPublic as ItemFitPublic,
+)
+from services.schemas_answers import (
+    ItemFitRow as ItemFitRow,
+)
+from services.schemas_answers import (
     LeaderboardPublic as LeaderboardPublic,
 )
 from services.schemas_answers import (

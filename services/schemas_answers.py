@@ -165,3 +165,53 @@ class EloPublic(BaseModel):
     dimension: str
     num_judgments: int
     rows: list[EloRow]
+
+
+class ItemFitRow(BaseModel):
+    """A row of ``evalset items --fit --format json``: the prompt's (or redundancy group's)
+    parameters and its fit, in the command line's column order."""
+
+    dimension: str
+    item_id: str
+    group: str = Field(description="the redundancy group's prompts joined by '+', or ''")
+    group_size: int
+    alpha_mean: float
+    alpha_sd: float
+    b1_mean: float
+    b1_sd: float
+    b2_mean: float
+    b2_sd: float
+    n_comparisons: int
+    fit_p: float = Field(description="posterior predictive p-value of the judgments' trend")
+    misfit: bool = Field(description="fit_p below the level")
+    misfit_reason: str = Field(description="why it was flagged, in words ('' when not)")
+    trend_observed: float = Field(description="slope of the signed judgment over the abilities")
+    trend_model: float = Field(description="the model's expected slope")
+
+
+class InformationPoint(BaseModel):
+    """A point of a test information curve (``evalset items --information``)."""
+
+    set: Literal["all", "without misfits"]
+    dimension: str
+    num_prompts: int
+    theta: float
+    information: float
+    se: float = Field(description="1 / sqrt(1 + information), theta's SE under its prior")
+
+
+class ItemFitPublic(BaseModel):
+    """``GET .../item-fit``: each prompt's fit under the default model fitted on the stored
+    judgments, the rows ``evalset items --fit --format json`` gives for them."""
+
+    dimension: str
+    num_judgments: int
+    model: Literal["default"]
+    level: float = Field(description="a prompt is flagged when its fit_p is below this")
+    num_draws: int = Field(description="posterior draws the check used")
+    num_flagged: int
+    rows: list[ItemFitRow]
+    information: list[InformationPoint] = Field(
+        description="test information of every prompt and of those not flagged "
+        "(`evalset items --information`)"
+    )

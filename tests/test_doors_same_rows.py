@@ -1,5 +1,5 @@
-"""Issue 39: significance, the next batch and pruning of the same judgments through the command
-line, ``import evalset`` and the service give the same rows (decisions:
+"""Issue 39: significance, the next batch, pruning and item fit of the same judgments through the
+command line, ``import evalset`` and the service give the same rows (decisions:
 tests/test_decisions_doors_http.py).
 
 The command line and Python fit the judgments themselves and give the same rows, to 1e-9, and
@@ -108,6 +108,41 @@ def _cli(argv: list[str], capsys) -> tuple[str, str]:
     assert main(argv) == 0
     out = capsys.readouterr()
     return out.out, out.err
+
+
+def test_item_fit_is_the_same_through_the_command_line_and_http(data, served, capsys):
+    """``GET .../item-fit`` gives the rows of ``evalset items --fit`` and the curves of
+    ``--information`` for the same judgments. It checks the default model's fit that
+    ``significance?model=default`` reads (one fit per judgments seen): once the item fit is
+    ready, that answer is ready too (this test runs before the significance one)."""
+    base = ["items", "--data", str(data), "--format", "json", "--quiet"]
+    cli = json.loads(_cli([*base, "--fit"], capsys)[0])
+    curves = json.loads(_cli([*base, "--information"], capsys)[0])
+    _, api, project_id, headers = served
+    url = f"/projects/{project_id}/item-fit"
+    r = when_ready(lambda: api.get(url, headers=headers), "item_fit_pending")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    same_rows(body["rows"], cli)
+    same_rows(body["information"], curves)
+    assert {"fit_p", "misfit", "misfit_reason"} <= set(body["rows"][0])
+    assert body["num_flagged"] == sum(row["misfit"] for row in cli)
+    assert body["model"] == "default" and body["level"] == 0.05
+    assert body["num_judgments"] == pl.read_csv(data).height
+    # the fit was shared: the default model's significance answers at once
+    r = api.get(
+        f"/projects/{project_id}/significance", params={"model": "default"}, headers=headers
+    )
+    assert r.status_code == 200, r.text
+    # another level checks the same fit (one more background job) as the command line does
+    r = when_ready(lambda: api.get(url, params={"level": 0.3}, headers=headers), "item_fit_pending")
+    assert r.status_code == 200, r.text
+    same_rows(r.json()["rows"], json.loads(_cli([*base, "--fit", "--level", "0.3"], capsys)[0]))
+    assert r.json()["num_flagged"] >= body["num_flagged"]
+    bad = api.get(url, params={"level": 1.5}, headers=headers)
+    assert bad.status_code == 422
+    unknown = api.get(url, params={"dimension": "nope"}, headers=headers)
+    assert unknown.status_code == 404
 
 
 def test_significance_is_the_same_through_every_door(data, served, capsys):

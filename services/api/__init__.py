@@ -40,7 +40,7 @@ __all__ = ["create_app"]
 def _routers() -> list[APIRouter]:
     """The routers beside the core and analysis ones, in the order the API lists them
     (imported when an app is built, not when this package is)."""
-    from services.api import agreement, crowd, decisions, hybrid, next_batch
+    from services.api import agreement, crowd, decisions, hybrid, item_fit, next_batch
 
     return [
         next_batch.router,
@@ -48,6 +48,7 @@ def _routers() -> list[APIRouter]:
         decisions.router,
         agreement.router,
         hybrid.router,
+        item_fit.router,
         dashboard.router,
     ]
 

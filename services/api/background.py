@@ -1,6 +1,7 @@
 """Answers computed on a background thread, one job at a time, and cached per judgments
-seen and options: pruning (fast item fits per tier) and the default model's significance
-table. A request that finds its job still running gets :class:`Pending` (a 409)."""
+seen and options: pruning (fast item fits per tier), the default model's significance
+table and item fit (one fit of the default model shared by both). A request that finds its
+job still running gets :class:`Pending` (a 409)."""
 
 from __future__ import annotations
 
@@ -53,6 +54,14 @@ def significance_fits(source: Source) -> Any:
 
     judgments = source.judgments.drop("seq")
     return fits(judgments, dimension=source.dimension, method=DEFAULT_METHOD, seed=DEFAULT_SEED)
+
+
+def default_fits(jobs: BackgroundJobs, project_id: str, source: Source) -> Any:
+    """:func:`significance_fits` of ``source`` from ``jobs``, or :class:`Pending`: one job per
+    judgments seen, which ``GET .../significance?model=default`` and ``GET .../item-fit`` share
+    (the second answer finds the fit the first one made)."""
+    key = (project_id, source.dimension, source.last_seq, "significance")
+    return jobs.result(key, source.num_judgments, significance_fits, source)
 
 
 def significance_table(source: Source, fits: Any, adjust: str, alpha: float, level: float) -> Any:
@@ -139,6 +148,11 @@ class BackgroundJobs:
                     del self._jobs[key]
                     self._groups.pop(key, None)
         return job.result()
+
+    def pending(self, key: tuple[Any, ...], num_judgments: int) -> Pending:
+        """:class:`Pending` for ``key`` without starting its job (it waits on another one),
+        with the newest finished answer to the same question."""
+        return self._pending(key, num_judgments)
 
     def _pending(self, key: tuple[Any, ...], num_judgments: int) -> Pending:
         """:class:`Pending`, with the newest finished answer to the same question."""

@@ -29,9 +29,9 @@ from adaptive.streaming import Source
 from services.api.background import (
     BackgroundJobs,
     Pending,
+    default_fits,
     elo_rows,
     prune_rows,
-    significance_fits,
     significance_table,
 )
 from services.api.limits import TokenCache
@@ -500,8 +500,7 @@ class ServiceState:
         source = self.load_source((project_id, dimension))
         if source is None:
             return None
-        key = (project_id, dimension, source.last_seq, "significance")
-        fits = self.jobs.result(key, source.num_judgments, significance_fits, source)
+        fits = default_fits(self.jobs, project_id, source)
         if isinstance(fits, Pending):
             return fits
         return significance_table(source, fits, adjust, alpha, level)

@@ -384,19 +384,11 @@ def _item_fit(
     args: argparse.Namespace, result: Any, item_rows: list[dict[str, Any]]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Any]:
     """``items --fit``: each row with its fit columns, the information curves, the check."""
-    from adaptive.item_fit import analysis_item_fit, item_fit_rows
-    from evalset.item_fit import information_curve
+    from evalset.item_fit import item_fit_check
 
-    info = analysis_item_fit(result, seed=args.seed, level=args.level)
-    fit_rows = {r["item_id"]: r for r in item_fit_rows(result, info, level=args.level)}
-    columns = ("fit_p", "misfit", "misfit_reason", "trend_observed", "trend_model")
+    fitted, curves, info = item_fit_check(result, seed=args.seed, level=args.level)
     if args.fit:
-        item_rows = [r | {c: fit_rows[r["item_id"]][c] for c in columns} for r in item_rows]
-    fitting = [p for p, r in fit_rows.items() if not r["misfit"]]
-    curves: list[dict[str, Any]] = []
-    for name, prompts in (("all", None), ("without misfits", fitting)):
-        curve = information_curve(result, prompts=prompts, seed=args.seed).to_dicts()
-        curves.extend({"set": name, **r} for r in curve)
+        item_rows = fitted
     if not args.quiet:
         log(
             f"  item fit: {int(info.flagged.sum())} of {len(info.flagged)} prompts flagged "
