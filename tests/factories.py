@@ -1,4 +1,5 @@
-"""What several test modules share: simulated judgments, API campaigns, LOCO data and live servers.
+"""What several test modules share: simulated judgments, API campaigns, LOCO data, live servers
+and a real browser.
 
 Test modules import from here (never from one another, nor from conftest.py), so a test file
 can be run, moved or split on its own; tests/test_architecture.py checks it.
@@ -16,7 +17,9 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import numpy as np
 import polars as pl
@@ -335,3 +338,65 @@ class ProcessServer:
                 self.proc.wait(30)
         if self.proc is not None and self.proc.stderr is not None:
             self.proc.stderr.close()
+
+
+# ---------------------------------------------------------------- a real browser
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@contextlib.contextmanager
+def chromium() -> Iterator[Any]:
+    """Debian's chromium driven by Playwright (a module fixture of the browser tests yields
+    it); without it the test skips, and under CI fails (:func:`missing`)."""
+    if not CHROMIUM.exists():
+        missing(f"{CHROMIUM} is absent (apt-get install chromium): no browser to drive")
+    try:
+        import playwright.sync_api as playwright_api
+    except ImportError:
+        missing("playwright is not installed (pip install -e '.[dev]')")
+    with playwright_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+class Watch:
+    """A page's console errors, uncaught exceptions and requests to anything but the server."""
+
+    def __init__(self, context, server_url: str) -> None:  # noqa: ANN001
+        self.errors: list[str] = []
+        self.foreign: list[str] = []
+        self.requests = 0
+        self.host = urlsplit(server_url).netloc
+
+        def route(r) -> None:  # noqa: ANN001
+            self.requests += 1
+            url = urlsplit(r.request.url)
+            if url.scheme in ("data", "blob") or url.netloc == self.host:
+                r.continue_()
+            else:
+                self.foreign.append(r.request.url)
+                r.abort()
+
+        context.route("**/*", route)
+
+    def attach(self, page) -> None:  # noqa: ANN001
+        page.on(
+            "console",
+            lambda m: (
+                self.errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None
+            ),
+        )
+        page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))

@@ -4,7 +4,8 @@ A served campaign (judgments posted over HTTP, a snapshot published without fitt
 is opened at ``/projects/{id}/dashboard`` in Debian's chromium driven by Playwright:
 no console errors, no request leaving the server, the numbers on the page are the
 API's, and a batch posted while the page is open shows up at its next reload.
-``/docs`` and ``/redoc`` render from the vendored assets.
+``/docs`` and ``/redoc`` render from the vendored assets (the item-fit card:
+tests/test_dashboard_item_fit.py).
 
 Without chromium the browser tests skip, except under CI (``CI`` set), where they fail.
 ``EVALSET_DOCS_SCREENSHOTS=1`` also writes docs/img/dashboard.png and docs/img/swagger.png.
@@ -17,7 +18,6 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import httpx
 import numpy as np
@@ -26,18 +26,8 @@ import pytest
 from adaptive.streaming import Snapshot
 from services.settings import Settings
 from services.store import repository as repo
-from tests.factories import ThreadServer, missing
+from tests.factories import ThreadServer, Watch, chromium
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 DOCS_IMG = Path(__file__).resolve().parents[1] / "docs" / "img"
 
 #: true strengths (logit of B over A is the difference): a clear leader, a tie, a straggler
@@ -268,48 +258,8 @@ def test_dashboard_says_why_the_elo_rows_are_missing():
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    if not CHROMIUM.exists():
-        missing(f"{CHROMIUM} is absent (apt-get install chromium): no browser to drive")
-    try:
-        import playwright.sync_api as playwright_api
-    except ImportError:
-        missing("playwright is not installed (pip install -e '.[dev]')")
-    with playwright_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
-class Watch:
-    """A page's console errors, uncaught exceptions and requests to anything but the server."""
-
-    def __init__(self, context, server_url: str) -> None:  # noqa: ANN001
-        self.errors: list[str] = []
-        self.foreign: list[str] = []
-        self.requests = 0
-        self.host = urlsplit(server_url).netloc
-
-        def route(r) -> None:  # noqa: ANN001
-            self.requests += 1
-            url = urlsplit(r.request.url)
-            if url.scheme in ("data", "blob") or url.netloc == self.host:
-                r.continue_()
-            else:
-                self.foreign.append(r.request.url)
-                r.abort()
-
-        context.route("**/*", route)
-
-    def attach(self, page) -> None:  # noqa: ANN001
-        page.on(
-            "console",
-            lambda m: (
-                self.errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None
-            ),
-        )
-        page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+    with chromium() as b:
+        yield b
 
 
 def _page_decisions(page) -> dict[tuple[str, str], dict]:  # noqa: ANN001

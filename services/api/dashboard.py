@@ -9,6 +9,9 @@ charts, inline CSS, a Content-Security-Policy that forbids anything else). It sh
   a forest plot coloured by each system's decision against the leader;
 * the Elo leaderboard of the stored judgments (``GET .../elo`` with its defaults: the
   page reads that background answer and says so while it is being computed);
+* item fit (``GET .../item-fit`` at its default level, a background answer too): the
+  flagged prompts with the reason in words, and the figures of ``evalset items --plot``
+  (:mod:`services.api.dashboard_item_fit`);
 * every comparison's decision in the declared family (the rows of ``GET .../decisions``
   with the same rule: :func:`services.api.decisions.read_family`); the judgments still
   needed count the family's comparisons only;
@@ -43,6 +46,7 @@ from adaptive.decisions import DecisionRule
 from services.answers import leaderboard_rows
 from services.api.analysis import ELO_DEFAULTS
 from services.api.background import Pending
+from services.api.dashboard_item_fit import collect_item_fit, item_fit_section
 from services.api.dashboard_page import FAVICON, render_dashboard
 from services.api.decisions import Rule, read_family
 from services.api.deps import PageProjectId, State, request_page_token
@@ -232,6 +236,7 @@ def collect(
         "leaderboard": board,
         "standing": _leader_standing(board, decisions),
         "elo": _elo(state, project_id, dimension),
+        "item_fit": collect_item_fit(state, project_id, dimension),
         "snapshots": [m for m in metas.values() if m is not None],
         "annotators": _annotators(dim_rows),
         "events": events,
@@ -267,5 +272,6 @@ def dashboard(
     params["refresh"] = refresh
     data = collect(state, project_id, dimension, rule)
     params["dimension"] = data["dimension"]
-    page = render_dashboard(data, path=path, params=params, refresh=refresh)
+    cards = item_fit_section(data["item_fit"], refresh)
+    page = render_dashboard(data, path=path, params=params, refresh=refresh, cards=cards)
     return HTMLResponse(page, headers=_PAGE_HEADERS)

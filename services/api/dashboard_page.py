@@ -344,9 +344,9 @@ def _elo_section(elo: dict[str, Any] | None, refresh: int) -> str:
 
 
 def render_dashboard(
-    data: dict[str, Any], *, path: str, params: dict[str, Any], refresh: int
+    data: dict[str, Any], *, path: str, params: dict[str, Any], refresh: int, cards: str = ""
 ) -> str:
-    """The dashboard page for :func:`collect`'s ``data``."""
+    """The dashboard page for :func:`collect`'s ``data``; ``cards``: sections after Elo's."""
     decisions = _order(data["decisions"])
     counts = Counter(d["decision"] for d in decisions)
     closed = len(decisions) - counts.get("undecided", 0)
@@ -576,5 +576,5 @@ def render_dashboard(
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"{meta_refresh}<title>{_e(data['project_id'])}: evalset dashboard</title>"
         f'<link rel="icon" href="{FAVICON}"><style>{_STYLE}</style></head><body>'
-        f"{head}<main>{progress}{lb}{elo}{annotators}{dec}{fits}</main></body></html>"
+        f"{head}<main>{progress}{lb}{elo}{cards}{annotators}{dec}{fits}</main></body></html>"
     )
