@@ -16,31 +16,20 @@ import threading
 import uuid
 from collections import OrderedDict
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 from fastapi import APIRouter, Header
-from pydantic import BaseModel, ConfigDict, Field
 
 from adaptive.decisions import DecisionRule, Decisions
-from adaptive.recommend import DEFAULT_BURN_IN, CellState, RecommenderState, Request
-from adaptive.rule import (
-    CORRECTIONS,
-    DEFAULT_CORRECTION,
-    DEFAULT_FAMILY,
-    DEFAULT_LEVEL,
-    DEFAULT_MARGIN,
-    DEFAULT_UNIT,
-    FAMILIES,
-    UNITS,
-    Family,
-)
-from services.api.decisions import check_pairs, make_rule, one_of
+from adaptive.recommend import CellState, RecommenderState, Request
+from adaptive.rule import Family
+from services.api.decisions import check_pairs
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError, error_responses
 from services.api.next_batch_default import default_model_state
+from services.api.next_batch_schemas import LeasedCell, NextBatchCreate, NextBatchPublic, NotServed
 from services.api.tally import ProjectTally, concat, flip, take
-from services.schemas import Id, JsonInt, Name
 from services.store import repository as repo
 from services.store.validation import id_problem
 
@@ -52,133 +41,6 @@ if TYPE_CHECKING:
 # request, not when the service starts: /health answers sooner after a restart
 
 router = APIRouter()
-
-
-class NextBatchCreate(BaseModel):
-    """What to recommend."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    size: JsonInt = Field(ge=1, le=1000, description="tasks (judgments) in the batch")
-    annotator_id: Name = Field(
-        default="", description="never hand this annotator a cell they judged"
-    )
-    dimensions: list[Id] | None = Field(default=None, description="default: every dimension")
-    targets: list[tuple[Id, Id]] | None = Field(
-        default=None, description="[system_a, system_b] pairs that matter (default: undecided)"
-    )
-    adjacent: bool = Field(
-        default=False,
-        strict=True,
-        description="target the pairs adjacent in each dimension's leaderboard",
-    )
-    tier: list[Id] | None = Field(default=None, description="target the pairs within this tier")
-    idempotency_key: Id | None = Field(
-        default=None,
-        description="repeat the request safely; a key is bound to the request that first "
-        "used it (the same key with a different request is a 422)",
-    )
-    lease_seconds: float = Field(default=3600.0, ge=1.0, le=7 * 24 * 3600.0)
-    burn_in: JsonInt = Field(
-        default=DEFAULT_BURN_IN,
-        ge=0,
-        le=1000,
-        description="judgments every open comparison gets before the closest-to-a-decision order",
-    )
-    seed: JsonInt = Field(
-        default=0,
-        ge=0,
-        le=2**31 - 1,
-        description="same snapshot, request and seed: same batch",
-    )
-    # the decision rule the batch serves (GET .../decisions takes the same, as a query)
-    alpha: float = Field(default=DEFAULT_LEVEL, ge=1e-12, lt=1.0, description="error bound")
-    margin: float = Field(default=DEFAULT_MARGIN, ge=0.0, lt=1.0, description="equivalence")
-    unit: str = Field(default=DEFAULT_UNIT, pattern=one_of(UNITS))
-    correction: str = Field(default=DEFAULT_CORRECTION, pattern=one_of(CORRECTIONS))
-    family: str = Field(
-        default=DEFAULT_FAMILY,
-        pattern=one_of(FAMILIES),
-        description="the comparisons served: compared (those with judgments), registered "
-        "(pairs) or all-pairs (every pair of the systems)",
-    )
-    pairs: list[tuple[Id, Id]] | None = Field(
-        default=None,
-        max_length=10_000,
-        description="the registered family, [system_a, system_b] pairs (implies registered)",
-    )
-    route_by: Id | None = Field(
-        default=None,
-        description="an automatic judge's name: draw the cells of the comparisons it judged by "
-        "its routing, the rates kept with the lease, for GET .../hybrid-decisions "
-        "(docs/hybrid.md). A routed campaign's human-only decisions (GET .../decisions) "
-        "assume uniform draws and no longer hold",
-    )
-
-    model: Literal["snapshot", "default"] = Field(
-        default="snapshot",
-        description="snapshot: the worker's newest posterior snapshot (the live model, at "
-        "once); default: the default model fitted on the stored judgments, the batch "
-        "`evalset recommend --data` gives for them (fitted on a background thread: 409 "
-        "`recommendation_pending` until it is done; the compared family, no routing)",
-    )
-
-    def rule(self) -> DecisionRule:
-        """The :class:`DecisionRule` of the request (a 422 when it is not one)."""
-        return make_rule(
-            alpha=self.alpha,
-            margin=self.margin,
-            unit=self.unit,
-            correction=self.correction,
-            family=self.family,
-            pairs=[(a, b) for a, b in self.pairs or ()],
-        )
-
-
-class LeasedCell(BaseModel):
-    item_id: str
-    system_a: str
-    system_b: str
-    dimension: str
-    shown_first: str = Field(description="'a' or 'b': which response to display first")
-    reason: str = Field(
-        description="why this cell: 'burn_in', 'closest_to_decision', 'open' (no decision in "
-        "sight yet), 'targeted', 'repeat' (the comparison's prompts ran out) or 'routed' (drawn "
-        "by an automatic judge's routing, its rate kept with the lease: docs/hybrid.md)"
-    )
-    needed: int | None = Field(
-        description="judgments the comparison's decision likely still needs (null: not in sight)"
-    )
-    snapshot_version: int = Field(
-        description="the snapshot the cell was chosen on (model=default: the judgments it read)"
-    )
-
-
-class NotServed(BaseModel):
-    dimension: str
-    system_a: str
-    system_b: str
-    needed: int | None = Field(description="judgments likely still needed (null: not in sight)")
-    servable_prompts: int = Field(
-        description="its unjudged prompts it could be served now (not leased to another "
-        "annotator, annotatable)"
-    )
-    reason: str
-
-
-class NextBatchPublic(BaseModel):
-    lease_id: str
-    idempotency_key: str
-    annotator_id: str
-    created_at: datetime
-    expires_at: datetime
-    replayed: bool = Field(description="true when the idempotency key returned a stored batch")
-    cells: list[LeasedCell]
-    not_served: list[NotServed] = Field(
-        default_factory=list,
-        description="open comparisons of the family given no task because their unused "
-        "prompts cannot close them (empty on a replayed request)",
-    )
 
 
 def _now() -> datetime:
