@@ -36,6 +36,15 @@ ANSWERS = ("a", "b", "tie")
 _FLIP = {"a": "b", "b": "a", "tie": "tie"}
 
 
+class GoldCellError(ValueError):
+    """A bad gold row: ``row`` (1-based, as in the file) and the ``column`` at fault."""
+
+    def __init__(self, row: int, column: str, message: str) -> None:
+        super().__init__(f"gold row {row}: {message}")
+        self.row = row
+        self.column = column
+
+
 @dataclass(frozen=True)
 class GoldRule:
     """How annotators are scored on gold cells.
@@ -68,8 +77,9 @@ def read_gold(gold: pl.DataFrame) -> pl.DataFrame:
     dimension). Each cell at most once, in either order.
 
     Raises:
-        ValueError: a missing column, an unknown answer, a pair of one system or a cell
-            listed twice, naming the row (1-based, as in the file).
+        ValueError: a missing column; :class:`GoldCellError` (a ValueError) for an unknown
+            answer, a pair of one system or a cell listed twice, naming the row (1-based, as
+            in the file). The service's gold cells are checked by this same function.
     """
     missing = [c for c in ("item_id", "system_a", "system_b", "answer") if c not in gold.columns]
     if missing:
@@ -85,20 +95,24 @@ def read_gold(gold: pl.DataFrame) -> pl.DataFrame:
     seen: dict[tuple[Any, ...], int] = {}
     anywhere: dict[tuple[Any, ...], int] = {}
     for row, (item, a, b, dim, answer) in enumerate(gold.iter_rows(), start=1):
+        cell_ids = (item, a, b)
         if answer not in ANSWERS:
-            raise ValueError(f"gold row {row}: answer {answer!r} is not one of {ANSWERS}")
+            raise GoldCellError(row, "answer", f"answer {answer!r} is not one of {ANSWERS}")
         if not item or not a or not b:
-            raise ValueError(f"gold row {row}: item_id, system_a and system_b must be given")
+            absent = next(c for c, v in zip(("item_id", "system_a", "system_b"), cell_ids) if not v)
+            raise GoldCellError(row, absent, "item_id, system_a and system_b must be given")
         if a == b:
-            raise ValueError(f"gold row {row}: a pair of one system ({a!r})")
+            raise GoldCellError(row, "system_b", f"a pair of one system ({a!r})")
         cell = (item, frozenset((a, b)))
         if (dim, *cell) in seen:
-            raise ValueError(f"gold row {row}: the cell of row {seen[(dim, *cell)]} again")
+            raise GoldCellError(row, "item_id", f"the cell of row {seen[(dim, *cell)]} again")
         other = anywhere.get(cell)
         if other is not None and (dim is None or (None, *cell) in seen):
-            raise ValueError(
-                f"gold row {row}: the cell of row {other} again (a row without a dimension "
-                "holds for every dimension)"
+            raise GoldCellError(
+                row,
+                "dimension",
+                f"the cell of row {other} again (a row without a dimension holds for every "
+                "dimension)",
             )
         seen[(dim, *cell)] = row
         anywhere.setdefault(cell, row)

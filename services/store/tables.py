@@ -198,3 +198,46 @@ events = Table(
     Column("replica", String(ID), nullable=False),  # host:pid of the worker
     Index("ix_events_project_seq", "project_id", "seq"),
 )
+
+# gold (attention-check) cells (0008): a cell whose answer is known, for the pair in this row's
+# order; ``dimension`` "" holds for every dimension. Registered only while no judgment of the
+# cell is stored (the running tallies would have counted it)
+gold_cells = Table(
+    "gold_cells",
+    metadata,
+    Column("seq", SEQ, primary_key=True, autoincrement=True),
+    Column("project_id", String(ID), ForeignKey("projects.project_id"), nullable=False),
+    Column("item_id", String(ID), nullable=False),
+    Column("system_a", String(ID), nullable=False),
+    Column("system_b", String(ID), nullable=False),
+    Column("dimension", String(ID), nullable=False),
+    Column("answer", String(8), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint(
+        "project_id", "item_id", "system_a", "system_b", "dimension", name="uq_gold_cells_cell"
+    ),
+)
+
+# judgments of gold cells (0008), stored apart on the write path: no decision, fit or count
+# reads them (they read ``judgments``); the same columns, one judgment_id per project across
+# both tables (add_judgments checks both)
+gold_judgments = Table(
+    "gold_judgments",
+    metadata,
+    Column("seq", SEQ, primary_key=True, autoincrement=True),
+    Column("project_id", String(ID), ForeignKey("projects.project_id"), nullable=False),
+    Column("judgment_id", String(ID), nullable=False),
+    Column("item_id", String(ID), nullable=False),
+    Column("system_a", String(ID), nullable=False),
+    Column("system_b", String(ID), nullable=False),
+    Column("annotator_id", String(ID), nullable=False),
+    Column("winner", String(8), nullable=False),
+    Column("dimension", String(ID), nullable=False),
+    Column("shown_first", String(1), nullable=True),
+    Column("timestamp", String(64), nullable=True),
+    Column("screen_id", String(ID), nullable=True),
+    Column("lease_id", String(ID), nullable=True),
+    Column("received_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("project_id", "judgment_id", name="uq_gold_judgments_project_judgment"),
+    Index("ix_gold_judgments_project_seq", "project_id", "seq"),
+)

@@ -4,7 +4,8 @@ Functions that write expect to run inside :meth:`services.store.Store.write`, so
 that a caller's whole request is one transaction. One module per concern:
 :mod:`.projects` (projects and tokens), :mod:`.events` (re-estimation events),
 :mod:`.catalogue` (systems, prompts, dimensions), :mod:`.judgments`,
-:mod:`.snapshots`, :mod:`.leases` (the next-batch recommender's); what they
+:mod:`.snapshots`, :mod:`.leases` (the next-batch recommender's), :mod:`.gold` (gold
+cells and their judgments, apart from the judgments); what they
 share is in :mod:`._common`, the row shapes they return in :mod:`.rows`. Callers import the package
 (``from services.store import repository as repo``).
 """
@@ -36,6 +37,17 @@ from services.store.repository.events import (
     latest_event_seq,
     list_events,
     prune_events,
+)
+from services.store.repository.gold import (
+    GoldCellRow,
+    GoldKey,
+    add_gold_cells,
+    fetch_gold_judgments,
+    gold_cells_done_by,
+    gold_keys,
+    is_gold,
+    list_gold_cells,
+    prompt_responses,
 )
 from services.store.repository.judgments import (
     JUDGMENTS_CHANNEL,
@@ -90,6 +102,8 @@ __all__ = [
     "CHUNK",
     "DimensionRow",
     "EventRow",
+    "GoldCellRow",
+    "GoldKey",
     "IngestResult",
     "JUDGMENTS_CHANNEL",
     "JUDGMENT_FIELDS",
@@ -104,6 +118,7 @@ __all__ = [
     "TokenRow",
     "active_leased_cells",
     "add_events",
+    "add_gold_cells",
     "add_judgments",
     "announce_judgments",
     "as_utc",
@@ -115,19 +130,24 @@ __all__ = [
     "create_project",
     "create_token",
     "fetch_judgment_columns",
+    "fetch_gold_judgments",
     "fetch_judgments",
     "get_batch_by_key",
     "lock_judgments",
     "save_batch_key",
     "get_lease_by_key",
+    "gold_cells_done_by",
+    "gold_keys",
     "get_project",
     "hash_token",
+    "is_gold",
     "judgment_counts_by_dimension",
     "latest_event_seq",
     "latest_snapshot_meta",
     "list_annotators",
     "list_dimensions",
     "list_events",
+    "list_gold_cells",
     "list_project_ids",
     "list_prompts",
     "list_snapshots",
@@ -135,6 +155,7 @@ __all__ = [
     "list_tokens",
     "lock_leases",
     "project_for_token",
+    "prompt_responses",
     "prune_events",
     "prune_snapshots",
     "revoke_token",

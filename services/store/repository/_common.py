@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Table
+from sqlalchemy import Connection, Table, select
 from sqlalchemy.dialects import postgresql, sqlite
 
+from services.store import tables as t
 from services.store.validation import row_problems
 
 #: chunk size for IN (...) lookups and multi-row inserts (SQLite's variable limit)
@@ -79,3 +80,20 @@ def _insert(conn: Connection, table: Table) -> Any:
 def _chunks(values: Sequence[Any], size: int = CHUNK) -> Iterable[Sequence[Any]]:
     for start in range(0, len(values), size):
         yield values[start : start + size]
+
+
+def lock_judgments(*, conn: Connection, project_id: str) -> None:
+    """Be the project's one judgment writer until the transaction ends (in a write transaction).
+
+    One writer per project at a time: sequence numbers are then committed in order, so a
+    reader tailing by ``seq`` never sees a later batch before an earlier one (PostgreSQL
+    hands out numbers at insert, not at commit), and a judgment_id (or an idempotency key)
+    raced by two batches is checked against the stored one. SQLite's BEGIN IMMEDIATE
+    already serialises. FOR NO KEY UPDATE: inserts that reference the project (snapshots,
+    leases) go on.
+    """
+    conn.execute(
+        select(t.projects.c.project_id)
+        .where(t.projects.c.project_id == project_id)
+        .with_for_update(key_share=True)
+    )

@@ -18,12 +18,16 @@ from services.store.repository._common import (
     _insert,
     utcnow,
 )
+from services.store.repository._common import (
+    lock_judgments as lock_judgments,  # moved there (gold cells take it too); named here still
+)
 from services.store.repository.catalogue import (
     _known,
     upsert_dimensions,
     upsert_prompts,
     upsert_systems,
 )
+from services.store.repository.gold import add_gold_judgments, gold_keys, is_gold
 from services.store.repository.rows import JudgmentRow
 from services.store.validation import row_problems
 
@@ -69,23 +73,6 @@ def _check_judgments(judgments: Sequence[dict[str, Any]]) -> None:
                 }
             )
     _refuse(problems, "validation_error", "invalid field(s)")
-
-
-def lock_judgments(*, conn: Connection, project_id: str) -> None:
-    """Be the project's one judgment writer until the transaction ends (in a write transaction).
-
-    One writer per project at a time: sequence numbers are then committed in order, so a
-    reader tailing by ``seq`` never sees a later batch before an earlier one (PostgreSQL
-    hands out numbers at insert, not at commit), and a judgment_id (or an idempotency key)
-    raced by two batches is checked against the stored one. SQLite's BEGIN IMMEDIATE
-    already serialises. FOR NO KEY UPDATE: inserts that reference the project (snapshots,
-    leases) go on.
-    """
-    conn.execute(
-        select(t.projects.c.project_id)
-        .where(t.projects.c.project_id == project_id)
-        .with_for_update(key_share=True)
-    )
 
 
 def check_catalogue(
@@ -324,19 +311,24 @@ def add_judgments(
 
     ids = [r["judgment_id"] for r in rows]
     existing: dict[str, dict[str, Any]] = {}
-    cols = [t.judgments.c[k] for k in JUDGMENT_FIELDS]
-    for chunk in _chunks(ids):
-        for row in conn.execute(
-            select(*cols).where(
-                t.judgments.c.project_id == project_id, t.judgments.c.judgment_id.in_(chunk)
-            )
-        ):
-            existing[row.judgment_id] = row._asdict()
-    new_rows = []
+    # a judgment_id is one judgment whichever table holds it (gold cells' are apart)
+    for table in (t.judgments, t.gold_judgments):
+        cols = [table.c[k] for k in JUDGMENT_FIELDS]
+        for chunk in _chunks(ids):
+            for row in conn.execute(
+                select(*cols).where(
+                    table.c.project_id == project_id, table.c.judgment_id.in_(chunk)
+                )
+            ):
+                existing[row.judgment_id] = row._asdict()
+    gold = gold_keys(conn=conn, project_id=project_id)
+    new_rows: list[dict[str, Any]] = []
+    new_gold: list[dict[str, Any]] = []
     for i, r in enumerate(rows):
         old = existing.get(r["judgment_id"])
         if old is None:
-            new_rows.append(r)
+            cell = (r["dimension"], r["item_id"], r["system_a"], r["system_b"])
+            (new_gold if gold and is_gold(gold, *cell) else new_rows).append(r)
             continue
         # a judgment stored before 0007 has neither: its retry may name them (kept as stored)
         later = {k: old[k] if old[k] is None else r[k] for k in ("screen_id", "lease_id")}
@@ -351,8 +343,8 @@ def add_judgments(
     _refuse(problems, "invalid_batch", "problem(s)")
     inserted = 0
     last_seq = 0
-    if new_rows:
-        annotators = sorted({r["annotator_id"] for r in new_rows})
+    if new_rows or new_gold:
+        annotators = sorted({r["annotator_id"] for r in new_rows + new_gold})
         # one constant statement each, executed with many parameter sets: SQLAlchemy
         # compiles it once per process ("insertmanyvalues" batches the rows, RETURNING
         # included), where a .values([...]) of N rows was compiled anew for every batch
@@ -366,9 +358,11 @@ def add_judgments(
             .returning(t.judgments.c.seq)
         )
         params = [{**r, "project_id": project_id, "received_at": now} for r in new_rows]
-        seqs = [int(s) for (s,) in conn.execute(stmt, params)]
+        seqs = [int(s) for (s,) in conn.execute(stmt, params)] if params else []
         inserted = len(seqs)
         last_seq = max(seqs, default=0)
+        # judgments of gold cells: apart, read by no decision or fit (repository.gold)
+        inserted += add_gold_judgments(conn=conn, project_id=project_id, rows=new_gold, now=now)
     return IngestResult(
         inserted=inserted,
         duplicates=len(rows) - inserted,

@@ -8,7 +8,7 @@ are timezone-aware UTC (:func:`._common.as_utc`).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from services.cells import NamedCell
 
@@ -93,9 +93,11 @@ class SnapshotMeta(TypedDict):
 
 class LeasedCellRow(NamedCell):
     """One cell of a lease, as the next-batch route stores it: the batch's cell and the
-    snapshot version it was chosen from."""
+    snapshot version it was chosen from; ``gold`` marks a gold (attention-check) cell, which
+    only the lease tells (the batch's answer does not: the checks are blind)."""
 
     snapshot_version: int
+    gold: NotRequired[bool]
 
 
 class LeaseRow(TypedDict):

@@ -115,7 +115,9 @@ def add_verdicts(
     items = {r["item_id"] for r in rows}
     check_catalogue(conn, project_id, rows, problem, register_unknown=register_unknown, now=now)
     # a name that judged as a human is not a judge's (judgments are never verdicts)
-    humans = names_in(conn, t.judgments, project_id, {r["annotator_id"] for r in rows})
+    names = {r["annotator_id"] for r in rows}
+    humans = names_in(conn, t.judgments, project_id, names)
+    humans |= names_in(conn, t.gold_judgments, project_id, names)
     for i, r in enumerate(rows):
         if r["annotator_id"] in humans:
             problem(
