@@ -40,13 +40,14 @@ __all__ = ["create_app"]
 def _routers() -> list[APIRouter]:
     """The routers beside the core and analysis ones, in the order the API lists them
     (imported when an app is built, not when this package is)."""
-    from services.api import agreement, crowd, decisions, hybrid, item_fit, next_batch
+    from services.api import agreement, crowd, decisions, gold, hybrid, item_fit, next_batch
 
     return [
         next_batch.router,
         crowd.router,
         decisions.router,
         agreement.router,
+        gold.router,
         hybrid.router,
         item_fit.router,
         dashboard.router,

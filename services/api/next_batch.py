@@ -16,7 +16,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import numpy as np
 from fastapi import APIRouter, Header
@@ -27,6 +27,7 @@ from adaptive.rule import Family
 from services.api.decisions import check_pairs
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError, error_responses
+from services.api.gold import plan_gold
 from services.api.next_batch_default import default_model_state
 from services.api.next_batch_schemas import LeasedCell, NextBatchCreate, NextBatchPublic, NotServed
 from services.api.tally import ProjectTally, concat, flip, take
@@ -65,7 +66,7 @@ def _public(lease: repo.LeaseRow, replayed: bool) -> NextBatchPublic:
         created_at=lease["created_at"],
         expires_at=lease["expires_at"],
         replayed=replayed,
-        cells=[LeasedCell(**c) for c in lease["cells"]],
+        cells=[LeasedCell.model_validate(c) for c in lease["cells"]],  # blind: no gold mark
     )
 
 
@@ -73,6 +74,7 @@ def _request_hash(body: NextBatchCreate) -> str:
     """The request an idempotency key is bound to: everything in the body but the key."""
     # leases stored before ``model`` existed were live batches: a default is left out
     skip = {"idempotency_key"} | ({"model"} if body.model == "snapshot" else set())
+    skip |= set() if body.gold_share else {"gold_share"}  # the same for leases stored before it
     content = body.model_dump(mode="json", exclude=skip)
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
@@ -369,7 +371,20 @@ def next_batch(
     names: CellNames = maps["names"]
     now = _now()
     cells: CellState = maps["cells"]
-    exclude = maps["exclude"]
+    gold = plan_gold(
+        state,
+        project_id,
+        annotator_id=body.annotator_id,
+        share=body.gold_share,
+        size=body.size,
+        dimensions=list(dims),
+        names=names,
+        versions=maps["versions"],
+        key=key,
+        seed=body.seed,
+        now=now,
+    )
+    exclude = gold.exclude(names, maps["exclude"])  # gold cells are never recommended
     try:
         chosen = targets(
             snapshot,
@@ -400,7 +415,7 @@ def next_batch(
             )
         chosen = tuple(c for c in chosen if maps["in_family"][c])
     request = Request(
-        size=body.size,
+        size=body.size - len(gold.cells),
         targets=chosen,
         exclude=exclude,
         dimensions=tuple(i for i, d in enumerate(names.dimensions) if d in dims),
@@ -412,19 +427,32 @@ def next_batch(
 
     def choose(leased: list[repo.LeasedCellRow]) -> list[repo.LeasedCellRow]:
         """The batch given the cells other annotators hold now."""
-        held = hold_leased(cells, names, leased)
+        held = hold_leased(cells, names, gold.ordinary(leased))
         batch, info = recommend_named(body.seed, snapshot, names, held, request)
         left_out[:] = not_served(info, snapshot, names)
         if body.route_by:
             # the cells of the comparisons the judge saw are drawn by the hybrid's routing,
             # their rates kept in the lease (services/api/hybrid_routing.py)
             batch = route_cells(
-                state, project_id, body.annotator_id, body.seed, rule, batch, leased, body.route_by
+                state,
+                project_id,
+                body.annotator_id,
+                body.seed,
+                rule,
+                batch,
+                gold.held(leased, list(dims)),
+                body.route_by,
             )
-        return [
-            repo.LeasedCellRow(**cell, snapshot_version=int(maps["versions"][cell["dimension"]]))
-            for cell in batch
-        ]
+        version = maps["versions"]
+        return gold.mix(
+            [
+                cast(
+                    "repo.LeasedCellRow",
+                    {**cell, "snapshot_version": int(version[cell["dimension"]])},
+                )
+                for cell in batch
+            ]
+        )
 
     # Choose outside any write transaction (a first call compiles), then store the lease
     # under the project's lease lock if the active leases are still those it was chosen
@@ -456,4 +484,5 @@ def next_batch(
     public = _public(lease, replayed=replayed)
     if not replayed:
         public.not_served = [NotServed(**row) for row in left_out]
+        public.gold_unserved = gold.unserved
     return public

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from adaptive.decisions import DecisionRule
 from adaptive.recommend import DEFAULT_BURN_IN
@@ -92,6 +92,23 @@ class NextBatchCreate(BaseModel):
         "`recommendation_pending` until it is done; the compared family, no routing)",
     )
 
+    gold_share: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="share of the batch given to gold (attention-check) cells the annotator "
+        "has not judged (POST .../gold registers them; docs/gold.md), at random positions and "
+        "not marked in this answer (the lease records them); needs annotator_id",
+    )
+
+    @model_validator(mode="after")
+    def _gold_needs_an_annotator(self) -> NextBatchCreate:
+        if self.gold_share > 0 and not self.annotator_id:
+            raise ValueError(
+                "gold_share needs annotator_id: anonymous judgments of gold cells are not scored"
+            )
+        return self
+
     def rule(self) -> DecisionRule:
         """The :class:`DecisionRule` of the request (a 422 when it is not one)."""
         return make_rule(
@@ -147,4 +164,10 @@ class NextBatchPublic(BaseModel):
         default_factory=list,
         description="open comparisons of the family given no task because their unused "
         "prompts cannot close them (empty on a replayed request)",
+    )
+    gold_unserved: int = Field(
+        default=0,
+        description="gold cells gold_share asked for that could not be served (the annotator "
+        "judged or holds every other one): recommended cells took their places (0 on a "
+        "replayed request)",
     )

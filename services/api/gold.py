@@ -1,0 +1,289 @@
+"""Gold (attention-check) cells in the service: registered per project, mixed blind into the
+next batch, their judgments kept apart and scored (docs/gold.md).
+
+* ``POST /projects/{p}/gold``: register cells with a known answer (the rows of a gold file,
+  checked as ``evalset gold`` checks them), all or nothing; the same cell with the same
+  answer again is a no-op, a changed answer or an already judged cell is refused;
+* ``GET /projects/{p}/gold``: the registered cells;
+* ``GET /projects/{p}/gold/scores``: each annotator scored on the stored gold judgments, the
+  rows ``evalset gold`` gives for the same judgments and cells (:mod:`adaptive.gold`).
+
+``POST /projects/{p}/next-batch`` asks :func:`plan_gold` which gold cells to serve
+(``gold_share``), keeps every gold cell out of its recommendations and places the served
+ones at random positions; the lease marks them, the answer does not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, Any
+
+import numpy as np
+import polars as pl
+from fastapi import APIRouter, Query
+
+from adaptive.gold import DEFAULT_CAREFUL, DEFAULT_CARELESS, DEFAULT_GOLD_LEVEL, GoldRule, gold_rows
+from services.api.deps import ProjectId, State
+from services.api.errors import ApiError, error_responses
+from services.schemas_gold import (
+    GoldCellPublic,
+    GoldCellsAdded,
+    GoldCellsCreate,
+    GoldCellsPublic,
+    GoldScoreRow,
+    GoldScoresPublic,
+)
+from services.store import repository as repo
+
+if TYPE_CHECKING:
+    from services.api.state import ServiceState
+    from services.recommend_adapter import CellNames
+
+router = APIRouter()
+
+
+@router.post(
+    "/projects/{project_id}/gold",
+    operation_id="add_gold_cells",
+    tags=["gold"],
+    summary="Register gold (attention-check) cells: cells with a known answer",
+    responses=error_responses(422),
+)
+def add_gold_cells(project_id: ProjectId, body: GoldCellsCreate, state: State) -> GoldCellsAdded:
+    """The rows of a gold file (``item_id``, ``system_a``, ``system_b``, ``answer`` = ``a``,
+    ``b`` or ``tie`` for that order, optional ``dimension``: null holds for every
+    dimension), all or nothing. A cell registered before with the same answer, in either
+    order, is a no-op; the whole request is refused (``422 invalid_batch``, one problem per
+    row) when a row names an unknown system, prompt or dimension, changes a registered
+    cell's answer, or names a cell that already has stored judgments (the running decisions
+    counted them). From then on every judgment of the cell is stored apart: no decision,
+    fit or count reads it."""
+    cells = [c.model_dump() for c in body.cells]
+    with state.store.write() as conn:
+        created, unchanged = repo.add_gold_cells(conn=conn, project_id=project_id, cells=cells)
+    return GoldCellsAdded(created=created, unchanged=unchanged)
+
+
+@router.get("/projects/{project_id}/gold", operation_id="list_gold_cells", tags=["gold"])
+def list_gold_cells(project_id: ProjectId, state: State) -> GoldCellsPublic:
+    """The project's gold cells in the order they were registered."""
+    with state.store.read() as conn:
+        cells = repo.list_gold_cells(conn=conn, project_id=project_id)
+    return GoldCellsPublic(cells=[GoldCellPublic(**c) for c in cells])
+
+
+@router.get(
+    "/projects/{project_id}/gold/scores",
+    operation_id="gold_scores",
+    tags=["gold"],
+    responses=error_responses(404),
+)
+def gold_scores(
+    project_id: ProjectId,
+    state: State,
+    dimension: Annotated[
+        str | None, Query(max_length=200, description="default: every dimension")
+    ] = None,
+    careful: Annotated[
+        float,
+        Query(gt=0.0, lt=1.0, description="accuracy a careful annotator reaches at least"),
+    ] = DEFAULT_CAREFUL,
+    careless: Annotated[
+        float,
+        Query(
+            gt=0.0,
+            lt=1.0,
+            description="accuracy of a careless annotator (the test's alternative), below careful",
+        ),
+    ] = DEFAULT_CARELESS,
+    level: Annotated[
+        float,
+        Query(gt=0.0, lt=1.0, description="chance, at most, that a careful annotator is flagged"),
+    ] = DEFAULT_GOLD_LEVEL,
+) -> GoldScoresPublic:
+    """Each annotator with judgments of gold cells: accuracy, its Wilson interval and an
+    anytime-valid flag (Wald's sequential test), the rows of ``evalset gold --format json``
+    for the same judgments and gold cells. No rows while no named annotator has judged a
+    gold cell."""
+    try:
+        rule = GoldRule(careful=careful, careless=careless, level=level)
+    except ValueError as exc:
+        raise ApiError(
+            422, "validation_error", str(exc), [{"field": "careless", "message": str(exc)}]
+        ) from None
+    with state.store.read() as conn:
+        known = [d["dimension_id"] for d in repo.list_dimensions(conn=conn, project_id=project_id)]
+        cells = repo.list_gold_cells(conn=conn, project_id=project_id)
+        judgments = repo.fetch_gold_judgments(conn=conn, project_id=project_id)
+    if dimension is not None:
+        if dimension not in known:
+            raise ApiError(
+                404, "not_found", f"unknown dimension {dimension!r}; the project has {known}"
+            )
+        judgments = [j for j in judgments if j["dimension"] == dimension]
+    rows: list[dict[str, Any]] = []
+    if cells and any(j["annotator_id"] for j in judgments):
+        columns = ("item_id", "system_a", "system_b", "annotator_id", "winner", "dimension")
+        frame = pl.DataFrame(
+            [{k: dict(j)[k] for k in columns} for j in judgments],
+            schema=dict.fromkeys(columns, pl.Utf8),
+        )
+        fields = ("item_id", "system_a", "system_b", "dimension", "answer")
+        gold = pl.DataFrame(
+            [{k: dict(c)[k] for k in fields} for c in cells], schema=dict.fromkeys(fields, pl.Utf8)
+        )
+        rows = gold_rows(frame, gold, rule)
+    return GoldScoresPublic(
+        num_gold_judgments=len(judgments),
+        rule={"careful": careful, "careless": careless, "level": level},
+        rows=[GoldScoreRow(**r) for r in rows],
+    )
+
+
+# ---------------------------------------------------------------- the next batch's gold cells
+
+
+@dataclass(frozen=True)
+class GoldPlan:
+    """The gold cells of one next batch: which to serve, and which to keep out of the
+    recommendations (every gold cell: it must not eat the recommender's budget)."""
+
+    keys: frozenset[repo.GoldKey]
+    cells: tuple[repo.LeasedCellRow, ...]
+    unserved: int
+    seed: tuple[int, int]
+
+    def exclude(self, names: CellNames, exclude: np.ndarray | None) -> np.ndarray | None:
+        """``exclude`` (C, P) with every gold cell of the recommender's names set."""
+        if not self.keys:
+            return exclude
+        out = (
+            np.zeros((len(names.comparisons), len(names.prompts)), bool)
+            if exclude is None
+            else exclude.copy()
+        )
+        for dim, item, pair in self.keys:
+            a, b = sorted(pair)
+            for d in [dim] if dim else names.dimensions:
+                hit = names.locate(d, item, a, b)
+                if hit is not None:
+                    out[hit[0], hit[1]] = True
+        return out
+
+    def ordinary(self, leased: list[repo.LeasedCellRow]) -> list[repo.LeasedCellRow]:
+        """The leased cells but the gold ones (held out of the recommendations anyway)."""
+        return [c for c in leased if not c.get("gold")] if self.keys else leased
+
+    def held(self, leased: list[repo.LeasedCellRow], dimensions: list[str]) -> list[Any]:
+        """``leased`` and every gold cell in ``dimensions``: the cells a judge's routing must
+        not draw (services/api/hybrid_routing.py reads their names only)."""
+        names = ("dimension", "item_id", "system_a", "system_b")
+        return [*leased] + [
+            dict(zip(names, (d, item, *sorted(pair)), strict=True))
+            for dim, item, pair in self.keys
+            for d in ([dim] if dim else dimensions)
+        ]
+
+    def mix(self, batch: list[repo.LeasedCellRow]) -> list[repo.LeasedCellRow]:
+        """``batch`` with the gold cells at random positions, each reading as a recommended
+        cell (the reason and need of one drawn from the batch); the same for the same
+        plan and batch."""
+        if not self.cells:
+            return batch
+        rng = np.random.default_rng(self.seed)
+        total = len(batch) + len(self.cells)
+        places = set(rng.choice(total, size=len(self.cells), replace=False).tolist())
+        out: list[repo.LeasedCellRow] = []
+        gold = iter(self.cells)
+        ordinary = iter(batch)
+        for k in range(total):
+            if k not in places:
+                out.append(next(ordinary))
+                continue
+            cell = next(gold)
+            like = batch[int(rng.integers(len(batch)))] if batch else None
+            out.append(
+                repo.LeasedCellRow(
+                    **{
+                        **cell,
+                        "reason": like["reason"] if like else "open",
+                        "needed": like["needed"] if like else None,
+                    }
+                )
+            )
+        return out
+
+
+def _servable(responses: dict[str, str] | None, a: str, b: str) -> bool:
+    """A gold cell can be shown: its prompt has responses of both systems (or none at all
+    is registered, as annotatable_cells reads it); identical ones are fine (a tie's gold)."""
+    if not responses:
+        return True
+    return bool((responses.get(a) or "").strip() and (responses.get(b) or "").strip())
+
+
+def plan_gold(
+    state: ServiceState,
+    project_id: str,
+    *,
+    annotator_id: str,
+    share: float,
+    size: int,
+    dimensions: list[str],
+    names: CellNames,
+    versions: dict[str, int],
+    key: str,
+    seed: int,
+    now: datetime,
+) -> GoldPlan:
+    """The gold cells of a batch of ``size``: ``round(share * size)`` of those the annotator
+    neither judged nor holds under an active lease (fewer when fewer remain: ``unserved``
+    says how many short), drawn at random, oriented as the recommender names the pair."""
+    wanted = math.floor(share * size + 0.5)
+    # the positions and draws vary with the lease's key: no fixed place in every batch
+    salt = int(hashlib.sha256(key.encode()).hexdigest()[:15], 16)
+    rng = np.random.default_rng((seed, salt))
+    with state.store.read() as conn:
+        cells = repo.list_gold_cells(conn=conn, project_id=project_id)
+        if not cells:
+            return GoldPlan(frozenset(), (), wanted, (seed, salt))
+        keys = frozenset(
+            (c["dimension"] or "", c["item_id"], frozenset((c["system_a"], c["system_b"])))
+            for c in cells
+        )
+        if not wanted:
+            return GoldPlan(keys, (), 0, (seed, salt))
+        done = repo.gold_cells_done_by(
+            conn=conn, project_id=project_id, annotator_id=annotator_id, now=now
+        )
+        responses = repo.prompt_responses(
+            conn=conn, project_id=project_id, items={c["item_id"] for c in cells}
+        )
+    candidates = []
+    for c in cells:
+        a, b = c["system_a"], c["system_b"]
+        if not _servable(responses.get(c["item_id"]), a, b):
+            continue
+        for d in [c["dimension"]] if c["dimension"] else dimensions:
+            if d in dimensions and (d, c["item_id"], frozenset((a, b))) not in done:
+                hit = names.locate(d, c["item_id"], a, b)
+                candidates.append((d, c["item_id"], *((b, a) if hit and hit[2] else (a, b))))
+    picked = rng.choice(len(candidates), size=min(wanted, len(candidates)), replace=False)
+    served = tuple(
+        repo.LeasedCellRow(
+            item_id=item,
+            system_a=a,
+            system_b=b,
+            dimension=d,
+            shown_first=str(rng.choice(["a", "b"])),
+            reason="open",
+            needed=None,
+            snapshot_version=int(versions.get(d, 0)),
+            gold=True,
+        )
+        for d, item, a, b in (candidates[int(i)] for i in picked)
+    )
+    return GoldPlan(keys, served, wanted - len(served), (seed, salt))
