@@ -264,7 +264,8 @@ def test_laplace_integrates_tau_when_cells_have_one_judgment():
         cell=np.arange(len(y)),
         num_cells=len(y),
     )
-    post = fit_laplace(data, rng_key=KEY, num_draws=400)
+    # the grid over tau is what is checked: no refinement sweeps, no exact prompt draws
+    post = fit_laplace(data, rng_key=KEY, num_draws=400, refine_sweeps=0, exact_items=False)
     comps = post.info["components"]
     assert sum(c["weight"] for c in comps) == pytest.approx(1.0)
     assert sum(c["stop"] - c["start"] for c in comps) == 400
@@ -309,7 +310,8 @@ def test_item_prior_matches_the_models_potential(symmetric):
     u = [float(potential(inference._split_params(static, g, jnp.asarray(i)), *args)) for i in items]
     priors = Priors(symmetric=symmetric)
     lp = [float(item_log_prior(jnp.asarray(i), priors, 5)[0].sum()) for i in items]
-    assert lp[0] - lp[1] == pytest.approx(u[1] - u[0], abs=1e-3)
+    # float32 sums of padded prompts (thousands): their rounding, not a missing term
+    assert lp[0] - lp[1] == pytest.approx(u[1] - u[0], rel=1e-6, abs=1e-3)
 
 
 @pytest.mark.parametrize("per_system", [False, True])
