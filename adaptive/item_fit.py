@@ -190,6 +190,23 @@ def item_fit(
     )
 
 
+def flag_at(info: ItemFitInfo, level: float) -> ItemFitInfo:
+    """``info`` with its flags at another ``level``: the p-values (and the random numbers
+    behind them) do not depend on it, so one check serves every level.
+
+    A prompt the check cannot judge has p = 1, never below a level of at most 1, so
+    ``p < level`` is :func:`item_fit`'s flag.
+
+    Example:
+        >>> info = ItemFitInfo(np.array([0.01, 0.2, 1.0]), np.zeros(3, bool), *[np.zeros(3)] * 5, 9)
+        >>> flag_at(info, 0.3).flagged.tolist()
+        [True, True, False]
+    """
+    if not 0.0 < level <= 1.0:
+        raise ValueError(f"level must be in (0, 1], not {level}")
+    return info._replace(flagged=info.p_value < level)
+
+
 def misfit_reason(info: ItemFitInfo, j: int) -> str:
     """Why item ``j`` was flagged, in words ('' when it was not)."""
     if not info.flagged[j]:

@@ -1,13 +1,14 @@
-"""Item fit and the information of a prompt set, for notebooks and ``evalset item-fit``.
+"""Item fit and the information of a prompt set, for notebooks and ``evalset items --fit``.
 
-Both take judgments (fitted first, as :func:`evalset.fit` fits them) or a fit already
-made, and return polars frames.
+:func:`item_fit` (the check's rows, worst fit first), :func:`fit_items` (the rows of
+``evalset items --fit``) and :func:`information_curve` take judgments (fitted first, as
+:func:`evalset.fit` fits them) or a fit already made, and return polars frames.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -66,6 +67,57 @@ def item_fit(
     return pl.DataFrame(rows, infer_schema_length=None)
 
 
+class ItemFitCheck(NamedTuple):
+    """One fit's item-fit check before a level is applied (:func:`check_items`): what
+    every level shares.
+
+    Attributes:
+        result: the fit (:class:`adaptive.pipeline.Analysis`).
+        info: the check (:class:`adaptive.item_fit.ItemFitInfo`), flagged at the default level.
+        item_rows: each prompt's ``evalset items`` row.
+        curve: the test information curve of every prompt (rows with ``set`` ``all``).
+        seed: the seed of its random numbers (and of the curves').
+    """
+
+    result: Any
+    info: Any
+    item_rows: list[dict[str, Any]]
+    curve: list[dict[str, Any]]
+    seed: int
+
+
+def check_items(result: Any, *, seed: int = 0) -> ItemFitCheck:
+    """The posterior predictive check of every prompt of one fit, for any level
+    (:func:`flag_items`): its p-values and random numbers do not depend on the level."""
+    from adaptive.item_fit import analysis_item_fit
+    from adaptive.pipeline import analysis_item_rows
+
+    info = analysis_item_fit(result, seed=seed)
+    curve = information_curve(result, seed=seed).to_dicts()
+    return ItemFitCheck(
+        result=result,
+        info=info,
+        item_rows=analysis_item_rows(result),
+        curve=[{"set": "all", **r} for r in curve],
+        seed=seed,
+    )
+
+
+def flag_items(
+    check: ItemFitCheck, level: float = DEFAULT_LEVEL
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Any]:
+    """:func:`item_fit_check`'s rows, curves and check at ``level``, from :func:`check_items`
+    (the flags, their reasons and the curve of the prompts not flagged)."""
+    from adaptive.item_fit import flag_at, item_fit_rows
+
+    info = flag_at(check.info, level)
+    fit_rows = {r["item_id"]: r for r in item_fit_rows(check.result, info, level=level)}
+    rows = [r | {c: fit_rows[r["item_id"]][c] for c in FIT_COLUMNS} for r in check.item_rows]
+    fitting = [p for p, r in fit_rows.items() if not r["misfit"]]
+    curve = information_curve(check.result, prompts=fitting, seed=check.seed).to_dicts()
+    return rows, [*check.curve, *({"set": "without misfits", **r} for r in curve)], info
+
+
 def item_fit_check(
     result: Any, *, seed: int = 0, level: float = DEFAULT_LEVEL
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Any]:
@@ -73,21 +125,33 @@ def item_fit_check(
     (:func:`adaptive.pipeline.analysis_item_rows`) with the :data:`FIT_COLUMNS`, the test
     information curves of every prompt and of those not flagged (rows with a ``set``:
     ``all``, ``without misfits``), and the check (:class:`adaptive.item_fit.ItemFitInfo`).
-    The service's ``GET .../item-fit`` answers the same."""
-    from adaptive.item_fit import analysis_item_fit, item_fit_rows
-    from adaptive.pipeline import analysis_item_rows
+    The service's ``GET .../item-fit`` answers the same (:func:`check_items` once per
+    judgments seen, then :func:`flag_items` per level)."""
+    return flag_items(check_items(result, seed=seed), level)
 
-    info = analysis_item_fit(result, seed=seed, level=level)
-    fit_rows = {r["item_id"]: r for r in item_fit_rows(result, info, level=level)}
-    rows = [
-        r | {c: fit_rows[r["item_id"]][c] for c in FIT_COLUMNS} for r in analysis_item_rows(result)
-    ]
-    fitting = [p for p, r in fit_rows.items() if not r["misfit"]]
-    curves: list[dict[str, Any]] = []
-    for name, prompts in (("all", None), ("without misfits", fitting)):
-        curve = information_curve(result, prompts=prompts, seed=seed).to_dicts()
-        curves.extend({"set": name, **r} for r in curve)
-    return rows, curves, info
+
+def fit_items(
+    data: Any,
+    *,
+    dimension: str | None = None,
+    method: str = "fast",
+    seed: int = 0,
+    level: float = DEFAULT_LEVEL,
+    **fit_options: Any,
+) -> pl.DataFrame:
+    """The rows of ``evalset items --fit``: each prompt's ``evalset items`` row (as
+    :func:`evalset.items` gives it) with its fit, the :data:`FIT_COLUMNS`.
+
+    Example:
+        >>> import evalset
+        >>> rows = fit_items(evalset.example(num_systems=4, num_prompts=12), num_draws=200)
+        >>> {"alpha_mean", "group_size", "fit_p", "misfit", "misfit_reason"} <= set(rows.columns)
+        True
+    """
+    rows: list[dict[str, Any]] = []
+    for result in _fits(data, dimension, method, seed, **fit_options):
+        rows += item_fit_check(result, seed=seed, level=level)[0]
+    return pl.DataFrame(rows, infer_schema_length=None)
 
 
 def information_curve(

@@ -148,6 +148,43 @@ def test_dashboard_item_fit_card_in_a_browser(server, browser):
         context.close()
 
 
+def test_the_item_fit_finishes_while_judgments_keep_arriving(server):
+    """Judgments posted before every dashboard request, so each one sees a new count: the
+    check of the judgments a request saw is queued at once (fitting the default model itself
+    when no fit is done), so the card soon shows a finished answer of fewer judgments, and
+    the route answers once the stream stops (before, the check waited for a request that
+    found the fit of its own count done, which a stream never gives)."""
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        project_id, token = _campaign(client)
+        headers = {"Authorization": f"Bearer {token}"}
+        url = f"/projects/{project_id}/item-fit"
+        dashboard = f"/projects/{project_id}/dashboard?token={token}&refresh=0"
+        rng = np.random.default_rng(11)
+        deadline = time.monotonic() + 180
+        num_posted = 420
+        while True:
+            batch = [
+                r | {"judgment_id": f"s{num_posted + i}"} for i, r in enumerate(_judgments(rng, 1))
+            ]
+            r = client.post(
+                f"/projects/{project_id}/judgments", json={"judgments": batch}, headers=headers
+            )
+            assert r.status_code < 300, r.text
+            num_posted += len(batch)
+            page = client.get(dashboard, follow_redirects=True).text
+            if 'id="item-fit-meta"' in page:  # an older answer, while the newest is computed
+                break
+            assert time.monotonic() < deadline, "no item fit finished while judgments arrived"
+            time.sleep(0.3)
+        card = page[page.index('<section id="item-fit">') :]
+        assert f"item fit of all {num_posted} judgments is being computed" in card
+        shown = int(page.split('id="item-fit-meta" data-judgments="')[1].split('"')[0])
+        assert 420 < shown < num_posted
+        r = when_ready(lambda: client.get(url, headers=headers), "item_fit_pending")
+        assert r.status_code == 200, r.text
+        assert r.json()["num_judgments"] == num_posted
+
+
 def test_the_item_fit_card_says_why_it_is_missing_and_shows_older_rows_meanwhile():
     from services.api.dashboard_item_fit import item_fit_section
     from services.schemas import InformationPoint, ItemFitPublic, ItemFitRow

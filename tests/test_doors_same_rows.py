@@ -110,15 +110,45 @@ def _cli(argv: list[str], capsys) -> tuple[str, str]:
     return out.out, out.err
 
 
-def test_item_fit_is_the_same_through_the_command_line_and_http(data, served, capsys):
+@pytest.fixture
+def fresh_jobs(served, monkeypatch) -> Iterator[object]:
+    """The served project's background jobs, none run yet (whatever tests ran before)."""
+    from services.api.background import BackgroundJobs
+
+    jobs = BackgroundJobs()
+    monkeypatch.setattr(served[0].state, "jobs", jobs)
+    yield jobs
+    jobs.shutdown()
+
+
+def test_item_fit_is_the_same_through_every_door(data, served, fresh_jobs, capsys, monkeypatch):
     """``GET .../item-fit`` gives the rows of ``evalset items --fit`` and the curves of
-    ``--information`` for the same judgments. It checks the default model's fit that
-    ``significance?model=default`` reads (one fit per judgments seen): once the item fit is
-    ready, that answer is ready too (this test runs before the significance one)."""
+    ``--information`` for the same judgments, and ``evalset.item_fit.fit_items`` the same
+    rows. It checks the default model's fit that ``significance?model=default`` reads: one
+    fit per judgments seen, counted on a fresh set of background jobs whatever ran before,
+    and one check for every level."""
+    from evalset.item_fit import fit_items
+    from services.api import background
+    from services.api.item_fit import check_stored_items
+
     base = ["items", "--data", str(data), "--format", "json", "--quiet"]
     cli = json.loads(_cli([*base, "--fit"], capsys)[0])
     curves = json.loads(_cli([*base, "--information"], capsys)[0])
     _, api, project_id, headers = served
+    fits: list[int] = []
+    checks: list[int] = []
+
+    def counted_fits(source):  # noqa: ANN001, ANN202
+        fits.append(source.num_judgments)
+        return significance_fits(source)
+
+    def counted_check(*args):  # noqa: ANN002, ANN202
+        checks.append(1)
+        return check_stored_items(*args)
+
+    significance_fits = background.significance_fits
+    monkeypatch.setattr(background, "significance_fits", counted_fits)
+    monkeypatch.setattr("services.api.item_fit.check_stored_items", counted_check)
     url = f"/projects/{project_id}/item-fit"
     r = when_ready(lambda: api.get(url, headers=headers), "item_fit_pending")
     assert r.status_code == 200, r.text
@@ -134,11 +164,14 @@ def test_item_fit_is_the_same_through_the_command_line_and_http(data, served, ca
         f"/projects/{project_id}/significance", params={"model": "default"}, headers=headers
     )
     assert r.status_code == 200, r.text
-    # another level checks the same fit (one more background job) as the command line does
-    r = when_ready(lambda: api.get(url, params={"level": 0.3}, headers=headers), "item_fit_pending")
+    # another level reads the same check at once, and gives the command line's rows
+    r = api.get(url, params={"level": 0.3}, headers=headers)
     assert r.status_code == 200, r.text
-    same_rows(r.json()["rows"], json.loads(_cli([*base, "--fit", "--level", "0.3"], capsys)[0]))
+    at_level = json.loads(_cli([*base, "--fit", "--level", "0.3"], capsys)[0])
+    same_rows(r.json()["rows"], at_level)
     assert r.json()["num_flagged"] >= body["num_flagged"]
+    assert fits == [body["num_judgments"]] and checks == [1]
+    same_rows(fit_items(data, level=0.3).to_dicts(), at_level)
     bad = api.get(url, params={"level": 1.5}, headers=headers)
     assert bad.status_code == 422
     unknown = api.get(url, params={"dimension": "nope"}, headers=headers)

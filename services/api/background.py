@@ -1,7 +1,11 @@
 """Answers computed on a background thread, one job at a time, and cached per judgments
 seen and options: pruning (fast item fits per tier), the default model's significance
 table and item fit (one fit of the default model shared by both). A request that finds its
-job still running gets :class:`Pending` (a 409)."""
+job still running gets :class:`Pending` (a 409).
+
+A job's key is (project, dimension, the judgments seen, options...), the judgments seen
+being :func:`seen`: the last sequence number and the count, since on PostgreSQL a lower
+sequence number can commit late and add judgments without moving the last one."""
 
 from __future__ import annotations
 
@@ -46,6 +50,12 @@ def prune_rows(
     )
 
 
+def seen(source: Source) -> tuple[int, int]:
+    """The judgments ``source`` holds, as a job's key says it: its last sequence number and
+    its count (a late commit of a lower number adds judgments, not a newer last one)."""
+    return (source.last_seq, source.num_judgments)
+
+
 def significance_fits(source: Source) -> Any:
     """The default model's fits of the stored judgments, as ``evalset.significance`` makes
     them (its method and seed): fitted once per judgments seen, whatever rows are asked."""
@@ -60,8 +70,15 @@ def default_fits(jobs: BackgroundJobs, project_id: str, source: Source) -> Any:
     """:func:`significance_fits` of ``source`` from ``jobs``, or :class:`Pending`: one job per
     judgments seen, which ``GET .../significance?model=default`` and ``GET .../item-fit`` share
     (the second answer finds the fit the first one made)."""
-    key = (project_id, source.dimension, source.last_seq, "significance")
+    key = (project_id, source.dimension, seen(source), "significance")
     return jobs.result(key, source.num_judgments, significance_fits, source)
+
+
+def default_fits_now(jobs: BackgroundJobs, project_id: str, source: Source) -> Any:
+    """:func:`default_fits`'s fits, for a job on the worker thread: the finished fit if there
+    is one, else fitted here and kept where :func:`default_fits` finds it."""
+    key = (project_id, source.dimension, seen(source), "significance")
+    return jobs.shared(key, source.num_judgments, significance_fits, source)
 
 
 def significance_table(source: Source, fits: Any, adjust: str, alpha: float, level: float) -> Any:
@@ -126,7 +143,7 @@ class BackgroundJobs:
         with self._lock:
             job = self._jobs.get(key)
             if job is None:
-                group = (key[0], key[1], *key[3:])
+                group = _group(key)
                 older = [
                     k for k, (g, n) in self._groups.items() if g == group and n <= num_judgments
                 ]
@@ -136,10 +153,7 @@ class BackgroundJobs:
                 self._groups[key] = (group, num_judgments)
                 job = self._pool.submit(fn, *args)
                 self._jobs[key] = job
-                while len(self._jobs) > MAX_JOBS:  # the oldest, not run if still queued
-                    oldest = next(iter(self._jobs))
-                    self._jobs.pop(oldest).cancel()
-                    self._groups.pop(oldest, None)
+                self._trim()
         if job.cancelled() or not job.done():  # cancelled: a newer question replaced it
             return self._pending(key, num_judgments)
         if job.exception() is not None:  # raised to this request; the next one tries again
@@ -149,14 +163,38 @@ class BackgroundJobs:
                     self._groups.pop(key, None)
         return job.result()
 
-    def pending(self, key: tuple[Any, ...], num_judgments: int) -> Pending:
-        """:class:`Pending` for ``key`` without starting its job (it waits on another one),
-        with the newest finished answer to the same question."""
-        return self._pending(key, num_judgments)
+    def shared(
+        self, key: tuple[Any, ...], num_judgments: int, fn: Callable[..., Any], *args: Any
+    ) -> Any:
+        """``fn(*args)`` for ``key``, called by a job on the worker thread: the finished
+        result of ``key``'s job if there is one, else computed here and kept under ``key``
+        (in place of its job if that is queued behind this one), so a job that needs another
+        job's answer neither waits for a request to queue it nor computes it twice."""
+        with self._lock:
+            job = self._jobs.get(key)
+        if job is not None and job.done() and not job.cancelled() and job.exception() is None:
+            return job.result()
+        value = fn(*args)
+        done: Future[Any] = Future()
+        done.set_result(value)
+        with self._lock:
+            old = self._jobs.get(key)
+            if old is None or old.done() or old.cancel():  # not running: one worker, this job
+                self._jobs[key] = done
+                self._groups[key] = (_group(key), num_judgments)
+                self._trim()
+        return value
+
+    def _trim(self) -> None:
+        """Drop the oldest jobs beyond :data:`MAX_JOBS` (not run if still queued); under the lock."""
+        while len(self._jobs) > MAX_JOBS:
+            oldest = next(iter(self._jobs))
+            self._jobs.pop(oldest).cancel()
+            self._groups.pop(oldest, None)
 
     def _pending(self, key: tuple[Any, ...], num_judgments: int) -> Pending:
         """:class:`Pending`, with the newest finished answer to the same question."""
-        group = (key[0], key[1], *key[3:])
+        group = _group(key)
         best: tuple[int, Any] | None = None
         with self._lock:
             done = [
@@ -175,3 +213,8 @@ class BackgroundJobs:
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _group(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A job's question: its key but the judgments seen (its third element)."""
+    return (key[0], key[1], *key[3:])

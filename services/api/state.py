@@ -32,6 +32,7 @@ from services.api.background import (
     default_fits,
     elo_rows,
     prune_rows,
+    seen,
     significance_table,
 )
 from services.api.limits import TokenCache
@@ -473,7 +474,7 @@ class ServiceState:
         source = self.load_source((project_id, dimension))
         if source is None:
             return None
-        key = (project_id, dimension, source.last_seq, "pruning", keep, target_se_ratio, num_tiers)
+        key = (project_id, dimension, seen(source), "pruning", keep, target_se_ratio, num_tiers)
         return self.jobs.result(
             key, source.num_judgments, prune_rows, source, keep, target_se_ratio, num_tiers, seed
         )
@@ -484,7 +485,7 @@ class ServiceState:
         source = self.load_source((project_id, dimension))
         if source is None:
             return None
-        key = (project_id, dimension, source.last_seq, "elo", tuple(sorted(options.items())))
+        key = (project_id, dimension, seen(source), "elo", tuple(sorted(options.items())))
         return self.jobs.result(key, source.num_judgments, elo_rows, source, options)
 
     def significance_table(
