@@ -141,6 +141,9 @@ def test_dashboard_item_fit_card_in_a_browser(server, browser):
         assert sorted(red) == sorted(row["item_id"] for row in flagged)
         width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
         assert width[0] <= width[1], width
+        # the card itself: its section scrolls sideways (overflow-x: auto) rather than the page
+        card = page.locator("#item-fit").evaluate("s => [s.scrollWidth, s.clientWidth]")
+        assert card[0] <= card[1], card
         if os.environ.get("EVALSET_DOCS_SCREENSHOTS"):
             page.locator("#item-fit").screenshot(path=str(DOCS_IMG / "dashboard_item_fit.png"))
         assert watch.errors == []
@@ -196,7 +199,7 @@ def test_the_item_fit_card_says_why_it_is_missing_and_shows_older_rows_meanwhile
     assert "reloading the page shows it" in item_fit_section({"pending": 260}, 0)
     error = item_fit_section({"error": "this fit has <tau>"}, 15)
     assert "No item fit: this fit has &lt;tau&gt;" in error
-    row = {"dimension": "overall", "item_id": "q<1>", "group": "", "group_size": 1}
+    row = {"dimension": "overall", "item_id": 'q<1>"', "group": "", "group_size": 1}
     row |= {"alpha_mean": 0.1, "alpha_sd": 0.05, "b1_mean": -1.0, "b1_sd": 0.2, "b2_mean": 1.0}
     row |= {"b2_sd": 0.2, "n_comparisons": 7, "fit_p": 0.004, "misfit": True}
     row |= {"misfit_reason": "its judgments go against <them>", "trend_observed": -0.3}
@@ -222,7 +225,11 @@ def test_the_item_fit_card_says_why_it_is_missing_and_shows_older_rows_meanwhile
     # the newest finished check, of fewer judgments, while the newer one runs
     card = item_fit_section({"answer": answer, "pending": 55}, 15)
     assert 'data-judgments="40"' in card and "1 of 2 prompts flagged" in card
-    assert "q&lt;1&gt;" in card and "its judgments go against &lt;them&gt;" in card
+    assert "q<1>" not in card and "&lt;them&gt;" in card and "<them>" not in card
+    assert '<tr data-item="q&lt;1&gt;&quot;"><td class="t">q&lt;1&gt;&quot;</td>' in card
+    svg = card[card.index('<svg class="chart" id="item-fit-slopes"') :]
+    assert 'data-item="q&lt;1&gt;&quot;" data-misfit="true">' in svg
+    assert "<title>q&lt;1&gt;&quot;: observed -0.30" in svg
     assert "item fit of all 55 judgments is being computed" in card
     assert 'id="item-fit-pending"' not in card
     none = item_fit_section({"answer": answer.model_copy(update={"rows": answer.rows[:1]})}, 15)
