@@ -3,8 +3,8 @@
 Each row: one campaign of ``stan_free_models.simulate.simulate_planted_misfits`` (20
 comparisons, 200 prompts, 3 annotators; a share of prompts reversed or random), fitted
 with the default fast path, checked by ``adaptive.item_fit.analysis_item_fit``: recall
-of the planted prompts and the share of the other prompts flagged. The last row times
-the check on the bundled ChatEval NCM log.
+of the planted prompts and the share of the other prompts flagged. The row with
+``scenario: ncm-cost`` times the check on the bundled ChatEval NCM log.
 
 ``--sparse`` runs the recall and false-flag scenarios again on subsampled campaigns (each
 judgment kept with probability 0.6, 0.3 or 0.1, or one judgment of each comparison-by-prompt

@@ -1,7 +1,7 @@
 """The dashboard's item-fit card: the prompts the model fits badly, and two small figures.
 
 It reads ``GET .../item-fit``'s answer at its default level (:func:`services.api.item_fit.item_fit_answer`,
-a background job, never waited for): the flagged prompts with the reason in words (the
+a background job, never waited for; the newest finished answer while a newer one runs): the flagged prompts with the reason in words (the
 ``misfit_reason`` ``evalset items --fit`` prints), how many of all prompts are flagged and at
 which level, the test information curve of every prompt and of those not flagged, and each
 prompt's observed slope over the abilities against the model's (flagged ones in red), the
@@ -225,8 +225,10 @@ def item_fit_section(card: dict[str, Any] | None, refresh: int) -> str:
         "<p class=\"note\">A flagged prompt's judgments follow the comparisons' abilities less "
         "than the model allows, usually against them: a candidate for a broken, ambiguous or "
         "reversed prompt, to read before keeping it. The level is per prompt, so a few "
-        "well-fitting prompts are flagged by chance (fewer than the level: the check is "
-        "conservative), and few judgments per prompt find fewer of the bad ones "
+        "well-fitting prompts are flagged by chance: about the level or below on "
+        "well-specified data, above it on sparse campaigns with dependent or noisy judgments "
+        "(up to 7.5% of them at level 0.05 with 18 judgments per prompt, 9.0% with 6), and "
+        "few judgments per prompt find fewer of the bad ones "
         '(docs/selection.md, "Item fit").</p>'
     )
     return f"{head}{meta}{figures}{table}{note}</section>"
