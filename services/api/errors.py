@@ -3,7 +3,7 @@
 Codes: ``unauthorized`` (401), ``forbidden`` (403), ``not_found`` (404),
 ``method_not_allowed`` (405), ``request_timeout`` (408), ``project_exists`` (409),
 ``no_snapshot`` (409), ``pruning_pending`` (409), ``significance_pending`` (409), ``elo_pending`` (409),
-``recommendation_pending`` (409),
+``item_fit_pending`` (409), ``recommendation_pending`` (409),
 ``no_repeated_cells`` (409), ``token_revoked`` (409), ``payload_too_large`` (413),
 ``invalid_batch`` (422: a row refers to something unknown or changes a stored
 judgment), ``validation_error`` (422: the request does not match the schema, or an
@@ -60,8 +60,8 @@ DESCRIPTIONS = {
     404: "something the request names does not exist (`not_found`)",
     408: "the body did not arrive in time (`request_timeout`)",
     409: "not possible yet or any more (`project_exists`, `no_snapshot`, `pruning_pending`, "
-    "`significance_pending`, `elo_pending`, `recommendation_pending`, `no_repeated_cells`, "
-    "`token_revoked`)",
+    "`significance_pending`, `elo_pending`, `item_fit_pending`, `recommendation_pending`, "
+    "`no_repeated_cells`, `token_revoked`)",
     413: "the body is larger than the limit (`payload_too_large`)",
     422: "the request is invalid (`validation_error`, `invalid_batch`, "
     "`idempotency_key_reused`, `cannot_prune`, `cannot_fit`), one problem per bad field",
