@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
-from adaptive.significance import interval_end_mcse
-from adaptive.snapshot import Snapshot
+from adaptive.estimation.significance import interval_end_mcse
+from adaptive.estimation.snapshot import Snapshot
 from services.answers import pair_rows
 
 

@@ -1,6 +1,6 @@
 """What the sign test's confidence sequence (B's share of the non-ties) costs the decisions.
 
-Runs :func:`adaptive.decisions.decide` on a whole campaign and the streaming update (50
+Runs :func:`adaptive.stopping.decisions.decide` on a whole campaign and the streaming update (50
 judgments a batch, then a read) with the share bounds and, as the baseline measured in
 the same run, with them switched off. Prints milliseconds and the ratio.
 
@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from adaptive import decisions
+from adaptive.stopping import decisions
 
 
 def _best(fn: Callable[[], object], repeats: int = 3) -> float:

@@ -72,10 +72,10 @@ def profile_update(state, key: tuple[str, str]) -> dict:  # noqa: ANN001
     """Time the pieces of one fast update (the worker does the same steps)."""
     import jax
 
-    from adaptive.cells import build_cells
-    from adaptive.fitting import model_data
-    from adaptive.snapshot import encode_snapshot, snapshot_from_posterior
-    from adaptive.streaming import remap_init
+    from adaptive.core.cells import build_cells
+    from adaptive.estimation.fitting import model_data
+    from adaptive.estimation.snapshot import encode_snapshot, snapshot_from_posterior
+    from adaptive.estimation.streaming import remap_init
     from stan_free_models.laplace import fit_laplace
 
     out: dict[str, float] = {}
@@ -116,8 +116,8 @@ def profile_update(state, key: tuple[str, str]) -> dict:  # noqa: ANN001
     out["store_snapshot_s"] = time.perf_counter() - t
 
     # the skill-only update (items held): its parts
-    from adaptive.skill_update import encode_judgments, skill_snapshot
-    from adaptive.streaming import fit_snapshot, stream_config
+    from adaptive.estimation.skill_update import encode_judgments, skill_snapshot
+    from adaptive.estimation.streaming import fit_snapshot, stream_config
 
     _, base = fit_snapshot(
         source.judgments,
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
-    from adaptive.snapshot import FULL
+    from adaptive.estimation.snapshot import FULL
     from services.api.state import ServiceState
     from services.settings import Settings
     from services.store import repository as repo

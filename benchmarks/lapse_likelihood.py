@@ -119,9 +119,9 @@ def one_side(side: str, kind: str, fraction: float, seed: int) -> dict:
     import polars as pl
     from calibration import campaign, subsample
 
-    from adaptive.fitting import preset_config
-    from adaptive.pipeline import analyze
-    from adaptive.significance import compare
+    from adaptive.estimation.fitting import preset_config
+    from adaptive.estimation.pipeline import analyze
+    from adaptive.estimation.significance import compare
 
     frame = subsample(pl.DataFrame(campaign(kind, seed, 20, 200).rows), fraction, seed)
     config = preset_config("default", method="fast", lapse=True, seed=seed, num_draws=1000)

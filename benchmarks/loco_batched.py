@@ -53,9 +53,22 @@ def _run(data_path: str, config_kwargs: dict, mode: str, folds, warm: bool, queu
 
 
 def _timed(data_path: str, config_kwargs: dict, mode: str, folds, warm: bool) -> dict:
-    from adaptive.cells import build_cells
-    from adaptive.data import read_judgments
-    from adaptive.loco import LocoConfig, loco_data, run_fold, run_folds
+    try:
+        from adaptive.core.cells import build_cells
+        from adaptive.core.data import read_judgments
+        from adaptive.prompts.loco import LocoConfig, loco_data, run_fold, run_folds
+    except ImportError:  # a baseline revision from before adaptive/ had subpackages
+        import importlib
+
+        flat = {m: importlib.import_module(f"adaptive.{m}") for m in ("cells", "data", "loco")}
+        build_cells, read_judgments = flat["cells"].build_cells, flat["data"].read_judgments
+        loco = flat["loco"]
+        LocoConfig, loco_data, run_fold, run_folds = (  # noqa: N806
+            loco.LocoConfig,
+            loco.loco_data,
+            loco.run_fold,
+            loco.run_folds,
+        )
 
     data = loco_data(build_cells(read_judgments(data_path)))
     config = LocoConfig(**config_kwargs)

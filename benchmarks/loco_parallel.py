@@ -24,10 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _run(data_path: str, config_kwargs: dict, workers: int, folds: list[int] | None, queue) -> None:
-    from adaptive.cells import build_cells
-    from adaptive.data import read_judgments
-    from adaptive.loco import LocoConfig, loco_data, run_loco
-    from adaptive.parallel import shutdown
+    from adaptive.core.cells import build_cells
+    from adaptive.core.data import read_judgments
+    from adaptive.prompts.loco import LocoConfig, loco_data, run_loco
+    from adaptive.prompts.parallel import shutdown
 
     data = build_cells(read_judgments(data_path))
     start = time.perf_counter()

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from adaptive.cells import CellData
-from adaptive.decisions import DecisionRule
+from adaptive.core.cells import CellData
 from adaptive.recommend.prepare import DimensionDraws, snapshot_from_draws
 from adaptive.recommend.state import RecommenderState
+from adaptive.stopping.decisions import DecisionRule
 from stan_free_models.posterior import Posterior
 
 

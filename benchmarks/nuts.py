@@ -13,7 +13,7 @@ Both sides run cold in their own process, so compile time is included:
 * ``plain``: ``numpyro.infer.NUTS`` on ``graded_response`` written the
   straightforward way (one likelihood term per judgment), its default start and
   diagonal mass-matrix adaptation;
-* ``product``: ``adaptive.fitting`` with ``method="nuts"``: the cells'
+* ``product``: ``adaptive.estimation.fitting`` with ``method="nuts"``: the cells'
   sufficient statistics and NUTS on Laplace-whitened coordinates
   (``stan_free_models.whitened_nuts``), ``--product-warmup`` warm-up iterations;
   with ``--product-min-ess`` it samples in blocks of ``--product-samples`` draws per
@@ -46,8 +46,8 @@ def _data(args):
     import numpy as np
     import polars as pl
 
-    from adaptive.cells import build_cells
-    from adaptive.fitting import model_data
+    from adaptive.core.cells import build_cells
+    from adaptive.estimation.fitting import model_data
     from stan_free_models.simulate import simulate_campaign
 
     camp = simulate_campaign(

@@ -41,9 +41,9 @@ def main() -> int:
     import polars as pl
 
     import stan_free_models.conditional as conditional
-    from adaptive.fitting import preset_config
-    from adaptive.pipeline import analyze
-    from adaptive.significance import compare
+    from adaptive.estimation.fitting import preset_config
+    from adaptive.estimation.pipeline import analyze
+    from adaptive.estimation.significance import compare
     from stan_free_models.graded_response import NUM_CELL_NODES
     from stan_free_models.simulate import simulate_campaign
 

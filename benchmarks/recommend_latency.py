@@ -22,7 +22,7 @@ import numpy as np
 import polars as pl
 from named_snapshots import snapshot_from_posteriors
 
-from adaptive.cells import build_cells
+from adaptive.core.cells import build_cells
 from adaptive.recommend import CellState, Request, recommend
 from stan_free_models.posterior import Diagnostics, Posterior
 

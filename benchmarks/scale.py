@@ -10,14 +10,14 @@ tie threshold). Each size runs in its own process (fresh memory baseline) and
 measures, in this order:
 
 * ``fast fit``: the default model's MAP + Laplace fit of every judgment
-  (:func:`adaptive.streaming.fit_snapshot`), compile included (a new shape
+  (:func:`adaptive.estimation.streaming.fit_snapshot`), compile included (a new shape
   compiles once), and the warm refit a streaming update then does;
 * ``skill-only update``: items held from a full fit without the cell effect
-  (:func:`adaptive.streaming.skill_snapshot`), after a batch of 100 new judgments;
+  (:func:`adaptive.estimation.streaming.skill_snapshot`), after a batch of 100 new judgments;
 * ``next batch``: preparing the recommender's snapshot once
   (``snapshot_from_posteriors`` of benchmarks/named_snapshots.py) and one 100-cell
   :func:`adaptive.recommend.recommend` request;
-* ``replay``: :func:`adaptive.replay.replay` of the adaptive policy, 10 seeds.
+* ``replay``: :func:`adaptive.simulation.replay.replay` of the adaptive policy, 10 seeds.
 
 Peak memory is the process's peak resident set (sampled every 10 ms) during
 each step. The table gives each figure at each size and the ratio 1M / 100k:
@@ -177,10 +177,10 @@ def run_size(
     """Every step at one size, in this process; returns the figures."""
     from named_snapshots import snapshot_from_posteriors
 
-    from adaptive.cells import build_cells
+    from adaptive.core.cells import build_cells
+    from adaptive.estimation.streaming import Source, fit_snapshot, skill_snapshot, stream_config
     from adaptive.recommend import CellState, Request, recommend
-    from adaptive.replay import ReplayConfig, log_from_cells, replay
-    from adaptive.streaming import Source, fit_snapshot, skill_snapshot, stream_config
+    from adaptive.simulation.replay import ReplayConfig, log_from_cells, replay
 
     rss = PeakRss()
     profile = cProfile.Profile() if profile_path else None

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A two-host Ray cluster on one machine: head and worker in separate network
 # namespaces joined by a veth pair. A local rehearsal of a real cluster
-# (tests/test_ray_multihost.py runs exactly this script). Needs root and iproute2.
+# (tests/adaptive/prompts/test_ray_multihost.py runs exactly this script). Needs root and iproute2.
 #
 #   deploy/ray_netns.sh up               # namespaces NAME-head (10.77.0.1), NAME-work (10.77.0.2)
 #   deploy/ray_netns.sh exec CMD ...     # CMD on the head host, with RAY_ADDRESS=10.77.0.1:6379

@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from adaptive.rule import DEFAULT_LEVEL
+from adaptive.stopping.rule import DEFAULT_LEVEL
 from evalset._common import _dims, _method, example, read
 from evalset.annotator_agreement import agreement
 from evalset.bradley_terry import annotators, elo, leaderboard
@@ -102,7 +102,7 @@ def fit(
     group_redundant: bool = True,
     seed: int = 0,
 ):
-    """The graded-response fit of one dimension (:class:`adaptive.pipeline.Analysis`).
+    """The graded-response fit of one dimension (:class:`adaptive.estimation.pipeline.Analysis`).
 
     Args:
         data: judgments (frame or file).
@@ -118,12 +118,12 @@ def fit(
         lapse: learn the share of random answers (``None``: the preset's, off); it brings
             the model's cell effect and turns the default's robust intervals off.
         num_draws, num_chains, num_warmup, num_samples: the fit's sizes (``None``: the
-            command line's: :class:`adaptive.fitting.FitConfig`'s for the fast path; for
+            command line's: :class:`adaptive.estimation.fitting.FitConfig`'s for the fast path; for
             NUTS a 300-iteration warm-up, then blocks of 250 draws per chain until every
             parameter has a bulk and tail ESS of 400).
         group_redundant: group prompts whose judgments correlate > 0.6.
     """
-    from adaptive.pipeline import analyze
+    from adaptive.estimation.pipeline import analyze
 
     judgments = read(data)
     config = _fit_config(
@@ -151,8 +151,8 @@ def _fit_config(
     **run: Any,
 ):
     """The FitConfig of :func:`fit`'s arguments: what the user chose, resolved by
-    :func:`adaptive.fitting.preset_config` (the command line's and the service's too)."""
-    from adaptive.fitting import preset_config
+    :func:`adaptive.estimation.fitting.preset_config` (the command line's and the service's too)."""
+    from adaptive.estimation.fitting import preset_config
 
     chosen: dict[str, Any] = {"likelihood": likelihood, "lapse": lapse, **run}
     overrides = {k: v for k, v in chosen.items() if v is not None}
@@ -218,7 +218,7 @@ def items(
 ) -> pl.DataFrame:
     """Per prompt (or redundancy group): discrimination alpha and thresholds b, most
     discriminating first."""
-    from adaptive.pipeline import analysis_item_rows
+    from adaptive.estimation.pipeline import analysis_item_rows
 
     judgments = read(data)
     rows = []
@@ -234,7 +234,7 @@ def inference_data(result: Any):
 
     Args:
         result: :func:`fit`'s result (graded response: ``comparison``, ``item``,
-            ``system``, ``threshold``) or an :class:`adaptive.bt.BTFit` (``system``).
+            ``system``, ``threshold``) or an :class:`adaptive.leaderboards.bt.BTFit` (``system``).
 
     Example:
         >>> idata = inference_data(fit(example(num_systems=3, num_prompts=10), num_draws=200))
@@ -325,7 +325,7 @@ def prune(
     The rows of :func:`evalset.pruning.prune_judgments`, the library ``evalset prune`` and
     ``GET /projects/{id}/pruning`` call: the kept prompts first, most informative first.
     """
-    from adaptive.pruning import PruneConfig
+    from adaptive.prompts.pruning import PruneConfig
     from evalset.pruning import prune_judgments
 
     if (keep is None) == (target_se_ratio is None):
@@ -345,10 +345,10 @@ def replay(
     seed: int = 0,
 ) -> pl.DataFrame:
     """Judgments each policy spends until every comparison is decided, on the logged
-    campaign itself (:func:`adaptive.replay.replay`; a thin wrapper)."""
-    from adaptive.cells import build_cells
-    from adaptive.replay import ReplayConfig, log_from_cells, summarize_replays
-    from adaptive.replay import replay as replay_log
+    campaign itself (:func:`adaptive.simulation.replay.replay`; a thin wrapper)."""
+    from adaptive.core.cells import build_cells
+    from adaptive.simulation.replay import ReplayConfig, log_from_cells, summarize_replays
+    from adaptive.simulation.replay import replay as replay_log
 
     judgments = read(data)
     config = ReplayConfig(batch_size=batch_size)

@@ -7,12 +7,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from adaptive.data import read_judgments
+from adaptive.core.data import read_judgments
 
 # NUTS's run sizes, one definition for every door (re-exported for the command line)
-from adaptive.run_sizes import NUTS_DRAWS as NUTS_DRAWS
-from adaptive.run_sizes import NUTS_MIN_ESS as NUTS_MIN_ESS
-from adaptive.run_sizes import NUTS_WARMUP as NUTS_WARMUP
+from adaptive.estimation.run_sizes import NUTS_DRAWS as NUTS_DRAWS
+from adaptive.estimation.run_sizes import NUTS_MIN_ESS as NUTS_MIN_ESS
+from adaptive.estimation.run_sizes import NUTS_WARMUP as NUTS_WARMUP
 
 METHOD_ALIASES = {"fast": "fast", "laplace": "fast", "nuts": "nuts"}
 
@@ -25,7 +25,7 @@ def _method(method: str) -> str:
 
 
 def read(data: Any) -> pl.DataFrame:
-    """Validated judgments from a polars/pandas DataFrame or a file (see :mod:`adaptive.data`).
+    """Validated judgments from a polars/pandas DataFrame or a file (see :mod:`adaptive.core.data`).
 
     Example:
         >>> import pandas as pd

@@ -1,5 +1,5 @@
 """Inter-annotator agreement for notebooks: alpha and kappa per dimension, each annotator
-against the others (:mod:`adaptive.agreement`)."""
+against the others (:mod:`adaptive.annotation.agreement`)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def agreement(
             ``keep`` (every judgment is a value of its cell).
 
     Raises:
-        adaptive.agreement.NoRepeatedCells: no cell was judged twice (a ``ValueError``).
+        adaptive.annotation.agreement.NoRepeatedCells: no cell was judged twice (a ``ValueError``).
 
     Example:
         >>> from evalset import example
@@ -43,8 +43,8 @@ def agreement(
         >>> table.select("n_cells", "per_cell_max").row(0), round(table["alpha"][0], 3)
         ((30, 2), -0.023)
     """
-    from adaptive.agreement import agreement_rows
-    from adaptive.data import filter_judgments
+    from adaptive.annotation.agreement import agreement_rows
+    from adaptive.core.data import filter_judgments
 
     judgments = read(data)
     if dimension is not None:

@@ -15,7 +15,7 @@ from typing import Any, cast
 import polars as pl
 
 from adaptive.recommend.state import DEFAULT_BURN_IN
-from adaptive.rule import DecisionRule
+from adaptive.stopping.rule import DecisionRule
 
 #: Laplace draws of the recommender's fit
 DEFAULT_DRAWS = 1000
@@ -64,8 +64,8 @@ def recommend_fits(
 ) -> list[Any]:
     """The recommender's fit of each dimension of the judgments (fast path, the request's
     parameterization, draws and seed), as :class:`services.recommend_adapter.NamedFit`."""
-    from adaptive.cells import build_cells
-    from adaptive.fitting import FitConfig, fit_cells
+    from adaptive.core.cells import build_cells
+    from adaptive.estimation.fitting import FitConfig, fit_cells
     from services.recommend_adapter import NamedFit
 
     say = log or (lambda _: None)

@@ -10,7 +10,7 @@ from evalset._common import _dims, _method, read
 
 
 def _bt_fit(judgments: pl.DataFrame, dim: str, method: str, ties: str, seed: int, **kw: Any) -> Any:
-    from adaptive.bt import BTConfig, fit_dimension
+    from adaptive.leaderboards.bt import BTConfig, fit_dimension
 
     bt_method = {"fast": "laplace", "nuts": "nuts"}[_method(method)]
     return fit_dimension(judgments, dim, BTConfig(by="pooled", method=bt_method, ties=ties,
@@ -40,7 +40,7 @@ def leaderboard(
         >>> board["system"].to_list(), board["scale"][0]
         (['s2', 's1', 's0'], 'sum-to-zero')
     """
-    from adaptive.bt import hdi
+    from adaptive.leaderboards.bt import hdi
 
     judgments = read(data)
     rows = []
@@ -88,7 +88,7 @@ def annotators(
     alpha: float | None = None,
 ) -> pl.DataFrame:
     """Per annotator: position bias (interval), agreement with the others, flags
-    (:func:`adaptive.annotators.screen_annotators`). Without a ``shown_first`` column
+    (:func:`adaptive.annotation.annotators.screen_annotators`). Without a ``shown_first`` column
     the position screen needs ``assume_a_first=True`` (response a shown first).
     ``test_level``: the level of the agreement test (``alpha`` is its former name,
     deprecated: alpha is the decision level)."""
@@ -101,7 +101,7 @@ def annotators(
             stacklevel=2,
         )
         test_level = alpha
-    from adaptive.annotators import ScreenConfig, screen_annotators
+    from adaptive.annotation.annotators import ScreenConfig, screen_annotators
 
     judgments = read(data)
     if dimension is not None:
@@ -124,7 +124,7 @@ def elo(
     anchor: tuple[str, float] | None = None,
     bootstrap: str = "judgment",
 ) -> pl.DataFrame:
-    """Arena-style Elo leaderboard (:mod:`adaptive.elo`): maximum-likelihood ratings on the Elo
+    """Arena-style Elo leaderboard (:mod:`adaptive.leaderboards.elo`): maximum-likelihood ratings on the Elo
     scale (the average system at 1000, ties half a win), bootstrap percentile intervals over
     ``rounds`` resamples, and each system's rank interval; best first.
 
@@ -134,7 +134,7 @@ def elo(
     at ``level``, from intervals at ``1 - (1 - level) / systems`` (Bonferroni). ``anchor``:
     ``(system, rating)`` shifts every rating (and interval) so that system has that rating
     (Arena anchors one model). ``bootstrap``: ``judgment`` resamples battles (the notebook's
-    method: ``tests/test_elo.py`` compares them), ``prompt`` resamples whole prompts (their
+    method: ``tests/adaptive/leaderboards/test_elo.py`` compares them), ``prompt`` resamples whole prompts (their
     judgments are not independent). Every judgment is one battle (no position effect).
 
     Example:
@@ -145,7 +145,7 @@ def elo(
     """
     import numpy as np
 
-    from adaptive.elo import (
+    from adaptive.leaderboards.elo import (
         battles_of,
         bootstrap_ratings,
         mle_ratings,

@@ -1,7 +1,7 @@
 """Decide: every comparison of the declared family from a judgments frame, for every door.
 
 The command line (``evalset decisions``) and :func:`evalset.decisions` both call
-:func:`decide_judgments`, so one :class:`adaptive.rule.DecisionRule` (level, margin,
+:func:`decide_judgments`, so one :class:`adaptive.stopping.rule.DecisionRule` (level, margin,
 unit, multiplicity rule, comparison family) gives the same rows, with the same columns
 and numbers, through either door. Every row states the family (``family``,
 ``family_size``) and, for an undecided comparison, whether the campaign's unused
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import polars as pl
 
-from adaptive.rule import (
+from adaptive.stopping.rule import (
     DEFAULT_CORRECTION,
     DEFAULT_FAMILY,
     DEFAULT_LEVEL,
@@ -30,8 +30,8 @@ from evalset.family import FamilyJudgments as FamilyJudgments
 from evalset.family import family_judgments as family_judgments
 from evalset.family import rule_of as rule_of
 
-if TYPE_CHECKING:  # adaptive.decisions loads scipy: imported where it is used
-    from adaptive.decisions import Decisions
+if TYPE_CHECKING:  # adaptive.stopping.decisions loads scipy: imported where it is used
+    from adaptive.stopping.decisions import Decisions
 
 
 class DecisionReport(NamedTuple):
@@ -52,11 +52,11 @@ def decide_judgments(judgments: pl.DataFrame, rule: DecisionRule | None = None) 
         rule: the :class:`DecisionRule` (default: its defaults).
 
     Returns:
-        :class:`DecisionReport`; its rows are :func:`adaptive.decision_rows.decision_rows`
+        :class:`DecisionReport`; its rows are :func:`adaptive.stopping.decision_rows.decision_rows`
         with ``unused_prompts``, ``needs_new_prompts``, ``family`` and ``family_size``.
     """
-    from adaptive.decision_rows import decision_rows
-    from adaptive.decisions import decide
+    from adaptive.stopping.decision_rows import decision_rows
+    from adaptive.stopping.decisions import decide
 
     rule = rule or DecisionRule()
     fj = family_judgments(judgments, rule)
@@ -96,7 +96,7 @@ def decisions(
     judge_name: str | None = None,
 ) -> pl.DataFrame:
     """Per comparison: ``B better``, ``A better``, ``equivalent`` or ``undecided``, valid at
-    every look (:mod:`adaptive.decisions`), from its own judgments in row (arrival) order.
+    every look (:mod:`adaptive.stopping.decisions`), from its own judgments in row (arrival) order.
 
     The rows of ``evalset decisions --format json``: ``decision, net_preference`` (Δ, the
     expected signed judgment in [-1, 1]), ``cs_low, cs_high`` (its confidence sequence),
@@ -108,7 +108,7 @@ def decisions(
     (its dimension's unused prompts cannot close it), the e-values, ``alpha_each``,
     ``family`` and ``family_size`` (which comparisons share ``alpha``: ``compared``, the
     comparisons with judgments; ``registered``, the ``pairs`` given; ``all-pairs``) and
-    ``rule``. ``correction``: ``bonferroni``, ``e-holm`` or ``none`` (:mod:`adaptive.rule`).
+    ``rule``. ``correction``: ``bonferroni``, ``e-holm`` or ``none`` (:mod:`adaptive.stopping.rule`).
 
     ``judge``: an automatic judge's verdicts (a frame or file in the judgments schema whose
     ``annotator_id`` names the judge, optional ``inconsistent``) give hybrid decisions
@@ -167,8 +167,8 @@ def evidence(
     level each must reach with Bonferroni's split over the family), ``cs_low``/``cs_high``
     (the confidence sequence of Δ), ``decision`` (final) and ``closed_at``.
     """
-    from adaptive.decisions import decide, decision_observations
-    from adaptive.evidence import eb_confidence_sequence, log_sign_evalue
+    from adaptive.stopping.decisions import decide, decision_observations
+    from adaptive.stopping.evidence import eb_confidence_sequence, log_sign_evalue
 
     judgments, rule = _judgments_and_rule(
         data,

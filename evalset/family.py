@@ -12,7 +12,7 @@ from typing import NamedTuple
 import numpy as np
 import polars as pl
 
-from adaptive.rule import (
+from adaptive.stopping.rule import (
     DEFAULT_CORRECTION,
     DEFAULT_FAMILY,
     DEFAULT_LEVEL,
@@ -42,7 +42,7 @@ def family_judgments(judgments: pl.DataFrame, rule: DecisionRule) -> FamilyJudgm
     A comparison of the family oriented the other way round from the data gets its
     judgments with the sign flipped; judgments of comparisons outside it are left out.
     """
-    from adaptive.cells import build_cells
+    from adaptive.core.cells import build_cells
 
     dims = _dims(judgments, None)
     cells = [build_cells(judgments, dimension=d) for d in dims]

@@ -1,5 +1,5 @@
 """Gold cells for notebooks: each annotator scored on cells with a known answer, with an
-anytime-valid flag (:mod:`adaptive.gold`)."""
+anytime-valid flag (:mod:`adaptive.annotation.gold`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import polars as pl
 
-from adaptive.gold import DEFAULT_CAREFUL, DEFAULT_CARELESS, DEFAULT_GOLD_LEVEL, GoldRule
+from adaptive.annotation.gold import DEFAULT_CAREFUL, DEFAULT_CARELESS, DEFAULT_GOLD_LEVEL, GoldRule
 from evalset._common import read
 
 
@@ -35,8 +35,8 @@ def gold(
     Raises:
         ValueError: bad gold cells (naming the row) or a rule outside its range.
     """
-    from adaptive.data import as_polars, filter_judgments
-    from adaptive.gold import gold_rows
+    from adaptive.annotation.gold import gold_rows
+    from adaptive.core.data import as_polars, filter_judgments
 
     rule = GoldRule(careful=careful, careless=careless, level=level)
     if hasattr(cells, "columns"):  # a polars or pandas frame

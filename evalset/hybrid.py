@@ -4,7 +4,7 @@
 ``evalset decisions --judge-data`` and ``GET /projects/{id}/hybrid-decisions`` call, so the
 same judgments and verdicts give the same rows through each door. The family, the rule's
 level, margin and unit are those of :func:`evalset.decide.decide_judgments`; the decision of
-each comparison is :func:`adaptive.hybrid_decisions.decide_hybrid`'s (human judgments in
+each comparison is :func:`adaptive.judge.hybrid_decisions.decide_hybrid`'s (human judgments in
 arrival order taken as uniform draws of the comparison's judged cells; docs/hybrid.md).
 
 Judge verdicts are a frame (or file) in the judgments schema whose ``annotator_id`` names the
@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import polars as pl
 
-from adaptive.rule import DecisionRule
+from adaptive.stopping.rule import DecisionRule
 from evalset._common import read
 
 #: columns of a hybrid decision row beyond those it shares with the human-only rows
@@ -50,12 +50,12 @@ def read_verdicts(source: Any) -> pl.DataFrame:
         source: a file (CSV, JSONL, Parquet, ...) or a polars / pandas frame.
 
     Raises:
-        adaptive.data.DataError: a row breaks the judgments schema; JudgeError: a bad
+        adaptive.core.data.DataError: a row breaks the judgments schema; JudgeError: a bad
             ``inconsistent`` value, or a judge's second verdict on a cell (dimension, prompt,
             pair of systems in either order): a judge gives one verdict per cell, as the
             service's store refuses a second one.
     """
-    from adaptive.data import as_polars, read_judgments
+    from adaptive.core.data import as_polars, read_judgments
 
     frame = read_judgments(source)
     raw = _raw_flags(Path(source)) if isinstance(source, str | Path) else as_polars(source)
@@ -94,7 +94,7 @@ def _raw_flags(path: Path) -> pl.DataFrame:
     """The file's ``inconsistent`` column, if any (the judgments reader keeps only the schema's)."""
     import json
 
-    from adaptive.data import _read_raw
+    from adaptive.core.data import _read_raw
 
     suffix = path.suffix.lower()
     if suffix == ".json":
@@ -135,9 +135,9 @@ class HybridReport(NamedTuple):
     rows: list[dict[str, Any]]
     rule: DecisionRule
     judge: str
-    family: Any  # adaptive.rule.Family
+    family: Any  # adaptive.stopping.rule.Family
     outside: list[tuple[str, str, str]]
-    decisions: Any  # adaptive.hybrid_decisions.HybridDecisions (next_rates: the routing's)
+    decisions: Any  # adaptive.judge.hybrid_decisions.HybridDecisions (next_rates: the routing's)
     cells: pl.DataFrame  # the design: comparison (family index), item_id, verdict code
 
 
@@ -206,7 +206,7 @@ def decide_with_judge(
             judgment with its lease has taken.
         systems: the campaign's systems, for the ``all-pairs`` family (default: those
             judged; the service passes its registered systems, as ``GET /decisions`` does).
-        config: how the judge is used (:class:`adaptive.hybrid.HybridConfig`; default its
+        config: how the judge is used (:class:`adaptive.judge.hybrid.HybridConfig`; default its
             defaults; ``sign="sequence"`` gives the rule before the sign e-processes).
 
     Returns:
@@ -219,8 +219,8 @@ def decide_with_judge(
         ``2 / alpha_each`` at some judgment) and ``cs_low, cs_high`` is the confidence
         sequence that decides equivalence.
     """
-    from adaptive.decisions import OUTCOME_NAMES, decision_observations
-    from adaptive.hybrid_decisions import decide_hybrid, design_shares
+    from adaptive.judge.hybrid_decisions import decide_hybrid, design_shares
+    from adaptive.stopping.decisions import OUTCOME_NAMES, decision_observations
     from evalset.family import family_judgments
 
     rule = rule or DecisionRule()
@@ -228,7 +228,7 @@ def decide_with_judge(
     family = family_judgments(judgments, rule).family
     if rule.family == "all-pairs" and systems:
         # the campaign's systems beyond those judged (the service's registered ones)
-        from adaptive.rule import comparison_family
+        from adaptive.stopping.rule import comparison_family
 
         judged_only = family_judgments(judgments, dataclasses.replace(rule, family="compared"))
         pairs = judged_only.family.comparisons
@@ -349,7 +349,7 @@ def _recorded_rates(
     when it arrives, so its residual over the rate has no mean Δ given the past) nor a
     uniform one; it is left out of the decisions.
     """
-    from adaptive.hybrid import VERDICTS
+    from adaptive.judge.hybrid import VERDICTS
 
     N, K = humans.height, len(VERDICTS)
     rates, routed, repeat = np.ones((N, K)), np.zeros(N, bool), np.zeros(N, bool)
@@ -411,7 +411,7 @@ def _first_match(frame: pl.DataFrame, key: list[str]) -> pl.DataFrame:
 
 def _evalue(log_e: float) -> float:
     """An e-value from its log, capped as the human-only rows' (exp(LOG_E_CAP), about 1e300)."""
-    from adaptive.rule import LOG_E_CAP
+    from adaptive.stopping.rule import LOG_E_CAP
 
     return float(np.exp(min(float(log_e), LOG_E_CAP)))
 

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import polars as pl
 
-from adaptive.item_fit import DEFAULT_LEVEL
+from adaptive.estimation.item_fit import DEFAULT_LEVEL
 
 #: abilities the information curve is drawn at (theta, the IRT scale of a comparison)
 DEFAULT_GRID = tuple(np.round(np.linspace(-4.0, 4.0, 33), 2))
@@ -58,7 +58,7 @@ def item_fit(
         >>> {"fit_p", "misfit", "misfit_reason"} <= set(table.columns)
         True
     """
-    from adaptive.item_fit import analysis_item_fit, item_fit_rows
+    from adaptive.estimation.item_fit import analysis_item_fit, item_fit_rows
 
     rows: list[dict[str, Any]] = []
     for result in _fits(data, dimension, method, seed, **fit_options):
@@ -72,8 +72,8 @@ class ItemFitCheck(NamedTuple):
     every level shares.
 
     Attributes:
-        result: the fit (:class:`adaptive.pipeline.Analysis`).
-        info: the check (:class:`adaptive.item_fit.ItemFitInfo`), flagged at the default level.
+        result: the fit (:class:`adaptive.estimation.pipeline.Analysis`).
+        info: the check (:class:`adaptive.estimation.item_fit.ItemFitInfo`), flagged at the default level.
         item_rows: each prompt's ``evalset items`` row.
         curve: the test information curve of every prompt (rows with ``set`` ``all``).
         seed: the seed of its random numbers (and of the curves').
@@ -89,8 +89,8 @@ class ItemFitCheck(NamedTuple):
 def check_items(result: Any, *, seed: int = 0) -> ItemFitCheck:
     """The posterior predictive check of every prompt of one fit, for any level
     (:func:`flag_items`): its p-values and random numbers do not depend on the level."""
-    from adaptive.item_fit import analysis_item_fit
-    from adaptive.pipeline import analysis_item_rows
+    from adaptive.estimation.item_fit import analysis_item_fit
+    from adaptive.estimation.pipeline import analysis_item_rows
 
     info = analysis_item_fit(result, seed=seed)
     curve = information_curve(result, seed=seed).to_dicts()
@@ -108,7 +108,7 @@ def flag_items(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Any]:
     """:func:`item_fit_check`'s rows, curves and check at ``level``, from :func:`check_items`
     (the flags, their reasons and the curve of the prompts not flagged)."""
-    from adaptive.item_fit import flag_at, item_fit_rows
+    from adaptive.estimation.item_fit import flag_at, item_fit_rows
 
     info = flag_at(check.info, level)
     fit_rows = {r["item_id"]: r for r in item_fit_rows(check.result, info, level=level)}
@@ -122,9 +122,9 @@ def item_fit_check(
     result: Any, *, seed: int = 0, level: float = DEFAULT_LEVEL
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Any]:
     """``evalset items --fit`` of one fit: each prompt's row
-    (:func:`adaptive.pipeline.analysis_item_rows`) with the :data:`FIT_COLUMNS`, the test
+    (:func:`adaptive.estimation.pipeline.analysis_item_rows`) with the :data:`FIT_COLUMNS`, the test
     information curves of every prompt and of those not flagged (rows with a ``set``:
-    ``all``, ``without misfits``), and the check (:class:`adaptive.item_fit.ItemFitInfo`).
+    ``all``, ``without misfits``), and the check (:class:`adaptive.estimation.item_fit.ItemFitInfo`).
     The service's ``GET .../item-fit`` answers the same (:func:`check_items` once per
     judgments seen, then :func:`flag_items` per level)."""
     return flag_items(check_items(result, seed=seed), level)

@@ -1,7 +1,7 @@
 """Prune: kept and dropped prompts per model tier of a judgments frame, for every door.
 
 ``evalset prune``, :func:`evalset.prune` and ``GET /projects/{id}/pruning`` all call
-:func:`prune_judgments` with a :class:`adaptive.pruning.PruneConfig` (whose field
+:func:`prune_judgments` with a :class:`adaptive.prompts.pruning.PruneConfig` (whose field
 defaults are the defaults of every door), so the same judgments and options give the
 same rows, in the same order, through each.
 """
@@ -15,8 +15,8 @@ import polars as pl
 
 from evalset._common import _dims
 
-if TYPE_CHECKING:  # adaptive.pruning loads JAX: imported where it is used
-    from adaptive.pruning import PruneConfig
+if TYPE_CHECKING:  # adaptive.prompts.pruning loads JAX: imported where it is used
+    from adaptive.prompts.pruning import PruneConfig
 
 
 def prune_judgments(
@@ -35,13 +35,13 @@ def prune_judgments(
         log: where each tier's summary goes (default: nowhere).
 
     Returns:
-        :func:`adaptive.pruning.plan_rows` of every dimension: the kept prompts first, most
+        :func:`adaptive.prompts.pruning.plan_rows` of every dimension: the kept prompts first, most
         informative first, then the dropped ones by name (per dimension and tier).
     """
-    from adaptive.cells import build_cells
-    from adaptive.loco import loco_data
-    from adaptive.pruning import plan_rows, prune
-    from adaptive.tiers import tier_names
+    from adaptive.core.cells import build_cells
+    from adaptive.prompts.loco import loco_data
+    from adaptive.prompts.pruning import plan_rows, prune
+    from adaptive.prompts.tiers import tier_names
 
     say = log or (lambda _: None)
     names = tier_names(config.num_tiers)

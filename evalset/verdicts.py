@@ -1,7 +1,7 @@
 """Significance: every comparison's graded-response verdicts from fits, for every door.
 
 ``evalset significance`` and :func:`evalset.significance` fit each dimension with one
-:class:`adaptive.fitting.FitConfig` (resolved by :func:`adaptive.fitting.preset_config`)
+:class:`adaptive.estimation.fitting.FitConfig` (resolved by :func:`adaptive.estimation.fitting.preset_config`)
 and hand the fits to :func:`significance_rows`, so the same judgments, options and seed
 give the same rows, in the same order, through either door.
 """
@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 
-from adaptive.rule import DEFAULT_LEVEL
+from adaptive.stopping.rule import DEFAULT_LEVEL
 
-if TYPE_CHECKING:  # adaptive.pipeline loads JAX: imported where it is used
-    from adaptive.pipeline import Analysis
+if TYPE_CHECKING:  # adaptive.estimation.pipeline loads JAX: imported where it is used
+    from adaptive.estimation.pipeline import Analysis
 
 #: the multiplicity adjustment of the significance verdicts (``holm``, ``bonferroni``, ``none``)
 DEFAULT_ADJUST: Final = "holm"
@@ -32,10 +32,10 @@ def significance_rows(
     alpha: float = DEFAULT_LEVEL,
     level: float = DEFAULT_INTERVAL,
 ) -> list[dict[str, Any]]:
-    """The rows of :func:`adaptive.significance.compare` of each fit, one per comparison.
+    """The rows of :func:`adaptive.estimation.significance.compare` of each fit, one per comparison.
 
     Args:
-        fits: one :class:`adaptive.pipeline.Analysis` per dimension.
+        fits: one :class:`adaptive.estimation.pipeline.Analysis` per dimension.
         adjust: multiplicity adjustment of ``significant_adjusted`` (``holm``,
             ``bonferroni`` or ``none``) over each dimension's comparisons.
         alpha: its family-wise error rate.
@@ -44,7 +44,7 @@ def significance_rows(
     Returns:
         Rows sorted by dimension, then by ``mean`` (the largest preference for B first).
     """
-    from adaptive.significance import compare
+    from adaptive.estimation.significance import compare
 
     rows: list[dict[str, Any]] = []
     for result in fits:

@@ -2,9 +2,9 @@
 
 A null campaign has systems that are all equal in the population of items. For every
 campaign, design, ``--by`` and method this script fits the Bradley-Terry model as
-``evalset bt`` does (:func:`adaptive.bt.fit_dimension`, Davidson ties, position
+``evalset bt`` does (:func:`adaptive.leaderboards.bt.fit_dimension`, Davidson ties, position
 intercept, the product's NUTS settings unless told otherwise) and records, from
-:func:`adaptive.bt.difference_rows`:
+:func:`adaptive.leaderboards.bt.difference_rows`:
 
 * whether any system pair is ``significant`` (95% HDI excludes 0), ``model_adjusted``
   (Holm over the pairs on posterior tail probabilities) and ``significant_adjusted`` (the
@@ -16,7 +16,7 @@ intercept, the product's NUTS settings unless told otherwise) and records, from
 * three frequentist checks of the same pairs on the same campaigns, each with Holm over
   the pairs: items as units (``scipy.stats.ttest_1samp`` of each item's net preference,
   +1 B / -1 A / 0 tie, averaged over the pair's direct judgments of the item: the data
-  check of ``adaptive/significance.py``), and the pooled Bradley-Terry difference by
+  check of ``adaptive/estimation/significance.py``), and the pooled Bradley-Terry difference by
   maximum likelihood (ties dropped, fitted with ``scipy.optimize``) with Wald tests on the
   model's standard errors (every judgment independent, as the pooled model assumes) and
   on cluster-robust ones (items as clusters). The last two test the same difference with
@@ -96,7 +96,7 @@ def simulate(
 ) -> Campaign:
     """One null campaign. Every random number is drawn whatever ``item_sd`` is, so one
     seed gives the same skeleton in every design and only the qualities scale."""
-    from adaptive.data import validate_judgments
+    from adaptive.core.data import validate_judgments
 
     rng = np.random.default_rng(seed)
     names = [f"s{k}" for k in range(systems)]
@@ -150,7 +150,7 @@ def finite_truth(camp: Campaign, sa: str, sb: str) -> float:
 
 def holm_any(p_values: list[float], alpha: float = 0.05) -> tuple[bool, int]:
     """(any rejected, number rejected) by Holm's step-down (the product's, doctested)."""
-    from adaptive.significance import holm
+    from adaptive.estimation.significance import holm
 
     rejected = holm(np.asarray(p_values, dtype=float), alpha)
     return bool(rejected.any()), int(rejected.sum())
@@ -180,7 +180,7 @@ def item_t_p(judgments: pl.DataFrame, sa: str, sb: str) -> float:
     )
     if len(per_item) < 2 or np.ptp(per_item) == 0:
         # no spread: the sign test's p, as the product's data check
-        # (adaptive.significance.observed_from_judgments)
+        # (adaptive.estimation.significance.observed_from_judgments)
         return 1.0 if len(per_item) < 2 or per_item[0] == 0 else 2.0 ** (1 - len(per_item))
     return float(ttest_1samp(per_item, 0.0).pvalue)
 
@@ -238,7 +238,7 @@ def pooled_wald_p(
 
 def fit_record(camp: Campaign, design: str, by: str, method: str, seed: int, args) -> dict:
     """Fit one campaign as `evalset bt --by BY --method METHOD --report differences` does."""
-    from adaptive import bt
+    from adaptive.leaderboards import bt
 
     config = bt.BTConfig(
         by=by,

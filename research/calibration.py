@@ -133,8 +133,8 @@ def fit_rows(
     frame: pl.DataFrame, method: str, preset: str, seed: int, args
 ) -> tuple[list, object, object]:
     """The comparisons' rows of one fit, its analysis and the FitConfig it ran with."""
-    from adaptive.pipeline import analyze
-    from adaptive.significance import compare
+    from adaptive.estimation.pipeline import analyze
+    from adaptive.estimation.significance import compare
 
     config = run_config(args, method, preset=preset, seed=seed)
     result = analyze(frame, config=config, group_redundant=False)
@@ -159,7 +159,7 @@ def model_overrides(args: argparse.Namespace) -> dict:
 def run_config(args: argparse.Namespace, method: str, *, preset: str | None = None, seed: int = 0):
     """The FitConfig of this run's fits with ``method`` (one place, so that a run's rows and
     the label it resumes by cannot disagree)."""
-    from adaptive.fitting import preset_config
+    from adaptive.estimation.fitting import preset_config
 
     overrides: dict = {}
     if args.thresholds:
@@ -210,14 +210,14 @@ def data_half(args: argparse.Namespace) -> int:
     """``--data-half``: the seeds on which the verdict can flag anything, whatever the model.
 
     The verdict is the model's adjusted flag *and* the data's, in one direction
-    (``adaptive.significance.compare``); the data's half is a prompts-as-units test of each
+    (``adaptive.estimation.significance.compare``); the data's half is a prompts-as-units test of each
     comparison's own judgments, which no model enters. A campaign whose data half flags
     nothing is unflagged by every model and sampler, so a null campaign's count of flagged
     campaigns over N seeds is bounded by (and, fitted on these seeds alone, equal to) the
     count over the seeds printed here.
     """
-    from adaptive.cells import build_cells
-    from adaptive.significance import data_verdicts
+    from adaptive.core.cells import build_cells
+    from adaptive.estimation.significance import data_verdicts
 
     flagged: dict[float, list[int]] = {f: [] for f in args.fractions}
     seeds = campaign_seeds(args)

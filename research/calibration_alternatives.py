@@ -93,9 +93,9 @@ def main() -> int:
     args = parser.parse_args()
 
     import stan_free_models.predictive as predictive
-    from adaptive.fitting import preset_config
-    from adaptive.pipeline import analyze
-    from adaptive.significance import compare
+    from adaptive.estimation.fitting import preset_config
+    from adaptive.estimation.pipeline import analyze
+    from adaptive.estimation.significance import compare
 
     shipped = predictive._compiled
     scorings = {"posterior": shipped}

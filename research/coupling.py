@@ -3,7 +3,7 @@
 The audit behind the decisions: fit the graded-response model (fast path) on the full ChatEval
 NCM log, thin the clearly decided comparisons (|z| > 3) to a share of their judgments while
 keeping every judgment of the others, refit, and compare the others' z; then the same for the
-decisions (adaptive.decisions), which use each comparison's own judgments only.
+decisions (adaptive.stopping.decisions), which use each comparison's own judgments only.
 ``--model default`` is the per-judgment model with a prompt-by-comparison effect and symmetric
 thresholds (the model-based default when this was measured), ``paper`` the paper's model.
 
@@ -22,10 +22,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from adaptive.cells import build_cells  # noqa: E402
-from adaptive.data import read_judgments  # noqa: E402
-from adaptive.decisions import decide_cells  # noqa: E402
-from adaptive.fitting import FitConfig, fit_cells  # noqa: E402
+from adaptive.core.cells import build_cells  # noqa: E402
+from adaptive.core.data import read_judgments  # noqa: E402
+from adaptive.estimation.fitting import FitConfig, fit_cells  # noqa: E402
+from adaptive.stopping.decisions import decide_cells  # noqa: E402
 from stan_free_models.conditional import REFINE_SWEEPS  # noqa: E402
 
 

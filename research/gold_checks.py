@@ -1,5 +1,5 @@
 """Gold cells: recall of careless annotators and specificity on careful ones, on simulated
-campaigns (adaptive.gold.simulate_gold), for the default rule (careful 0.8, careless 0.5,
+campaigns (adaptive.annotation.gold.simulate_gold), for the default rule (careful 0.8, careless 0.5,
 level 0.05). Rows: research/gold/checks.jsonl.
 
     python research/gold_checks.py [--campaigns 200]
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from adaptive.gold import GoldRule, gold_rows, simulate_gold
+from adaptive.annotation.gold import GoldRule, gold_rows, simulate_gold
 
 ROWS = Path(__file__).parent / "gold" / "checks.jsonl"
 

@@ -5,7 +5,7 @@ a request draws one of the cell's logged human judgments at random (with replace
 estimand is the full log's own Δ and a reversal is a decision against the log's own sign. Each
 comparison may spend as many human judgments as its log holds. Alpha 0.05 over the 15
 comparisons (Bonferroni), margin 0.1, decisions after every 10 judgments of a comparison.
-``human_only`` is the product's human-only rule (:mod:`adaptive.decisions`, unit
+``human_only`` is the product's human-only rule (:mod:`adaptive.stopping.decisions`, unit
 ``judgment``: resampled draws); the hybrids decide signs by their e-processes.
 
 A ``doors`` row adds the log itself in its arrival order through the decision doors
@@ -22,8 +22,8 @@ import argparse
 import json
 from pathlib import Path
 
-from adaptive.data import read_judgments
-from adaptive.hybrid_replay import HYBRID_POLICIES, log_population, replay_log
+from adaptive.core.data import read_judgments
+from adaptive.simulation.hybrid_replay import HYBRID_POLICIES, log_population, replay_log
 from evalset.hybrid import read_verdicts
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,8 +15,8 @@ Two comparisons are exact nulls (cells in mirrored pairs, Δ = 0). Judges:
 
 Every comparison is decided after every batch of 10 of its human judgments, alpha 0.05 over the
 campaign (Bonferroni), margin 0.1, until it closes or spends 8,000 human judgments. Policies:
-``human_only`` is the product's human-only rule (:func:`adaptive.hybrid_replay.run_human_only`:
-:mod:`adaptive.decisions`, unit ``judgment``, the same level per comparison) on uniform draws;
+``human_only`` is the product's human-only rule (:func:`adaptive.simulation.hybrid_replay.run_human_only`:
+:mod:`adaptive.stopping.decisions`, unit ``judgment``, the same level per comparison) on uniform draws;
 ``hybrid_uniform`` / ``hybrid_routed`` the hybrid (sign e-processes on Z, equivalence by the
 CS); ``*_sequence`` the hybrid whose CS also decides signs (the rule before); ``no_judge`` the
 hybrid's machinery without a judge (Z = Y). ``bound`` is 1 - eta^2, the best variance ratio
@@ -40,8 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
-from adaptive.hybrid import HUMAN_ONLY, HybridConfig
-from adaptive.hybrid_replay import Population, population, run, run_human_only, wrong
+from adaptive.judge.hybrid import HUMAN_ONLY, HybridConfig
+from adaptive.simulation.hybrid_replay import Population, population, run, run_human_only, wrong
 
 OUT = Path(__file__).parent / "hybrid" / "simulation_signs.jsonl"
 EFFECTS = np.array([0.0, 0.0, 0.15, -0.2, 0.25, -0.3, 0.4, -0.5, 0.6, -0.7])

@@ -61,7 +61,7 @@ def check(decided: pl.DataFrame, signs: dict[tuple[str, str], float]) -> dict[st
 
 def main() -> None:
     import evalset
-    from adaptive.data import read_judgments
+    from adaptive.core.data import read_judgments
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=50)

@@ -2,7 +2,7 @@
 
 Each row: one campaign of ``stan_free_models.simulate.simulate_planted_misfits`` (20
 comparisons, 200 prompts, 3 annotators; a share of prompts reversed or random), fitted
-with the default fast path, checked by ``adaptive.item_fit.analysis_item_fit``: recall
+with the default fast path, checked by ``adaptive.estimation.item_fit.analysis_item_fit``: recall
 of the planted prompts and the share of the other prompts flagged. The row with
 ``scenario: ncm-cost`` times the check on the bundled ChatEval NCM log.
 
@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from adaptive.data import read_judgments
-from adaptive.fitting import preset_config
-from adaptive.item_fit import DEFAULT_LEVEL, analysis_item_fit
-from adaptive.pipeline import analyze
+from adaptive.core.data import read_judgments
+from adaptive.estimation.fitting import preset_config
+from adaptive.estimation.item_fit import DEFAULT_LEVEL, analysis_item_fit
+from adaptive.estimation.pipeline import analyze
 from stan_free_models.simulate import simulate_planted_misfits
 
 OUT = Path(__file__).parent / "item_fit" / "checks.jsonl"

@@ -1,7 +1,7 @@
 """Calibration of the service's live significance answer (`GET /projects/{p}/significance`).
 
 The service answers from its newest snapshot: a per-system fast fit of every judgment so far
-(``adaptive.streaming.stream_config``, the cell effect on, Gaussian item draws), turned into
+(``adaptive.estimation.streaming.stream_config``, the cell effect on, Gaussian item draws), turned into
 rows by ``services.answers.pair_rows``. This script fits simulated campaigns the way the
 service does and counts, per share of the data kept:
 
@@ -33,14 +33,14 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 from calibration import KINDS, campaign, fitted_truth, record, subsample  # noqa: E402
 
-from adaptive.significance import adjusted_verdicts, observed_p_values  # noqa: E402
+from adaptive.estimation.significance import adjusted_verdicts, observed_p_values  # noqa: E402
 
 
 def live_rows(frame: pl.DataFrame, systems, seed: int) -> tuple[list[dict], object, bool]:
     """The rows `GET /significance` would answer with after a re-estimation on ``frame``,
     the cells, and whether the fit passed the diagnostics the service publishes on."""
-    from adaptive.cells import build_cells
-    from adaptive.streaming import fit_snapshot, stream_config
+    from adaptive.core.cells import build_cells
+    from adaptive.estimation.streaming import fit_snapshot, stream_config
     from services.answers import pair_rows
 
     snap = fit_snapshot(

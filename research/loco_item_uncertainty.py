@@ -18,10 +18,10 @@ import sys
 import jax
 import numpy as np
 
-from adaptive.cells import build_cells
-from adaptive.data import read_judgments
-from adaptive.loco import fit_items, heldout_posterior, information_score, loco_data
-from adaptive.selection import prefix_masks
+from adaptive.core.cells import build_cells
+from adaptive.core.data import read_judgments
+from adaptive.prompts.loco import fit_items, heldout_posterior, information_score, loco_data
+from adaptive.prompts.selection import prefix_masks
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,10 +20,10 @@ from typing import Any
 import arviz as az
 import numpy as np
 
-from adaptive.data import read_judgments
-from adaptive.fitting import preset_config
-from adaptive.item_fit import _category_probs
-from adaptive.pipeline import analyze
+from adaptive.core.data import read_judgments
+from adaptive.estimation.fitting import preset_config
+from adaptive.estimation.item_fit import _category_probs
+from adaptive.estimation.pipeline import analyze
 
 NCM = Path(__file__).parents[1] / "data" / "chateval_ncm" / "judgments.csv"
 OUT = Path(__file__).parent / "item_fit" / "loo.jsonl"

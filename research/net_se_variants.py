@@ -78,8 +78,8 @@ def variant_sds(y, k, comp, num_comparisons, fit, cap) -> dict[str, np.ndarray]:
 def one_fit(kind: str, seed: int, fraction: float, comparisons: int, prompts: int) -> dict:
     from calibration import campaign, fitted_truth, subsample
 
-    from adaptive.fitting import cell_of_observations, preset_config
-    from adaptive.pipeline import analyze
+    from adaptive.estimation.fitting import cell_of_observations, preset_config
+    from adaptive.estimation.pipeline import analyze
     from stan_free_models.net_estimate import MAX_LEVERAGE, cell_fit
 
     camp = campaign(kind, seed, comparisons, prompts)

@@ -26,10 +26,10 @@ import numpy as np  # noqa: E402
 
 
 def main() -> int:
-    from adaptive.data import read_judgments
-    from adaptive.fitting import preset_config
-    from adaptive.pipeline import analyze
-    from adaptive.significance import compare
+    from adaptive.core.data import read_judgments
+    from adaptive.estimation.fitting import preset_config
+    from adaptive.estimation.pipeline import analyze
+    from adaptive.estimation.significance import compare
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(ROOT / "data/chateval_ncm/judgments.csv"))

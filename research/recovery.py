@@ -1,7 +1,7 @@
 """Parameter recovery at the paper's size, in full: both fits on all five seeds.
 
 20 comparisons x 200 prompts x 3 annotators, truth drawn from the priors, as
-tests/test_recovery.py (which checks NUTS on the first two seeds only, to keep the slow
+tests/stan_free_models/test_recovery.py (which checks NUTS on the first two seeds only, to keep the slow
 suite short). NUTS takes about 2.5 minutes a seed on 2 cores.
 
     python research/recovery.py [--methods nuts,fast]

@@ -7,7 +7,7 @@ evenly from -0.6 to 0.6) and makes a screen's pairs dependent through a Gaussian
 z_ab = (g_b - g_a + e_ab) / sqrt(2 shift_sd^2 + 1), g the screen's shift of each system
 (sd ``shift_sd``), e independent; u = Phi(z) picks the category. Each campaign is fitted
 twice with the default model: without ``screen_id`` (each cell one unit, as before) and
-with it (:func:`adaptive.fitting.cluster_of_observations`). Coverage is of the median
+with it (:func:`adaptive.estimation.fitting.cluster_of_observations`). Coverage is of the median
 estimate over campaigns (the sandwich is about variance; the model's own scale of theta
 differs from the simulator's, so the generating values are not the centre).
 
@@ -28,7 +28,7 @@ from scipy.special import expit, ndtr
 
 def simulate(rng, *, num_systems=5, num_prompts=60, shift_sd=1.5, alpha=1.2, cut=0.6):
     """One screen per prompt, every pair of ``num_systems``; validated judgments."""
-    from adaptive.data import read_judgments
+    from adaptive.core.data import read_judgments
 
     skill = np.linspace(-0.6, 0.6, num_systems)
     rows = []
@@ -47,8 +47,8 @@ def simulate(rng, *, num_systems=5, num_prompts=60, shift_sd=1.5, alpha=1.2, cut
 
 def run(*, parameterization, shift_sd, campaigns, seed=0, num_prompts=60, num_draws=400):
     """Rows: one per campaign and units (``cell`` or ``screen``), theta's means and sds."""
-    from adaptive.cells import build_cells
-    from adaptive.fitting import fit_cells, preset_config
+    from adaptive.core.cells import build_cells
+    from adaptive.estimation.fitting import fit_cells, preset_config
 
     rng = np.random.default_rng(seed)
     config = preset_config(parameterization=parameterization, num_draws=num_draws)

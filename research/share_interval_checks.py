@@ -1,4 +1,4 @@
-"""Checks of each decision row's B-share interval (the sign test inverted, adaptive.evidence).
+"""Checks of each decision row's B-share interval (the sign test inverted, adaptive.stopping.evidence).
 
 1. Null campaigns: every comparison has no preference (B's share of non-ties 1/2); how often
    does any comparison of a campaign get a share interval that excludes 1/2, at the end of a
@@ -17,10 +17,10 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from adaptive.cells import build_cells
-from adaptive.data import read_judgments
-from adaptive.decision_rows import decision_rows
-from adaptive.decisions import decide
+from adaptive.core.cells import build_cells
+from adaptive.core.data import read_judgments
+from adaptive.stopping.decision_rows import decision_rows
+from adaptive.stopping.decisions import decide
 
 LOGS = ("chateval_ncm", "mtbench", "ai_teacher_test")
 

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 from scipy.stats import norm
 
-from adaptive import bt
+from adaptive.leaderboards import bt
 
 
 def test_one_seed_is_one_skeleton_in_every_design():

@@ -2,7 +2,7 @@
 
 Run with ``python -m pytest research`` (tests/test_research.py runs it in its own process).
 The product's calibration (the simulators' truth, the default model's Δ and its coverage on
-fewer campaigns than the suite) is tested in tests/test_calibration.py.
+fewer campaigns than the suite) is tested in tests/adaptive/estimation/test_calibration.py.
 """
 
 from __future__ import annotations

@@ -22,11 +22,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from adaptive.cells import build_cells  # noqa: E402
-from adaptive.damr import read_ratings, to_pairwise  # noqa: E402
-from adaptive.data import read_judgments, validate_judgments  # noqa: E402
-from adaptive.decisions import DecisionRule  # noqa: E402
-from adaptive.replay import (  # noqa: E402
+from adaptive.core.cells import build_cells  # noqa: E402
+from adaptive.core.data import read_judgments, validate_judgments  # noqa: E402
+from adaptive.leaderboards.damr import read_ratings, to_pairwise  # noqa: E402
+from adaptive.simulation.replay import (  # noqa: E402
     ORACLE,
     POLICIES,
     ReplayConfig,
@@ -37,6 +36,7 @@ from adaptive.replay import (  # noqa: E402
     summarize_replays,
     synthetic_campaign,
 )
+from adaptive.stopping.decisions import DecisionRule  # noqa: E402
 
 
 def run(label, logs, rule, seeds, batch_size=100):
@@ -109,7 +109,7 @@ def main() -> int:
             label = f"real ai_teacher_test {dim} ({unit} unit)"
             settings.append((label, log, rule, args.seeds, 50))
         settings.append((f"real chateval_dbdc ({unit} unit)", dbdc, rule, args.seeds, 20))
-    # MRBench's graded tutor labels as pairs within each dialogue (adaptive.damr): one
+    # MRBench's graded tutor labels as pairs within each dialogue (adaptive.leaderboards.damr): one
     # judgment per cell, so the prompt unit only
     pairs = to_pairwise(read_ratings(data / "mrbench" / "ratings.csv"))
     pairs = validate_judgments(pairs.drop("weight", "score_a", "score_b"))

@@ -1,7 +1,7 @@
 """Reproduce Sedoc & Ungar's Tables 2/3 on the bundled ChatEval NCM judgments.
 
 Writes a markdown side-by-side table (paper vs ours) with agreement figures; ``--json FILE``
-also writes the rows, the agreement figures and the fit's diagnostics (tests/test_paper_table.py
+also writes the rows, the agreement figures and the fit's diagnostics (tests/scripts/test_paper_table.py
 reads them).
 
     python scripts/reproduce_paper_table.py --method nuts --b-scale 5 --draws 4000 --out docs/paper_table.md
@@ -24,10 +24,10 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from adaptive.data import read_judgments  # noqa: E402
-from adaptive.fitting import preset_config  # noqa: E402
-from adaptive.pipeline import analyze  # noqa: E402
-from adaptive.significance import compare  # noqa: E402
+from adaptive.core.data import read_judgments  # noqa: E402
+from adaptive.estimation.fitting import preset_config  # noqa: E402
+from adaptive.estimation.pipeline import analyze  # noqa: E402
+from adaptive.estimation.significance import compare  # noqa: E402
 
 PAPER = ROOT / "tests" / "fixtures" / "sedoc_ungar_table3.csv"
 DATA = ROOT / "data" / "chateval_ncm" / "judgments.csv"

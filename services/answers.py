@@ -1,6 +1,6 @@
 """The rows every answer is made of, from a posterior snapshot: pairs, leaderboard, items.
 
-Names at the edge: a :class:`adaptive.snapshot.Snapshot` holds integer-indexed
+Names at the edge: a :class:`adaptive.estimation.snapshot.Snapshot` holds integer-indexed
 draws and the names they stand for; these turn it into the rows the API returns
 (and the dashboard shows), one dict per pair, system or prompt.
 """
@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from adaptive.snapshot import Snapshot
+from adaptive.estimation.snapshot import Snapshot
 
 
 def pair_rows(
@@ -30,13 +30,13 @@ def pair_rows(
     (or every pair of systems with ``all_pairs``) plus the pairs asked for, and
     the rows of ``pairs`` (or of the whole family) are returned.
 
-    The verdict is the one `evalset significance` gives (``adaptive.significance``):
+    The verdict is the one `evalset significance` gives (``adaptive.estimation.significance``):
     ``significant_adjusted`` needs the model's adjusted verdict on theta
     (``model_adjusted``) and the data's, a prompts-as-units t-test of the pair's own
     mean signed judgment adjusted over the same family (``data_adjusted``), in the same
     direction. Each row carries the data's own Δ, ``observed_net``, with its
     prompts-as-units t interval at ``level`` (``observed_ci_low``, ``observed_ci_high``;
-    :func:`adaptive.evidence.net_preference`), the effect users read. The model alone
+    :func:`adaptive.stopping.evidence.net_preference`), the effect users read. The model alone
     flagged a null campaign (every system equal) in 33-35% of campaigns
     (docs/statistics.md). A pair never compared has no data of its own:
     ``data_adjusted`` is None and it is never ``significant_adjusted`` (its
@@ -45,15 +45,15 @@ def pair_rows(
     (``data_adjusted`` None); the next re-estimation replaces it. The model's
     ``p_two_sided`` is :func:`tail_probability` of the draws. ``ci_mcse`` and
     ``verdict_settled`` say whether the snapshot's finite draws settle ``significant``
-    (:func:`adaptive.significance.settled_verdicts`).
+    (:func:`adaptive.estimation.significance.settled_verdicts`).
 
     Args:
         snapshot: a per-system snapshot.
         pairs: (A, B) to report; default: the family.
         all_pairs: make the family every unordered pair of systems, not only compared ones.
-        rule: ``holm``, ``bonferroni`` or ``none`` (see ``adaptive.significance``).
+        rule: ``holm``, ``bonferroni`` or ``none`` (see ``adaptive.estimation.significance``).
     """
-    from adaptive.significance import (
+    from adaptive.estimation.significance import (
         adjusted_verdicts,
         interval_end_mcse,
         settled_verdicts,
@@ -202,8 +202,8 @@ def _data_verdicts(
     family with p = 1, so it is never significant and the adjustment is the family's.
     ``fam`` is :func:`pair_rows`' family: the stored pairs first, as stored.
     """
-    from adaptive.evidence import t_interval
-    from adaptive.significance import adjusted_verdicts
+    from adaptive.estimation.significance import adjusted_verdicts
+    from adaptive.stopping.evidence import t_interval
 
     if snapshot.pair_observed is None or snapshot.pair_observed_p is None:
         return None

@@ -245,7 +245,7 @@ def plot_item_fit(
     """Left: the test information curve of every prompt and of those not flagged
     (``curves``: rows of :func:`evalset.item_fit.information_curve` with a ``set``);
     right: each prompt's observed slope over the abilities against the model's, flagged
-    prompts (:func:`adaptive.item_fit.item_fit`'s ``info``) in red."""
+    prompts (:func:`adaptive.estimation.item_fit.item_fit`'s ``info``) in red."""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4), dpi=120)
     for name, style in (("all", "-"), ("without misfits", "--")):
         mine = [

@@ -28,7 +28,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from adaptive.decisions import DecisionRule
 from adaptive.recommend import (
     REASON_CODES,
     SHOW_A,
@@ -43,6 +42,7 @@ from adaptive.recommend import (
     snapshot_from_draws,
     tier_comparisons,
 )
+from adaptive.stopping.decisions import DecisionRule
 from services.cells import NamedCell, annotatable_cells
 
 #: a judgment or leased cell as the CLI's files and the store give it (keys by column name)

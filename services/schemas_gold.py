@@ -4,7 +4,7 @@ door (``POST /projects/{p}/gold``) and the store (:func:`services.store.reposito
 The rows are those of ``evalset gold --gold FILE`` and ``evalset.gold``: ``item_id``,
 ``system_a``, ``system_b``, ``answer`` (``a``, ``b`` or ``tie`` for the pair in the row's
 order) and optionally ``dimension``. The model's validator runs the files' own check,
-:func:`adaptive.gold.read_gold`, so a cell is refused for the same reason, in the same
+:func:`adaptive.annotation.gold.read_gold`, so a cell is refused for the same reason, in the same
 words, through every door; ids are stripped and answers lowercased as it does.
 """
 
@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import polars as pl
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from adaptive.gold import GoldCellError, read_gold
+from adaptive.annotation.gold import GoldCellError, read_gold
 from services.schemas import Id, SchemaPattern, Strict
 
 #: gold cells per request
@@ -45,7 +45,7 @@ class GoldCellsCreate(Strict):
 
     @model_validator(mode="after")
     def _read_gold(self) -> GoldCellsCreate:
-        """The gold files' check (:func:`adaptive.gold.read_gold`): a refused row is named
+        """The gold files' check (:func:`adaptive.annotation.gold.read_gold`): a refused row is named
         (0-based ``row`` in the problem, 1-based in the message as in a file)."""
         frame = pl.DataFrame(
             [c.model_dump() for c in self.cells],

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from adaptive.run_sizes import NUTS_DRAWS, NUTS_MIN_ESS, NUTS_WARMUP
+from adaptive.estimation.run_sizes import NUTS_DRAWS, NUTS_MIN_ESS, NUTS_WARMUP
 
 
 class Settings(BaseSettings):
@@ -160,7 +160,7 @@ class Settings(BaseSettings):
         "says so once)",
     )
     nuts_chains: int = Field(default=2, ge=1)
-    # NUTS's run sizes of every door (adaptive/run_sizes.py); the service runs fewer chains
+    # NUTS's run sizes of every door (adaptive/estimation/run_sizes.py); the service runs fewer chains
     nuts_warmup: int = Field(default=NUTS_WARMUP, ge=10)
     nuts_samples: int = Field(default=NUTS_DRAWS, ge=10, description="draws per chain and block")
     nuts_min_ess: float = Field(

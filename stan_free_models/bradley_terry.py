@@ -13,7 +13,7 @@ whatever carries one intercept (an item, the whole data set, an annotator).
 
 Outcomes are coded ``y = 0`` second preferred, ``1`` tie, ``2`` first
 preferred. Without a tie model ties must be resolved before fitting (the
-paper's coin flip, done in :mod:`adaptive.bt`). With Davidson's (1970) tie
+paper's coin flip, done in :mod:`adaptive.leaderboards.bt`). With Davidson's (1970) tie
 model, writing d = alpha_0 + alpha_i - alpha_j and nu > 0,
 
     P(first)  = e^{d/2} / (e^{d/2} + e^{-d/2} + nu)

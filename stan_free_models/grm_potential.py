@@ -7,7 +7,7 @@ and log alpha, the ordered thresholds' transform (numpyro's ``OrderedTransform``
 first value, then cumulative exp increments; symmetric thresholds' positive half
 also exp'd) with its log-Jacobian, their normal prior factor, and the weighted
 likelihood of every observation. The value is the same
-(``tests/test_grm_potential.py`` checks it against ``numpyro.infer.util.potential_energy``
+(``tests/stan_free_models/test_grm_potential.py`` checks it against ``numpyro.infer.util.potential_energy``
 on every variant); what it saves is NumPyro's tracing of the model's effect handlers,
 which is most of a warm fit's time (each gradient, HVP and Hessian block traces the
 model again).

@@ -12,7 +12,7 @@ additive over items, so the information of a prompt set at theta is the sum,
 and 1 / sqrt(prior precision + sum) approximates the standard error of theta.
 
 With K = 2 this is the 2PL information alpha^2 p (1 - p) (Embretson & Reise
-2013, eq. 7.3); ``tests/test_information.py`` checks both that and the
+2013, eq. 7.3); ``tests/stan_free_models/test_information.py`` checks both that and the
 expected negative second derivative of :func:`graded_log_prob`.
 """
 

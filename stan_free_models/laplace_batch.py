@@ -122,7 +122,7 @@ def own_shape_normals(
     and ``p_own`` padded prompts, placed in the common shape. With partitionable
     threefry (JAX's default, checked by the caller) element i of ``normal(key, shape)``
     depends on the key and the flat index i only, so every own size is read off one
-    flat draw at the common size: one program serves all sizes (``tests/test_loco.py``
+    flat draw at the common size: one program serves all sizes (``tests/adaptive/prompts/test_loco.py``
     checks the values against ``jax.random.normal`` at the own shape).
     """
     key_g, key_i = jax.random.split(rng_key)

@@ -8,7 +8,7 @@ significance answer. :func:`quantile_mcse` computes the same numbers (ArviZ 0.23
 ``draws <= quantile`` over split chains (FFT autocovariances, Geyer's initial
 positive and monotone sequences), then half the spread of the order statistics at
 the Beta(ess p + 1, ess (1 - p) + 1) quantiles 0.159 and 0.841.
-tests/test_mcse.py checks it against ArviZ to 1e-9 on independent, autocorrelated,
+tests/stan_free_models/test_mcse.py checks it against ArviZ to 1e-9 on independent, autocorrelated,
 multi-chain, heavy-tailed, tied and constant draws.
 
 Reference: Vehtari, Gelman, Simpson, Carpenter and Bürkner (2021), Rank-normalization,

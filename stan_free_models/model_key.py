@@ -2,7 +2,7 @@
 
 :class:`Priors` is the one place that defines the model's prior scales and variant
 choices, with the defaults written once; every fit and helper below
-:class:`adaptive.fitting.FitConfig` takes it whole. :class:`ModelKey` (padded sizes and
+:class:`adaptive.estimation.fitting.FitConfig` takes it whole. :class:`ModelKey` (padded sizes and
 the priors) is the compile key of every fit.
 """
 

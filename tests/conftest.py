@@ -18,7 +18,7 @@ import pytest
 # off, one code-generation unit): the tests' shapes are small, so compiling, not running, is most
 # of their time (XLA's compiler took 671 of the default suite's 1,089 test-seconds at level 1).
 # Level 1 halved a Laplace fit's test against the defaults (41 s -> 17 s); level 0 and one unit
-# take another 27% off the compiler's time (tests/test_incremental.py: 18.5 s -> 13.5 s). The
+# take another 27% off the compiler's time (tests/stan_free_models/test_incremental.py: 18.5 s -> 13.5 s). The
 # programs compute the same functions; the product and its benchmarks compile with XLA's
 # defaults. This must happen before anything imports JAX; subprocesses (CLI runs, served APIs)
 # inherit it.

@@ -25,7 +25,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from adaptive.loco import LocoConfig, LocoData
+from adaptive.prompts.loco import LocoConfig, LocoData
 
 if TYPE_CHECKING:
     import httpx

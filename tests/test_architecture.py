@@ -10,7 +10,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN = {"fastapi", "sqlalchemy", "starlette", "uvicorn", "psycopg", "ray", "httpx"}
 # Ray is allowed in exactly one module: the one that fans work out
-ALLOWED = {("adaptive/parallel.py", "ray")}
+ALLOWED = {("adaptive/prompts/parallel.py", "ray")}
 
 
 def imported_roots(path: Path) -> set[str]:
@@ -315,9 +315,9 @@ def test_no_test_module_imports_another_test_module():
     by another runs its module-level code twice and ties the two files together."""
     assert _test_module_imports(
         ast.parse(
-            "from tests.test_api import judgments\nfrom tests import conftest\nfrom . import x"
+            "from tests.services.api.test_api import judgments\nfrom tests import conftest\nfrom . import x"
         )
-    ) == ["tests.test_api", "tests.conftest", "."]
+    ) == ["tests.services.api.test_api", "tests.conftest", "."]
     assert _test_module_imports(ast.parse("from tests.factories import simulate")) == []
     offenders = {
         path.relative_to(ROOT).as_posix(): found
@@ -381,3 +381,61 @@ def test_the_compile_key_is_read_by_name_never_by_position():
     key = _static_key(data)
     assert isinstance(key, ModelKey) and key.num_cells is None and key.priors.b_scale == 2.0
     assert hash(key) == hash(tuple(key))  # the same compile key as before it had names
+
+
+# ---------------------------------------------------------------- issue 44: adaptive's families
+
+#: adaptive's families, lowest layer first: a module imports only from its own family and the
+#: families before it (type-only and function-level imports count: ``_imports``)
+ADAPTIVE_LAYERS = (
+    "core",
+    "stopping",
+    "prompts",
+    "estimation",
+    "leaderboards",
+    "annotation",
+    "judge",
+    "recommend",
+    "simulation",
+)
+
+
+def _family(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "adaptive" and len(parts) > 1 else None
+
+
+def test_every_adaptive_module_lives_in_a_family():
+    """No module is left flat in adaptive/: each belongs to a family package that is layered."""
+    flat = sorted(p.name for p in (ROOT / "adaptive").glob("*.py") if p.name != "__init__.py")
+    assert flat == []
+    families = sorted(p.name for p in (ROOT / "adaptive").iterdir() if (p / "__init__.py").exists())
+    assert families == sorted(ADAPTIVE_LAYERS)
+    stray = sorted(
+        p.parent.relative_to(ROOT).as_posix()
+        for p in (ROOT / "adaptive").rglob("*.py")
+        if not (p.parent / "__init__.py").exists()
+    )
+    assert stray == []
+
+
+def test_adaptive_families_import_downward_only():
+    """The family graph has no circle: every import into another family points down a layer."""
+    paths = {_module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+    rank = {family: i for i, family in enumerate(ADAPTIVE_LAYERS)}
+    upward = []
+    graph: dict[str, set[str]] = {family: set() for family in ADAPTIVE_LAYERS}
+    for module, path in sorted(paths.items()):
+        source = _family(module)
+        if source is None:
+            continue
+        for target in sorted(_imports(path, set(paths))):
+            family = _family(target)
+            if family is None or family == source:
+                continue
+            graph[source].add(family)
+            if rank[family] > rank[source]:
+                upward.append(f"{module} ({source}) imports {target} ({family})")
+    assert upward == []
+    cycles = [" -> ".join(cycle) for cycle in _cycles(graph)]
+    assert cycles == [], "\n".join(cycles)

@@ -8,7 +8,7 @@ import pkgutil
 
 import pytest
 
-#: the top-level evalset module's own examples run in tests/test_python_api.py
+#: the top-level evalset module's own examples run in tests/evalset/test_python_api.py
 PACKAGES = ("stan_free_models", "adaptive", "services", "evalset")
 #: modules that cannot be imported outside their tool (alembic runs the migrations' env)
 SKIP = ("services.store.migrations",)

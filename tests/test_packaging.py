@@ -262,7 +262,7 @@ def test_every_documented_call_runs_on_the_core_install(core: Install):
         else:
             assert entry["height"] > 0, entry
     kinds = {e["source"].split(" =")[0]: e["type"] for e in result["report"]}
-    assert kinds["fit"] == "adaptive.pipeline.Analysis"  # as the page's table says
+    assert kinds["fit"] == "adaptive.estimation.pipeline.Analysis"  # as the page's table says
     assert kinds["idata"].startswith("arviz.") and kinds["idata"].endswith("InferenceData")
 
 
@@ -390,7 +390,7 @@ def test_the_core_install_has_no_extra_and_says_which_one_a_command_needs(core: 
 
     out = core.run("evalset", "loco", "--data", MTBENCH, "--workers", "2")
     assert out.returncode == 2 and "pip install 'adaptive-evalset[ray]'" in out.stderr, out.stderr
-    library = core.run("python", "-c", "from adaptive.parallel import map_items; "
+    library = core.run("python", "-c", "from adaptive.prompts.parallel import map_items; "
                        "map_items(max, 0, [1, 2], workers=2)")  # fmt: skip
     assert library.returncode == 1
     assert "pip install 'adaptive-evalset[ray]'" in library.stderr.splitlines()[-1]

@@ -11,7 +11,7 @@ Everything is integer-indexed: comparison ``c`` (one per dimension and
 system pair, across all dimensions), prompt ``p``; names live at the edge.
 
 The recommender spends only where a decision is still open
-(:mod:`adaptive.decisions`: B better, A better, equivalent or undecided, from
+(:mod:`adaptive.stopping.decisions`: B better, A better, equivalent or undecided, from
 each comparison's own judgments, valid at every look). With a per-comparison
 stopping rule, the judgments needed to close *every* comparison are the sum of
 each comparison's own stopping time whatever the order, so the saving comes
@@ -36,7 +36,7 @@ the decision's estimand is the average over the comparison's prompts, and an
 information-weighted choice would change it unless importance-weighted, for a
 gain bounded by the between-prompt share of the variance (0.16 on ChatEval
 NCM, 0.24-0.27 on the AI Teacher Test). Prompt information is for pruning and
-selection (:mod:`adaptive.selection`, :mod:`stan_free_models.information`).
+selection (:mod:`adaptive.prompts.selection`, :mod:`stan_free_models.information`).
 
 The package: :mod:`.state` (the types), :mod:`.prepare` (a
 :class:`RecommenderState` from posterior draws), :mod:`.steps` (the small

@@ -7,8 +7,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from adaptive.decisions import DecisionRule, decide
 from adaptive.recommend.state import RecommenderState
+from adaptive.stopping.decisions import DecisionRule, decide
 
 
 def system_strength(

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from adaptive.decisions import Decisions
+from adaptive.stopping.decisions import Decisions
 
 #: observations every open comparison gets before it is ordered by its need
 DEFAULT_BURN_IN = 10
@@ -38,7 +38,7 @@ class RecommenderState(NamedTuple):
         system_judgments: (D, S) judgments per system and dimension.
         num_judgments: judgments the posterior saw.
         decisions: the decision of every comparison from its own judgments
-            (:func:`adaptive.decisions.decide`, all comparisons of all dimensions
+            (:func:`adaptive.stopping.decisions.decide`, all comparisons of all dimensions
             one family).
         judged: (C, P) judgments each cell already has.
     """

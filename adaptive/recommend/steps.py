@@ -7,7 +7,6 @@ from typing import cast
 
 import numpy as np
 
-from adaptive.decisions import Decisions
 from adaptive.recommend.state import (
     BURN_IN,
     CLOSEST,
@@ -22,10 +21,11 @@ from adaptive.recommend.state import (
     RecommenderState,
     Request,
 )
+from adaptive.stopping.decisions import Decisions
 
 
 def decided_mask(snapshot: RecommenderState) -> np.ndarray:
-    """(C,) True where the comparison's decision is closed (:mod:`adaptive.decisions`)."""
+    """(C,) True where the comparison's decision is closed (:mod:`adaptive.stopping.decisions`)."""
     assert snapshot.decisions is not None, "the snapshot carries no decisions"
     return snapshot.decisions.closed
 

@@ -1,7 +1,7 @@
 """``GET /projects/{project_id}/agreement``: inter-annotator agreement of the stored judgments.
 
 The rows ``evalset agreement --format json`` and ``evalset.agreement`` give for the same
-judgments (:mod:`adaptive.agreement`). They are counts over the repeated cells, no fit, so
+judgments (:mod:`adaptive.annotation.agreement`). They are counts over the repeated cells, no fit, so
 the request computes them from the judgments the worker's incremental cache holds
 (``ServiceState.load_source``), in the order they were stored.
 """
@@ -14,7 +14,7 @@ import polars as pl
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
-from adaptive.agreement import NoRepeatedCells, agreement_rows
+from adaptive.annotation.agreement import NoRepeatedCells, agreement_rows
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError, error_responses
 from services.store import repository as repo

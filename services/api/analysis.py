@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query
 from fastapi.types import DecoratedCallable
 
-from adaptive.rule import DEFAULT_LEVEL
-from adaptive.snapshot import Snapshot
+from adaptive.estimation.snapshot import Snapshot
+from adaptive.stopping.rule import DEFAULT_LEVEL
 from evalset.verdicts import DEFAULT_ADJUST, DEFAULT_INTERVAL
 from services import schemas as s
 from services.answers import item_rows, leaderboard_rows, pair_rows
@@ -402,7 +402,7 @@ def pruning(
 ) -> s.PruningPublic:
     """Which prompts to keep or drop for each model tier, with a reason for every prompt.
 
-    Runs ``adaptive.pruning`` (fast item fits per tier) on the stored judgments on a
+    Runs ``adaptive.prompts.pruning`` (fast item fits per tier) on the stored judgments on a
     background thread: the first request answers 409 ``pruning_pending``, later ones
     the result (cached per judgments seen and options).
     """

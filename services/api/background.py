@@ -16,7 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from adaptive.streaming import Source
+from adaptive.estimation.streaming import Source
 
 #: results kept (oldest dropped first)
 MAX_JOBS = 64
@@ -37,7 +37,7 @@ class Pending:
 def prune_rows(
     source: Source, keep: int | None, target_se_ratio: float | None, num_tiers: int, seed: int
 ) -> Any:
-    from adaptive.pruning import PruneConfig
+    from adaptive.prompts.pruning import PruneConfig
     from evalset.pruning import prune_judgments
     from services.schemas import PruningPublic, PruningRow
 

@@ -25,7 +25,7 @@ from fastapi import APIRouter, Path
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 from sqlalchemy import select
 
-from adaptive.data import DataError
+from adaptive.core.data import DataError
 from services import schemas as s
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError

@@ -42,7 +42,7 @@ from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from adaptive.decisions import DecisionRule
+from adaptive.stopping.decisions import DecisionRule
 from services.answers import leaderboard_rows
 from services.api.analysis import ELO_DEFAULTS
 from services.api.background import Pending

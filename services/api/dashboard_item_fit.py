@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from adaptive.item_fit import DEFAULT_LEVEL
+from adaptive.estimation.item_fit import DEFAULT_LEVEL
 from services.api.background import Pending
 from services.api.dashboard_page import _e, _fmt_tick, _label, _ticks
 from services.api.item_fit import item_fit_answer

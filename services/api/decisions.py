@@ -1,8 +1,8 @@
 """``GET /projects/{project_id}/decisions``: every comparison's anytime-valid decision.
 
 Model-free: each comparison's decision uses its own judgments only, in arrival order
-(:mod:`adaptive.decisions`). The comparisons are the family the request's
-:class:`adaptive.rule.DecisionRule` declares (default: the comparisons with judgments,
+(:mod:`adaptive.stopping.decisions`). The comparisons are the family the request's
+:class:`adaptive.stopping.rule.DecisionRule` declares (default: the comparisons with judgments,
 in every dimension with judgments), found as :func:`evalset.decide.family_judgments`
 finds it in a file of the same judgments, so the command line, ``import evalset`` and
 this route give the same rows. The next-batch recommender serves the same family and
@@ -18,9 +18,9 @@ from typing import Annotated, Any, NamedTuple, NoReturn
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
-from adaptive.decision_rows import decision_rows
-from adaptive.decisions import Decisions
-from adaptive.rule import (
+from adaptive.stopping.decision_rows import decision_rows
+from adaptive.stopping.decisions import Decisions
+from adaptive.stopping.rule import (
     CORRECTIONS,
     DEFAULT_CORRECTION,
     DEFAULT_FAMILY,
@@ -107,7 +107,7 @@ def rule_query(
         str,
         Query(
             pattern=one_of(CORRECTIONS),
-            description="the multiplicity rule across the family (adaptive.rule)",
+            description="the multiplicity rule across the family (adaptive.stopping.rule)",
         ),
     ] = DEFAULT_CORRECTION,
     family: Annotated[
@@ -170,7 +170,9 @@ Rule = Annotated[DecisionRule, Depends(rule_query)]
 class FamilyReport(NamedTuple):
     """The decisions of a project's declared family, as every HTTP door reads them."""
 
-    rows: list[dict[str, Any]]  # adaptive.decision_rows.decision_rows, with the family's columns
+    rows: list[
+        dict[str, Any]
+    ]  # adaptive.stopping.decision_rows.decision_rows, with the family's columns
     family: Family
     decisions: Decisions
     num_judgments: int

@@ -6,7 +6,7 @@ next batch, their judgments kept apart and scored (docs/gold.md).
   answer again is a no-op, a changed answer or an already judged cell is refused;
 * ``GET /projects/{p}/gold``: the registered cells;
 * ``GET /projects/{p}/gold/scores``: each annotator scored on the stored gold judgments, the
-  rows ``evalset gold`` gives for the same judgments and cells (:mod:`adaptive.gold`).
+  rows ``evalset gold`` gives for the same judgments and cells (:mod:`adaptive.annotation.gold`).
 
 ``POST /projects/{p}/next-batch`` asks :func:`plan_gold` which gold cells to serve
 (``gold_share``), keeps every gold cell out of its recommendations and places the served
@@ -25,7 +25,13 @@ import numpy as np
 import polars as pl
 from fastapi import APIRouter, Query
 
-from adaptive.gold import DEFAULT_CAREFUL, DEFAULT_CARELESS, DEFAULT_GOLD_LEVEL, GoldRule, gold_rows
+from adaptive.annotation.gold import (
+    DEFAULT_CAREFUL,
+    DEFAULT_CARELESS,
+    DEFAULT_GOLD_LEVEL,
+    GoldRule,
+    gold_rows,
+)
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError, error_responses
 from services.schemas_gold import (

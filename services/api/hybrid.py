@@ -21,7 +21,7 @@ import polars as pl
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
-from adaptive.rule import DecisionRule
+from adaptive.stopping.rule import DecisionRule
 from evalset.hybrid import HybridReport, decide_with_judge
 from services import schemas as s
 from services.api.decisions import Rule
@@ -301,7 +301,7 @@ def _unprocessable(field: str, message: str, exc: Exception) -> NoReturn:
 
 
 def _human_frame(judgments: Sequence[JudgmentRow]) -> pl.DataFrame:
-    from adaptive.data import validate_judgments
+    from adaptive.core.data import validate_judgments
 
     columns: tuple[str, ...] = ("item_id", "system_a", "system_b", "annotator_id", "winner")
     columns += ("dimension",)

@@ -2,7 +2,7 @@
 
 ``POST /next-batch`` calls :func:`route_cells` on the batch the recommender chose (one hook):
 for each cell of a comparison the project's judge gave verdicts on, the prompt is drawn
-again by :func:`adaptive.hybrid_decisions.draw_routed`: a verdict with probability
+again by :func:`adaptive.judge.hybrid_decisions.draw_routed`: a verdict with probability
 share[k] * rate[k] (rates proportional to the square root of the humans' residual second
 moment given the verdict, 30% of them at random; uniform for a comparison's first 20 human
 judgments), then a cell of that verdict the annotator may be served. The rates go into the
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from adaptive.rule import DecisionRule
+from adaptive.stopping.rule import DecisionRule
 from services.store import repository as repo
 from services.store.repository.verdicts import cells_judged_by
 
@@ -49,7 +49,7 @@ def route_cells(
     judge: str,
 ) -> list[NamedCell]:
     """``batch`` with the cells of the comparisons ``judge`` judged drawn by its routing."""
-    from adaptive.hybrid_decisions import draw_routed
+    from adaptive.judge.hybrid_decisions import draw_routed
     from services.api.hybrid import stored_report
     from services.cells import annotatable_cells
 

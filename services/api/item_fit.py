@@ -19,8 +19,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from adaptive.item_fit import DEFAULT_LEVEL
-from adaptive.streaming import Source
+from adaptive.estimation.item_fit import DEFAULT_LEVEL
+from adaptive.estimation.streaming import Source
 from services import schemas as s
 from services.api.analysis import Dimension, _computed, _dimension
 from services.api.background import BackgroundJobs, Pending, default_fits_now, seen

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import numpy as np
 from fastapi import APIRouter, Header
 
-from adaptive.decisions import DecisionRule, Decisions
 from adaptive.recommend import CellState, RecommenderState, Request
-from adaptive.rule import Family
+from adaptive.stopping.decisions import DecisionRule, Decisions
+from adaptive.stopping.rule import Family
 from services.api.decisions import check_pairs
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError, error_responses
@@ -165,7 +165,7 @@ def _family_decisions(
     A comparison the snapshot orients the other way round reads its decision flipped;
     one outside the family gets an empty (undecided) decision and is never served.
     """
-    from adaptive.decisions import decide
+    from adaptive.stopping.decisions import decide
 
     where = {(d, frozenset((a, b))): (f, (a, b)) for f, (d, a, b) in enumerate(family.comparisons)}
     index = np.full(len(names.comparisons), family.size, np.int64)

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
-from adaptive.rule import DEFAULT_FAMILY
+from adaptive.stopping.rule import DEFAULT_FAMILY
 from services.api.background import Pending
 from services.api.errors import ApiError
 
 if TYPE_CHECKING:
-    from adaptive.decisions import DecisionRule
     from adaptive.recommend import RecommenderState
+    from adaptive.stopping.decisions import DecisionRule
     from services.api.state import ServiceState
 
 

@@ -7,9 +7,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from adaptive.decisions import DecisionRule
 from adaptive.recommend import DEFAULT_BURN_IN
-from adaptive.rule import (
+from adaptive.stopping.decisions import DecisionRule
+from adaptive.stopping.rule import (
     CORRECTIONS,
     DEFAULT_CORRECTION,
     DEFAULT_FAMILY,

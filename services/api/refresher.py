@@ -2,8 +2,8 @@
 
 After every stored batch the service calls :meth:`Refresher.notify`; a thread
 runs one fast update per key with new judgments (a skill-only update on held
-item parameters, or a full MAP + Laplace fit: :mod:`adaptive.streaming`,
-:mod:`adaptive.skill_update`), another runs the scheduled NUTS refits. Nothing
+item parameters, or a full MAP + Laplace fit: :mod:`adaptive.estimation.streaming`,
+:mod:`adaptive.estimation.skill_update`), another runs the scheduled NUTS refits. Nothing
 here touches a database or the web: the refresher is handed a ``load_fn``
 (judgments of a key), a ``publish_fn`` (store a snapshot, return its version)
 and a ``latest_fn`` (the newest stored snapshot, for warm starts after a
@@ -22,9 +22,9 @@ from typing import Any, cast
 
 import polars as pl
 
-from adaptive.skill_update import SkillBase, skill_snapshot
-from adaptive.snapshot import FAST, FULL, Snapshot
-from adaptive.streaming import Source, fit_snapshot, stream_config
+from adaptive.estimation.skill_update import SkillBase, skill_snapshot
+from adaptive.estimation.snapshot import FAST, FULL, Snapshot
+from adaptive.estimation.streaming import Source, fit_snapshot, stream_config
 from services.api.schedule import (
     KeyState,
     Shape,

@@ -12,8 +12,8 @@ from collections.abc import Hashable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import NamedTuple, TypeVar
 
-from adaptive.skill_update import SkillBase
-from adaptive.snapshot import Snapshot
+from adaptive.estimation.skill_update import SkillBase
+from adaptive.estimation.snapshot import Snapshot
 from services.settings import Settings
 
 K = TypeVar("K", bound=Hashable)

@@ -1,7 +1,7 @@
 """The service's process-wide state: the store, the re-estimation worker and a snapshot cache.
 
 This is the glue between the store (SQL) and the refits (no SQL,
-:mod:`services.api.refresher` on :mod:`adaptive.streaming`): it gives the worker
+:mod:`services.api.refresher` on :mod:`adaptive.estimation.streaming`): it gives the worker
 its ``load_fn`` / ``publish_fn`` / ``latest_fn`` and lets requests read the newest
 snapshot without fitting anything. When re-estimation runs in a process of its own,
 the state only holds a :class:`Notifier` for it, built by ``create_app`` (this
@@ -24,8 +24,8 @@ from typing import Any, Protocol
 
 import polars as pl
 
-from adaptive.snapshot import FAST, Snapshot, decode_snapshot, encode_snapshot
-from adaptive.streaming import Source
+from adaptive.estimation.snapshot import FAST, Snapshot, decode_snapshot, encode_snapshot
+from adaptive.estimation.streaming import Source
 from services.api.background import (
     BackgroundJobs,
     Pending,
@@ -461,7 +461,7 @@ class ServiceState:
     ) -> Any:
         """Kept and dropped prompts per tier, or :class:`Pending` while they are computed.
 
-        ``adaptive.pruning`` fits item parameters per tier, which takes seconds
+        ``adaptive.prompts.pruning`` fits item parameters per tier, which takes seconds
         (more on first use, when the fits compile), so it runs on a background
         thread, one job at a time, and the answer is cached per (judgments, options).
 

@@ -6,8 +6,8 @@ and rebuild their state on each request (a second at 22,000 judgments). Here eac
 judgments stored since the last one (by ``seq``: one project's batches commit in ``seq``
 order, see :func:`services.store.repository.add_judgments`) and folds them in.
 
-Decisions are a property of a declared comparison family (:mod:`adaptive.rule`): the
-project keeps one running :class:`adaptive.decisions.DecisionState` per (rule, family)
+Decisions are a property of a declared comparison family (:mod:`adaptive.stopping.rule`): the
+project keeps one running :class:`adaptive.stopping.decisions.DecisionState` per (rule, family)
 asked for, over every comparison of the family in every dimension, so that the
 multiplicity rule sees the whole family at once. Each read folds the judgments of every
 dimension stored since the previous read of that state in one :func:`update`: with
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from adaptive.decisions import (
+from adaptive.stopping.decisions import (
     UNDECIDED,
     DecisionRule,
     Decisions,
@@ -36,7 +36,7 @@ from adaptive.decisions import (
     start,
     update,
 )
-from adaptive.rule import Family, comparison_family
+from adaptive.stopping.rule import Family, comparison_family
 from services.store import repository as repo
 
 if TYPE_CHECKING:

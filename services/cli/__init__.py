@@ -20,7 +20,7 @@ os.environ.setdefault(
 )
 
 #: modules that each add subcommands through ``register(subparsers)``, with the commands
-#: each adds: a run imports only its command's module (tests/test_cli.py checks the table)
+#: each adds: a run imports only its command's module (tests/services/cli/test_cli.py checks the table)
 COMMANDS: dict[str, tuple[str, ...]] = {
     "services.cli.analysis": ("significance", "items"),
     "services.cli.bt": ("bt", "elo", "annotators", "damr"),
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     known = {c for commands in COMMANDS.values() for c in commands}
     parser = build_parser(words[0] if words and words[0] in known else None)
     args = parser.parse_args(argv)
-    from adaptive.data import DataError
+    from adaptive.core.data import DataError
     from services.jax_cache import configure_jax
 
     try:

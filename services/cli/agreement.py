@@ -4,7 +4,7 @@
 expected agreement, Fleiss' kappa where every repeated cell has the same number of
 judgments, and a note where a figure is missing; ``--report annotators``: per annotator and
 dimension, the share of its judgments that match the other annotators' majority, against
-chance, with a one-sided test and a flag (:mod:`adaptive.agreement`).
+chance, with a one-sided test and a flag (:mod:`adaptive.annotation.agreement`).
 """
 
 from __future__ import annotations

@@ -160,8 +160,8 @@ def _add_fit_args(parser: argparse.ArgumentParser) -> None:
 def fit_config(args: argparse.Namespace) -> Any:
     """The FitConfig of ``significance`` / ``items`` arguments (exits with the reason when
     they do not make one). Only what the user chose goes to the resolver
-    (:func:`adaptive.fitting.preset_config`), which fills in the rest from the preset."""
-    from adaptive.fitting import preset_config
+    (:func:`adaptive.estimation.fitting.preset_config`), which fills in the rest from the preset."""
+    from adaptive.estimation.fitting import preset_config
     from stan_free_models.conditional import REFINE_SWEEPS
 
     overrides: dict[str, Any] = {}
@@ -172,7 +172,7 @@ def fit_config(args: argparse.Namespace) -> Any:
         overrides["cell_effect"] = False
     elif args.cell_effect:
         overrides["cell_effect"] = True
-    draws: dict[str, int] = {}  # the preset's (NUTS: adaptive/run_sizes.py)
+    draws: dict[str, int] = {}  # the preset's (NUTS: adaptive/estimation/run_sizes.py)
     if args.draws is not None:
         if args.draws < 1:
             raise SystemExit("evalset: --draws must be at least 1")
@@ -220,8 +220,8 @@ def fit_config(args: argparse.Namespace) -> Any:
 def _analyses(args: argparse.Namespace, config: Any) -> Any:
     import numpy as np
 
-    from adaptive.data import read_judgments
-    from adaptive.pipeline import analyze
+    from adaptive.core.data import read_judgments
+    from adaptive.estimation.pipeline import analyze
 
     judgments = read_judgments(args.data)
     dims = dimensions_of(judgments, args.dimension)
@@ -354,7 +354,7 @@ def run_significance(args: argparse.Namespace) -> int:
 
 
 def run_items(args: argparse.Namespace) -> int:
-    from adaptive.pipeline import analysis_item_rows
+    from adaptive.estimation.pipeline import analysis_item_rows
 
     rows: list[dict[str, Any]] = []
     curves: list[dict[str, Any]] = []

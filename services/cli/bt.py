@@ -89,7 +89,7 @@ def anchored_rows(fit: Any, reference: str | None) -> list[dict[str, Any]]:
     which. Abilities are identified only up to a constant: unanchored, every interval
     carries that constant's uncertainty while the differences are tight."""
 
-    from adaptive import bt
+    from adaptive.leaderboards import bt
 
     rows = bt.ability_rows(fit)
     names = [r["system"] for r in rows]
@@ -121,7 +121,7 @@ def anchored_rows(fit: Any, reference: str | None) -> list[dict[str, Any]]:
 
 
 def _read(args: argparse.Namespace) -> pl.DataFrame:
-    from adaptive.data import filter_judgments, read_judgments
+    from adaptive.core.data import filter_judgments, read_judgments
 
     judgments = read_judgments(args.data)
     if getattr(args, "dimension", None):
@@ -163,7 +163,11 @@ def _exclusions(args: argparse.Namespace, judgments: pl.DataFrame) -> list[str]:
         else:
             out += [s.strip() for s in spec.split(",") if s.strip()]
     if getattr(args, "exclude_flagged", False):
-        from adaptive.annotators import ScreenConfig, flagged_annotators, screen_annotators
+        from adaptive.annotation.annotators import (
+            ScreenConfig,
+            flagged_annotators,
+            screen_annotators,
+        )
 
         rows, info = screen_annotators(
             judgments,
@@ -181,7 +185,7 @@ def _exclusions(args: argparse.Namespace, judgments: pl.DataFrame) -> list[str]:
 def run_bt(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from adaptive import bt
+    from adaptive.leaderboards import bt
 
     judgments = _read(args)
     weight = _weights(args.data, judgments)
@@ -261,7 +265,7 @@ def run_bt(args: argparse.Namespace) -> int:
 
 
 def run_annotators(args: argparse.Namespace) -> int:
-    from adaptive.annotators import ScreenConfig, screen_annotators
+    from adaptive.annotation.annotators import ScreenConfig, screen_annotators
 
     judgments = _read(args)
     config = ScreenConfig(
@@ -290,7 +294,7 @@ def run_annotators(args: argparse.Namespace) -> int:
 
 
 def run_damr(args: argparse.Namespace) -> int:
-    from adaptive import damr
+    from adaptive.leaderboards import damr
 
     ratings = damr.read_ratings(args.data, subset=args.subset, items=args.items)
     if args.dimension:
@@ -324,8 +328,8 @@ def _wide(rows: list[dict[str, Any]], value: str) -> list[dict[str, Any]]:
 
 
 def _rank_tutors(args: argparse.Namespace, ratings: pl.DataFrame) -> int:
-    from adaptive import bt, damr
-    from adaptive.data import validate_judgments
+    from adaptive.core.data import validate_judgments
+    from adaptive.leaderboards import bt, damr
 
     pairs = damr.to_pairwise(ratings, weighting=args.weighting)
     judgments = validate_judgments(pairs, source="<pairwise from ratings>")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from adaptive.rule import (
+from adaptive.stopping.rule import (
     CORRECTIONS,
     DEFAULT_CORRECTION,
     DEFAULT_FAMILY,
@@ -21,7 +21,7 @@ from services.cli.errors import CliError
 if TYPE_CHECKING:
     import polars as pl
 
-    from adaptive.rule import DecisionRule
+    from adaptive.stopping.rule import DecisionRule
 
 DECISION_COLUMNS = (
     "dimension",
@@ -59,7 +59,7 @@ HYBRID_DECISION_COLUMNS = (
 
 def add_rule_args(parser: argparse.ArgumentParser, *, with_family: bool = False) -> None:
     """The decision rule's flags, shared by ``decisions``, ``recommend`` and ``replay``;
-    their defaults are :class:`adaptive.rule.DecisionRule`'s. ``with_family``: the comparison
+    their defaults are :class:`adaptive.stopping.rule.DecisionRule`'s. ``with_family``: the comparison
     family's flags too (``decisions`` and ``recommend``, with a file or a served project;
     ``replay`` takes its own ``--family``)."""
     parser.add_argument(
@@ -126,7 +126,7 @@ def rule_from_args(args: argparse.Namespace) -> DecisionRule:
 
 
 def run_decisions(args: argparse.Namespace) -> int:
-    from adaptive.data import filter_judgments, read_judgments
+    from adaptive.core.data import filter_judgments, read_judgments
     from evalset.decide import decide_judgments
 
     judgments = read_judgments(args.data)

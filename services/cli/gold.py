@@ -1,11 +1,11 @@
 """``evalset gold``: each annotator scored on the gold (attention-check) cells, with an
-anytime-valid flag for one below a careful annotator's accuracy (:mod:`adaptive.gold`)."""
+anytime-valid flag for one below a careful annotator's accuracy (:mod:`adaptive.annotation.gold`)."""
 
 from __future__ import annotations
 
 import argparse
 
-from adaptive.gold import DEFAULT_CAREFUL, DEFAULT_CARELESS, DEFAULT_GOLD_LEVEL
+from adaptive.annotation.gold import DEFAULT_CAREFUL, DEFAULT_CARELESS, DEFAULT_GOLD_LEVEL
 from services.cli.common import add_data_args, emit, log
 
 COLUMNS = (

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from adaptive.recommend.state import DEFAULT_BURN_IN
-from adaptive.rule import DEFAULT_FAMILY
+from adaptive.stopping.rule import DEFAULT_FAMILY
 from evalset.batch import DEFAULT_DRAWS, RecommendRequest
 from services.cli.common import FORMATS, dimensions_of, emit, log
 from services.cli.decisions import add_rule_args
@@ -39,7 +39,7 @@ def _pairs(text: str | None) -> list[tuple[str, str]]:
 def recommend_from_file(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Fit each dimension of a judgments file (fast path) and recommend a batch
     (:func:`evalset.batch.recommend_batch`)."""
-    from adaptive.data import filter_judgments, read_judgments
+    from adaptive.core.data import filter_judgments, read_judgments
     from evalset.batch import RecommendRequest, recommend_batch, side_tables
     from services.cli.decisions import rule_from_args
 
@@ -211,9 +211,9 @@ REPLAY_COLUMNS = (
 def run_replay(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from adaptive.cells import build_cells
-    from adaptive.data import read_judgments
-    from adaptive.replay import (
+    from adaptive.core.cells import build_cells
+    from adaptive.core.data import read_judgments
+    from adaptive.simulation.replay import (
         POLICIES,
         ReplayConfig,
         fit_truth,
@@ -290,10 +290,10 @@ def run_replay(args: argparse.Namespace) -> int:
 
 
 def _replay_with_judge(args: argparse.Namespace) -> int:
-    """Human-only vs hybrid decisions on a human log and a judge's verdicts (adaptive.hybrid)."""
+    """Human-only vs hybrid decisions on a human log and a judge's verdicts (adaptive.judge.hybrid)."""
     import polars as pl
 
-    from adaptive.hybrid_replay import replay_files
+    from adaptive.simulation.hybrid_replay import replay_files
     from evalset.hybrid import choose_judge, read_verdicts
     from services.cli.decisions import rule_from_args
 

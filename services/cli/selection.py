@@ -7,7 +7,7 @@ import os
 import time
 from typing import Any
 
-from adaptive.loco_data import (
+from adaptive.prompts.loco_data import (
     DEFAULT_ABILITY,
     DEFAULT_GRID,
     DEFAULT_POLICIES,
@@ -16,7 +16,7 @@ from adaptive.loco_data import (
     DEFAULT_TIER_INFORMATION,
     DEFAULT_TIERS,
 )
-from adaptive.redundancy import DEFAULT_FDR, DEFAULT_THRESHOLD
+from adaptive.prompts.redundancy import DEFAULT_FDR, DEFAULT_THRESHOLD
 from services.cli.common import add_data_args, dimensions_of, emit, log, progress_bar
 
 LOCO_COLUMNS = (
@@ -111,9 +111,9 @@ def _selection_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _dimensions(args: argparse.Namespace) -> Any:
-    from adaptive.cells import build_cells
-    from adaptive.data import read_judgments
-    from adaptive.loco import loco_data
+    from adaptive.core.cells import build_cells
+    from adaptive.core.data import read_judgments
+    from adaptive.prompts.loco import loco_data
 
     judgments = read_judgments(args.data)
     dims = dimensions_of(judgments, args.dimension)
@@ -140,7 +140,7 @@ def _workers(requested: int | None) -> int:
 
 
 def run_loco_command(args: argparse.Namespace) -> int:
-    from adaptive.loco import LocoConfig, run_loco, summarize_folds
+    from adaptive.prompts.loco import LocoConfig, run_loco, summarize_folds
 
     config = LocoConfig(
         grid=args.grid,
@@ -187,8 +187,8 @@ def run_loco_command(args: argparse.Namespace) -> int:
 
 
 def run_prune_command(args: argparse.Namespace) -> int:
-    from adaptive.data import read_judgments
-    from adaptive.pruning import PruneConfig
+    from adaptive.core.data import read_judgments
+    from adaptive.prompts.pruning import PruneConfig
     from evalset.pruning import prune_judgments
 
     config = PruneConfig(

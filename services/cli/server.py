@@ -1,7 +1,7 @@
 """``evalset serve``, ``evalset import`` and ``evalset export``: the service and its store.
 
 ``import`` reads a judgments file through the same validation as every other
-command (:func:`adaptive.data.read_judgments`) and writes it in one transaction,
+command (:func:`adaptive.core.data.read_judgments`) and writes it in one transaction,
 idempotently: rows without a ``judgment_id`` get one derived from their content
 (and their occurrence among identical rows), so importing a file twice stores it
 once. A running server notices imported judgments within a few seconds.
@@ -175,7 +175,7 @@ def derive_judgment_ids(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def run_judgments_import(args: argparse.Namespace) -> int:
-    from adaptive.data import read_judgments
+    from adaptive.core.data import read_judgments
     from services.store import Store
     from services.store import repository as repo
 
@@ -339,7 +339,7 @@ def run_token(args: argparse.Namespace) -> int:
 def run_judgments_export(args: argparse.Namespace) -> int:
     import polars as pl
 
-    from adaptive.data import JUDGMENT_FIELDS
+    from adaptive.core.data import JUDGMENT_FIELDS
     from services.store import Store
     from services.store import repository as repo
     from services.store.repository.verdicts import VERDICT_FIELDS, fetch_verdicts

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from adaptive.data import DataError, RowProblem
+from adaptive.core.data import DataError, RowProblem
 from services.schemas import Name
 
 __all__ = [

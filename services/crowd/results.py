@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 
 import polars as pl
 
-from adaptive.data import (
+from adaptive.core.data import (
     JUDGMENT_FIELDS,
     DataError,
     RowProblem,

@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-from adaptive.data import DataError, RowProblem, as_polars
+from adaptive.core.data import DataError, RowProblem, as_polars
 
 TASK_COLUMNS: tuple[str, ...] = (
     "batch_id",

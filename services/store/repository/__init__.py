@@ -12,7 +12,7 @@ share is in :mod:`._common`, the row shapes they return in :mod:`.rows`. Callers
 
 from __future__ import annotations
 
-from adaptive.data import JUDGMENT_FIELDS
+from adaptive.core.data import JUDGMENT_FIELDS
 from services.store.repository._common import (
     CHUNK,
     IngestResult,

@@ -3,7 +3,7 @@
 A project registers cells with a known answer (:func:`add_gold_cells`); from then on every
 judgment of such a cell is stored in ``gold_judgments`` by :func:`.judgments.add_judgments`,
 never in ``judgments``, so no decision, fit or count reads it (they read ``judgments``).
-A cell is matched as :func:`adaptive.gold.gold_rows` matches it: its prompt, its pair in
+A cell is matched as :func:`adaptive.annotation.gold.gold_rows` matches it: its prompt, its pair in
 either order and its dimension (a gold cell without a dimension holds for every one).
 """
 
@@ -16,7 +16,7 @@ from typing import Any, TypedDict, cast
 from pydantic import ValidationError
 from sqlalchemy import Connection, and_, func, select
 
-from adaptive.data import JUDGMENT_FIELDS
+from adaptive.core.data import JUDGMENT_FIELDS
 from services.schemas_gold import gold_cells
 from services.store import tables as t
 from services.store.repository._common import (

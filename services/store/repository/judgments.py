@@ -9,7 +9,7 @@ from typing import Any, cast
 import polars as pl
 from sqlalchemy import Connection, Table, func, select, text
 
-from adaptive.data import JUDGMENT_FIELDS, screen_problems
+from adaptive.core.data import JUDGMENT_FIELDS, screen_problems
 from services.store import tables as t
 from services.store.repository._common import (
     IngestResult,
@@ -126,7 +126,7 @@ def check_screens(
     problem: Callable[[int, str, str], None],
 ) -> None:
     """The rows of each ranked screen share its prompt, annotator and dimension and hold
-    each pair of systems once (:func:`adaptive.data.screen_problems`, the files' check),
+    each pair of systems once (:func:`adaptive.core.data.screen_problems`, the files' check),
     in the batch and together with the screen's rows stored before (a screen's pairs may
     arrive in several batches; a retried judgment is not a second one)."""
     screens = sorted({r["screen_id"] for r in rows if r["screen_id"]})
@@ -266,7 +266,7 @@ def add_judgments(
 ) -> IngestResult:
     """Append a batch of judgments, all or nothing, idempotent by ``judgment_id``.
 
-    Rows must already be well-formed (``adaptive.data.validate_judgments`` or the
+    Rows must already be well-formed (``adaptive.core.data.validate_judgments`` or the
     API schema checked winners and self-comparisons). This checks what needs the
     store: systems, prompts and dimensions must be registered (unless
     ``register_unknown``, used by bulk import), and a ``judgment_id`` seen before

@@ -45,7 +45,7 @@ class PromptRow(TypedDict):
 
 
 class JudgmentRow(TypedDict):
-    """A stored judgment (:data:`adaptive.data.JUDGMENT_FIELDS`) with its arrival number."""
+    """A stored judgment (:data:`adaptive.core.data.JUDGMENT_FIELDS`) with its arrival number."""
 
     seq: int
     judgment_id: str

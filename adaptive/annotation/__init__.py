@@ -1,0 +1,1 @@
+"""Annotator quality: position-bias and agreement screens, inter-annotator agreement, gold (attention-check) cells."""

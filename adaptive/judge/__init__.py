@@ -1,0 +1,1 @@
+"""Hybrid decisions: an automatic judge's verdict on every cell, humans on some."""

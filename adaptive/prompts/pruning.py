@@ -1,0 +1,304 @@
+"""Prune the evaluation set per model tier, with a reason for every dropped prompt.
+
+For each tier (systems split by ability, :mod:`adaptive.prompts.tiers`):
+
+1. item parameters are re-estimated from the comparisons inside the tier
+   (global ones when the tier has fewer than ``min_tier_comparisons``);
+2. redundant prompts (judgments correlate > threshold with another prompt,
+   :mod:`adaptive.prompts.redundancy`) are dropped except the most informative
+   member of each group: reason ``(REDUNDANT, representative)``;
+3. the rest are ranked by Fisher information at the tier's ability draws;
+4. the kept set is the top ``keep`` prompts, or the smallest top-k whose
+   expected SE stays within ``target_se_ratio`` of the full set; the others
+   get ``(LOW_INFORMATION, tier)``;
+5. every comparison of the tier keeps at least one prompt that was judged
+   for it: if none of the kept prompts covers a comparison, its best-ranked
+   covering prompt is added back (so a prompt that is the only one covering
+   some comparison is never dropped).
+
+Expected SE of a comparison with ability theta and prompt set S is
+1 / sqrt(1 + sum_{j in S} I_j(theta)) (prior precision 1 plus the Fisher
+information of one net rating per prompt), averaged over the tier's
+ability draws. "The full set" is every non-redundant prompt: a redundant
+prompt's information is already counted through its representative.
+
+Comparisons across tiers are evaluated with the prompt set of the weaker
+system's tier (the tier whose prompts separate lower-quality systems); their
+judgments do not enter the within-tier item fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import jax
+import numpy as np
+
+from adaptive.prompts.loco_data import DEFAULT_ABILITY, DEFAULT_TIERS, LocoData
+from adaptive.prompts.redundancy import DEFAULT_FDR, DEFAULT_THRESHOLD
+from adaptive.prompts.selection import (
+    LOW_INFORMATION,
+    REDUNDANT,
+    Reason,
+    chain,
+    drop_redundant,
+    rank_by_information,
+    select_prompts,
+)
+from adaptive.prompts.tier_plan import fit_items, fit_tier, redundancy_groups, split_by_options
+from adaptive.prompts.tiers import Tiers
+from stan_free_models.information import information_matrix
+
+#: reason code of a kept prompt added back for coverage: (COVERS, comparison)
+COVERS = 4
+#: reason code of a kept prompt chosen for its information: (SELECTED, rank)
+SELECTED = 5
+#: seed of the key :func:`plan_tier` hands its ranking; the ranking's steps (drop_redundant,
+#: rank_by_information) draw nothing, so every key gives the same plan (a test checks this)
+RANKING_SEED = 0
+
+
+@dataclass(frozen=True)
+class TierPlan:
+    """Kept and dropped prompts of one tier, and the expected SE of the choice."""
+
+    tier: int
+    kept: np.ndarray  # prompt indices, ranked
+    reasons: dict[int, Reason]  # every prompt -> why kept or dropped
+    order: np.ndarray  # non-redundant prompts, best first
+    information: np.ndarray  # (P,) expected information at the tier's abilities
+    se_curve: np.ndarray  # (len(order),) expected SE of the top-k, k = 1..
+    se_full: float
+    se_kept: float
+    comparisons: np.ndarray  # comparisons evaluated with this tier's prompts
+    info: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def se_ratio(self) -> float:
+        return self.se_kept / self.se_full
+
+
+def expected_se(information: np.ndarray, subset: np.ndarray) -> float:
+    """Mean over abilities of 1 / sqrt(1 + sum of information over ``subset``); info is (T, P)."""
+    total = information[:, subset].sum(axis=1)
+    return float(np.mean(1.0 / np.sqrt(1.0 + total)))
+
+
+def expected_se_curve(information: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Expected SE of the top-k prompts of ``order`` for every k = 1..len(order)."""
+    if len(order) == 0:
+        return np.zeros(0)
+    cum = np.cumsum(information[:, order], axis=1)  # (T, n)
+    return np.mean(1.0 / np.sqrt(1.0 + cum), axis=0)
+
+
+def plan_tier(
+    information: np.ndarray,
+    groups: list[list[int]],
+    coverage: np.ndarray,
+    *,
+    tier: int,
+    keep: int | None = None,
+    target_se_ratio: float | None = None,
+    comparisons: np.ndarray | None = None,
+) -> TierPlan:
+    """Choose the kept prompts of one tier.
+
+    Args:
+        information: (T, P) Fisher information of every prompt at T ability
+            draws of the tier.
+        groups: redundancy groups (prompt indices).
+        coverage: (C_t, P) True where prompt p was judged for the tier's comparison c.
+        tier: the tier index (used in reasons).
+        keep: keep exactly this many (before coverage additions), or
+        target_se_ratio: keep the smallest top-k with expected SE <= ratio x full.
+        comparisons: the original indices of the coverage rows (for reasons).
+
+    Returns:
+        The :class:`TierPlan`.
+    """
+    if (keep is None) == (target_se_ratio is None):
+        raise ValueError("give exactly one of keep and target_se_ratio")
+    num_p = information.shape[1]
+    score = information.mean(axis=0)
+    ranking = select_prompts(
+        chain(drop_redundant(groups, score), rank_by_information(score)),
+        jax.random.PRNGKey(RANKING_SEED),
+        num_p,
+    )
+    order = ranking.order
+    curve = expected_se_curve(information, order)
+    se_full = float(curve[-1]) if len(curve) else 1.0
+    if keep is not None:
+        k = int(min(max(keep, 0), len(order)))
+    else:
+        assert target_se_ratio is not None  # exactly one of the two is given
+        within = np.flatnonzero(curve <= target_se_ratio * se_full * (1 + 1e-12))
+        k = int(within[0] + 1) if len(within) else len(order)
+    kept = list(order[:k].tolist())
+    reasons: dict[int, Reason] = {int(p): r for p, r in ranking.dropped.items()}
+    for rank, p in enumerate(kept):
+        reasons[int(p)] = (SELECTED, rank)
+    for p in order[k:].tolist():
+        reasons[int(p)] = (LOW_INFORMATION, tier)
+    comparisons = np.arange(coverage.shape[0]) if comparisons is None else comparisons
+    position = np.full(num_p, num_p + 1, dtype=np.int64)
+    position[order] = np.arange(len(order))
+    kept_mask = np.zeros(num_p, dtype=bool)
+    kept_mask[kept] = True
+    added = 0
+    for row, c in enumerate(comparisons):
+        covering = np.flatnonzero(coverage[row])
+        if covering.size == 0 or kept_mask[covering].any():
+            continue
+        # best-ranked covering prompt; redundant ones (not in order) by their score
+        best = min(covering.tolist(), key=lambda p: (position[p], -score[p], p))
+        kept.append(best)
+        kept_mask[best] = True
+        reasons[int(best)] = (COVERS, int(c))
+        added += 1
+    kept_arr = np.asarray(kept, dtype=np.int64)
+    se_kept = expected_se(information, kept_arr) if len(kept_arr) else float(curve[0] * 0 + 1)
+    return TierPlan(
+        tier=tier,
+        kept=kept_arr,
+        reasons=reasons,
+        order=order,
+        information=score,
+        se_curve=curve,
+        se_full=se_full,
+        se_kept=se_kept,
+        comparisons=np.asarray(comparisons),
+        info={"k_selected": float(k), "k_added_for_coverage": float(added)},
+    )
+
+
+@dataclass(frozen=True)
+class PruneConfig:
+    keep: int | None = None
+    target_se_ratio: float | None = None
+    num_tiers: int = DEFAULT_TIERS
+    tier_sizes: tuple[int, ...] | None = None
+    ability_method: str = DEFAULT_ABILITY
+    min_tier_comparisons: int = 2
+    redundancy_threshold: float | None = DEFAULT_THRESHOLD
+    redundancy_fdr: float | None = DEFAULT_FDR
+    num_draws: int = 400
+    num_info_draws: int = 100
+    seed: int = 0
+
+
+def prune(data: LocoData, config: PruneConfig) -> tuple[list[TierPlan], Tiers, dict]:
+    """Fit, tier, and plan every tier (see module doc).
+
+    Returns:
+        (plans, tiers, info): one :class:`TierPlan` per tier, the tiers, and
+        diagnostics (convergence, redundancy groups).
+    """
+    key = jax.random.PRNGKey(config.seed)
+    everything = np.arange(data.num_comparisons)
+    fit = fit_items(data, everything, jax.random.fold_in(key, 0), config.num_draws)
+    tiers = split_by_options(data, fit, config)
+    groups = redundancy_groups(
+        data, everything, threshold=config.redundancy_threshold, fdr=config.redundancy_fdr
+    )
+    # comparisons evaluated with each tier's prompts: within-tier, and across tiers the weaker one's
+    ta, tb = tiers.system_tier[data.pair_a], tiers.system_tier[data.pair_b]
+    assigned = np.where(tiers.comparison_tier >= 0, tiers.comparison_tier, np.maximum(ta, tb))
+    coverage_all = data.rating_mask.T  # (C, P)
+    plans = []
+    info: dict = {"converged": fit.converged, "groups": groups}
+    for t in range(config.num_tiers):
+        tier_fit = fit_tier(
+            data,
+            fit,
+            tiers,
+            t,
+            jax.random.fold_in(key, 1 + t),
+            min_tier_comparisons=config.min_tier_comparisons,
+            num_draws=config.num_draws,
+        )
+        inside = tier_fit.comparisons
+        if tier_fit.refit is not None:
+            thetas = tier_fit.refit.theta_draws[: config.num_info_draws]
+            source = "tier"
+        else:
+            cols = inside if len(inside) else np.flatnonzero(assigned == t)
+            cols = cols if len(cols) else everything
+            thetas = fit.theta_draws[: config.num_info_draws][:, cols]
+            source = "global"
+        alpha, b = tier_fit.alpha, tier_fit.b
+        information = np.asarray(information_matrix(np.ravel(thetas), alpha, b), dtype=np.float64)
+        mine = np.flatnonzero(assigned == t)
+        plan = plan_tier(
+            information,
+            groups,
+            coverage_all[mine],
+            tier=t,
+            keep=config.keep,
+            target_se_ratio=config.target_se_ratio,
+            comparisons=mine,
+        )
+        plan.info["item_parameters_from_tier"] = float(source == "tier")
+        plan.info["tier_comparisons"] = float(len(inside))
+        plans.append(plan)
+    return plans, tiers, info
+
+
+def plan_rows(
+    plans: list[TierPlan],
+    *,
+    dimension: str,
+    prompts: tuple[str, ...] | list[str],
+    comparison_names: list[tuple[str, str]],
+    num_tiers: int,
+) -> list[dict]:
+    """One row per tier and prompt: kept or dropped, and why in words.
+
+    Keys: ``dimension, item_id, tier, kept, reason, rank, information, se_ratio``.
+    """
+    from adaptive.prompts.selection import describe_reason
+    from adaptive.prompts.tiers import tier_names
+
+    names = tier_names(num_tiers)
+    rows: list[dict] = []
+    for plan in plans:
+        tier = names[plan.tier]
+        rank = {int(p): i + 1 for i, p in enumerate(plan.order)}
+        for p in range(len(prompts)):
+            kind, arg = plan.reasons.get(p, (0, -1))
+            if kind == SELECTED:
+                reason = f"top {int(plan.info['k_selected'])} by information for tier {tier}"
+            elif kind == COVERS:
+                a, b = comparison_names[arg]
+                reason = f"only kept prompt judged for {a} vs {b}"
+            else:
+                reason = describe_reason((kind, arg), prompts, names)
+            rows.append(
+                {
+                    "dimension": dimension,
+                    "item_id": prompts[p],
+                    "tier": tier,
+                    "kept": kind in (SELECTED, COVERS),
+                    "reason": reason,
+                    "rank": rank.get(p),
+                    "information": float(plan.information[p]),
+                    "se_ratio": float(plan.se_ratio),
+                }
+            )
+    return rows
+
+
+__all__ = [
+    "COVERS",
+    "LOW_INFORMATION",
+    "REDUNDANT",
+    "SELECTED",
+    "PruneConfig",
+    "TierPlan",
+    "expected_se",
+    "expected_se_curve",
+    "plan_rows",
+    "plan_tier",
+    "prune",
+]

@@ -1,0 +1,1 @@
+"""Tests of adaptive/, one folder per family."""

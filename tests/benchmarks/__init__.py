@@ -1,0 +1,1 @@
+"""benchmarks/ run end to end at tiny sizes."""

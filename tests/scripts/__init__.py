@@ -1,0 +1,1 @@
+"""scripts/ run end to end."""

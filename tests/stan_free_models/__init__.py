@@ -1,0 +1,1 @@
+"""Tests of stan_free_models/: the models and their inference."""
