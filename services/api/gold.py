@@ -15,8 +15,8 @@ ones at random positions; the lease marks them, the answer does not.
 
 from __future__ import annotations
 
-import hashlib
 import math
+import secrets
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
@@ -152,15 +152,37 @@ def gold_scores(
 # ---------------------------------------------------------------- the next batch's gold cells
 
 
+def round_half_up(x: float) -> int:
+    """``x`` rounded to the nearest integer, halves up (Python's ``round`` rounds them to even)."""
+    return math.floor(x + 0.5)
+
+
+def secret_rng() -> np.random.Generator:
+    """A generator seeded from the OS's secret source: the gold cells, their positions and
+    ``shown_first`` must not follow from anything in the request or the answer (the seed
+    and the idempotency key are both there); a replay reads the stored lease instead."""
+    return np.random.default_rng(secrets.randbits(128))
+
+
+#: (dimension, item, a, b): one gold cell a batch can serve, in the order registered
+Candidate = tuple[str, str, str, str]
+
+
 @dataclass(frozen=True)
 class GoldPlan:
-    """The gold cells of one next batch: which to serve, and which to keep out of the
-    recommendations (every gold cell: it must not eat the recommender's budget)."""
+    """The gold cells of one next batch: which may be served, and which to keep out of the
+    recommendations (every gold cell: it must not eat the recommender's budget).
+
+    ``wanted`` = round-half-up(``share`` x size) gold cells were asked for; ``reserve`` of
+    them are kept free of the recommender's batch (at most the candidates, and at least one
+    cell is left for an ordinary one)."""
 
     keys: frozenset[repo.GoldKey]
-    cells: tuple[repo.LeasedCellRow, ...]
-    unserved: int
-    seed: tuple[int, int]
+    candidates: tuple[Candidate, ...]
+    share: float
+    wanted: int
+    reserve: int
+    size: int
 
     def exclude(self, names: CellNames, exclude: np.ndarray | None) -> np.ndarray | None:
         """``exclude`` (C, P) with every gold cell of the recommender's names set."""
@@ -193,34 +215,51 @@ class GoldPlan:
             for d in ([dim] if dim else dimensions)
         ]
 
-    def mix(self, batch: list[repo.LeasedCellRow]) -> list[repo.LeasedCellRow]:
-        """``batch`` with the gold cells at random positions, each reading as a recommended
-        cell (the reason and need of one drawn from the batch); the same for the same
-        plan and batch."""
-        if not self.cells:
-            return batch
-        rng = np.random.default_rng(self.seed)
-        total = len(batch) + len(self.cells)
-        places = set(rng.choice(total, size=len(self.cells), replace=False).tolist())
-        out: list[repo.LeasedCellRow] = []
-        gold = iter(self.cells)
-        ordinary = iter(batch)
-        for k in range(total):
-            if k not in places:
-                out.append(next(ordinary))
-                continue
-            cell = next(gold)
-            like = batch[int(rng.integers(len(batch)))] if batch else None
-            out.append(
+    def mix(
+        self, batch: list[repo.LeasedCellRow], rng: np.random.Generator
+    ) -> tuple[list[repo.LeasedCellRow], int]:
+        """``batch`` with gold cells mixed in, and how many of ``wanted`` are unserved.
+
+        A gold cell is drawn only from the comparisons (dimension, pair in either order)
+        ``batch`` serves, and reads as one of its comparison's cells: the orientation,
+        ``reason`` and ``needed`` of one of them drawn at random. With ``n`` of the
+        ``size - reserve`` ordinary cells served, at most round-half-up(``reserve`` x n /
+        (size - reserve)) gold cells are served, so a short batch keeps the share asked.
+        Whenever ``share`` > 0 the whole batch is shuffled (ordinary cells too): its order
+        tells nothing. ``rng`` must be secret (:func:`secret_rng`)."""
+        if self.share <= 0:
+            return batch, 0
+        by_comparison: dict[tuple[str, frozenset[str]], list[repo.LeasedCellRow]] = {}
+        for cell in batch:
+            pair = frozenset((cell["system_a"], cell["system_b"]))
+            by_comparison.setdefault((cell["dimension"], pair), []).append(cell)
+        open_ = [c for c in self.candidates if (c[0], frozenset(c[2:])) in by_comparison]
+        ordinary = self.size - self.reserve
+        cap = round_half_up(self.reserve * len(batch) / ordinary) if ordinary > 0 else 0
+        count = min(self.reserve, cap, len(open_))
+        picked = rng.choice(len(open_), size=count, replace=False) if count else []
+        gold: list[repo.LeasedCellRow] = []
+        for i in picked:
+            d, item, _, _ = open_[int(i)]
+            like = by_comparison[(d, frozenset(open_[int(i)][2:]))]
+            seen = like[int(rng.integers(len(like)))]
+            gold.append(
                 repo.LeasedCellRow(
-                    **{
-                        **cell,
-                        "reason": like["reason"] if like else "open",
-                        "needed": like["needed"] if like else None,
-                    }
+                    item_id=item,
+                    system_a=seen["system_a"],
+                    system_b=seen["system_b"],
+                    dimension=d,
+                    # a coin flip, not balanced per cell: one gold judgment per annotator
+                    shown_first=str(rng.choice(["a", "b"])),
+                    reason=seen["reason"],
+                    needed=seen["needed"],
+                    snapshot_version=seen["snapshot_version"],
+                    gold=True,
                 )
             )
-        return out
+        out = [*batch, *gold]
+        order = rng.permutation(len(out))
+        return [out[int(k)] for k in order], self.wanted - len(gold)
 
 
 def _servable(responses: dict[str, str] | None, a: str, b: str) -> bool:
@@ -239,57 +278,35 @@ def plan_gold(
     share: float,
     size: int,
     dimensions: list[str],
-    names: CellNames,
-    versions: dict[str, int],
-    key: str,
-    seed: int,
     now: datetime,
 ) -> GoldPlan:
-    """The gold cells of a batch of ``size``: ``round(share * size)`` of those the annotator
-    neither judged nor holds under an active lease (fewer when fewer remain: ``unserved``
-    says how many short), drawn at random, oriented as the recommender names the pair."""
-    wanted = math.floor(share * size + 0.5)
-    # the positions and draws vary with the lease's key: no fixed place in every batch
-    salt = int(hashlib.sha256(key.encode()).hexdigest()[:15], 16)
-    rng = np.random.default_rng((seed, salt))
+    """The gold cells a batch of ``size`` may serve: those in ``dimensions`` the annotator
+    neither judged nor holds under an active lease; :meth:`GoldPlan.mix` draws from them
+    once the ordinary cells are chosen."""
+    wanted = round_half_up(share * size)
     with state.store.read() as conn:
         cells = repo.list_gold_cells(conn=conn, project_id=project_id)
         if not cells:
-            return GoldPlan(frozenset(), (), wanted, (seed, salt))
+            return GoldPlan(frozenset(), (), share, wanted, 0, size)
         keys = frozenset(
             (c["dimension"] or "", c["item_id"], frozenset((c["system_a"], c["system_b"])))
             for c in cells
         )
         if not wanted:
-            return GoldPlan(keys, (), 0, (seed, salt))
+            return GoldPlan(keys, (), share, wanted, 0, size)
         done = repo.gold_cells_done_by(
             conn=conn, project_id=project_id, annotator_id=annotator_id, now=now
         )
         responses = repo.prompt_responses(
             conn=conn, project_id=project_id, items={c["item_id"] for c in cells}
         )
-    candidates = []
+    candidates: list[Candidate] = []
     for c in cells:
         a, b = c["system_a"], c["system_b"]
         if not _servable(responses.get(c["item_id"]), a, b):
             continue
         for d in [c["dimension"]] if c["dimension"] else dimensions:
             if d in dimensions and (d, c["item_id"], frozenset((a, b))) not in done:
-                hit = names.locate(d, c["item_id"], a, b)
-                candidates.append((d, c["item_id"], *((b, a) if hit and hit[2] else (a, b))))
-    picked = rng.choice(len(candidates), size=min(wanted, len(candidates)), replace=False)
-    served = tuple(
-        repo.LeasedCellRow(
-            item_id=item,
-            system_a=a,
-            system_b=b,
-            dimension=d,
-            shown_first=str(rng.choice(["a", "b"])),
-            reason="open",
-            needed=None,
-            snapshot_version=int(versions.get(d, 0)),
-            gold=True,
-        )
-        for d, item, a, b in (candidates[int(i)] for i in picked)
-    )
-    return GoldPlan(keys, served, wanted - len(served), (seed, salt))
+                candidates.append((d, c["item_id"], a, b))
+    reserve = max(0, min(wanted, len(candidates), size - 1))
+    return GoldPlan(keys, tuple(candidates), share, wanted, reserve, size)

@@ -27,7 +27,7 @@ from adaptive.stopping.rule import Family
 from services.api.decisions import check_pairs
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError, error_responses
-from services.api.gold import plan_gold
+from services.api.gold import plan_gold, secret_rng
 from services.api.next_batch_default import default_model_state
 from services.api.next_batch_schemas import LeasedCell, NextBatchCreate, NextBatchPublic, NotServed
 from services.api.tally import ProjectTally, concat, flip, take
@@ -378,10 +378,6 @@ def next_batch(
         share=body.gold_share,
         size=body.size,
         dimensions=list(dims),
-        names=names,
-        versions=maps["versions"],
-        key=key,
-        seed=body.seed,
         now=now,
     )
     exclude = gold.exclude(names, maps["exclude"])  # gold cells are never recommended
@@ -415,7 +411,7 @@ def next_batch(
             )
         chosen = tuple(c for c in chosen if maps["in_family"][c])
     request = Request(
-        size=body.size - len(gold.cells),
+        size=body.size - gold.reserve,
         targets=chosen,
         exclude=exclude,
         dimensions=tuple(i for i, d in enumerate(names.dimensions) if d in dims),
@@ -424,6 +420,8 @@ def next_batch(
         max_per_cell=1,
     )
     left_out: list[dict[str, Any]] = []
+    gold_unserved = [gold.wanted]
+    rng = secret_rng()  # gold cells and the batch's order: nothing in the request tells them
 
     def choose(leased: list[repo.LeasedCellRow]) -> list[repo.LeasedCellRow]:
         """The batch given the cells other annotators hold now."""
@@ -444,15 +442,17 @@ def next_batch(
                 body.route_by,
             )
         version = maps["versions"]
-        return gold.mix(
+        mixed, gold_unserved[0] = gold.mix(
             [
                 cast(
                     "repo.LeasedCellRow",
                     {**cell, "snapshot_version": int(version[cell["dimension"]])},
                 )
                 for cell in batch
-            ]
+            ],
+            rng,
         )
+        return mixed
 
     # Choose outside any write transaction (a first call compiles), then store the lease
     # under the project's lease lock if the active leases are still those it was chosen
@@ -484,5 +484,5 @@ def next_batch(
     public = _public(lease, replayed=replayed)
     if not replayed:
         public.not_served = [NotServed(**row) for row in left_out]
-        public.gold_unserved = gold.unserved
+        public.gold_unserved = gold_unserved[0]
     return public

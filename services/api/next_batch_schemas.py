@@ -97,7 +97,8 @@ class NextBatchCreate(BaseModel):
         ge=0.0,
         le=1.0,
         description="share of the batch given to gold (attention-check) cells the annotator "
-        "has not judged (POST .../gold registers them; docs/gold.md), at random positions and "
+        "has not judged (POST .../gold registers them; docs/gold.md), among ordinary cells of "
+        "their own comparisons, the batch shuffled, "
         "not marked in this answer (the lease records them); needs annotator_id",
     )
 
@@ -167,7 +168,8 @@ class NextBatchPublic(BaseModel):
     )
     gold_unserved: int = Field(
         default=0,
-        description="gold cells gold_share asked for that could not be served (the annotator "
-        "judged or holds every other one): recommended cells took their places (0 on a "
+        description="gold cells gold_share asked for (round-half-up(gold_share x size)) that "
+        "were not served: the annotator judged or holds the others, or the batch has too few "
+        "ordinary cells of their comparisons to hide them among (docs/gold.md; 0 on a "
         "replayed request)",
     )

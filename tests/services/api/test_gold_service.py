@@ -312,24 +312,82 @@ def test_next_batch_mixes_gold_cells_in_blind_and_records_them_in_the_lease(api,
     again = api.post(url, json=body, headers=headers).json()
     assert again["replayed"] and again["cells"] == first["cells"]
     # the same annotator's next batch: the three gold cells it holds are not served again,
-    # three remain for a share of five
+    # three remain for a share of five (three reserved, seven ordinary cells asked for)
     body = {"size": 10, "annotator_id": "w9", "gold_share": 0.5, "idempotency_key": "g2"}
     second = api.post(url, json=body, headers=headers).json()
-    assert second["gold_unserved"] == 2
-    marked2 = [c for c in _lease(server, project_id, "g2")["cells"] if c.get("gold")]
-    assert len(marked2) == 3
-    assert {_cell(c) for c in marked} | {_cell(c) for c in marked2} == GOLD_CELLS
-    # another annotator gets gold cells others hold (everyone is checked on them)
+    cells2 = _lease(server, project_id, "g2")["cells"]
+    marked2 = [c for c in cells2 if c.get("gold")]
+    assert not {_cell(c) for c in marked} & {_cell(c) for c in marked2}
+    assert {_cell(c) for c in marked2} <= GOLD_CELLS
+    assert second["gold_unserved"] == 5 - len(marked2)
+    _assert_gold_rule(cells2, reserve=3, asked=7, left=GOLD_CELLS - {_cell(c) for c in marked})
+    # another annotator: the rule again, on whatever ordinary cells are left
     body = {"size": 4, "annotator_id": "w8", "gold_share": 0.5, "idempotency_key": "g3"}
     third = api.post(url, json=body, headers=headers).json()
-    assert third["gold_unserved"] == 0
-    assert len([c for c in _lease(server, project_id, "g3")["cells"] if c.get("gold")]) == 2
-    # a batch of gold cells only
-    body = {"size": 2, "annotator_id": "w7", "gold_share": 1.0, "idempotency_key": "g4"}
-    r = api.post(url, json=body, headers=headers)
+    cells3 = _lease(server, project_id, "g3")["cells"]
+    assert third["gold_unserved"] == 2 - sum(bool(c.get("gold")) for c in cells3)
+    _assert_gold_rule(cells3, reserve=2, asked=2, left=GOLD_CELLS)
+
+
+def _assert_gold_rule(cells: list, *, reserve: int, asked: int, left: set) -> None:
+    """The lease's gold cells follow docs/gold.md's rule: only in comparisons the batch serves
+    ordinary cells of, as many as round-half-up(reserve x served / asked) allows, and every
+    candidate taken when fewer remain."""
+    ordinary = [c for c in cells if not c.get("gold")]
+    gold = [c for c in cells if c.get("gold")]
+    served = {(c["dimension"], frozenset((c["system_a"], c["system_b"]))) for c in ordinary}
+    assert all((c["dimension"], _cell(c)[1]) in served for c in gold)
+    open_ = [g for g in left if g[1] in {pair for _, pair in served}]
+    cap = int(reserve * len(ordinary) / asked + 0.5)
+    assert len(gold) == min(reserve, cap, len(open_))
+
+
+def _gold_batch(api: httpx.Client, server: ThreadServer, key: str, **extra) -> list:
+    """A fresh project's next batch of ten with gold_share 0.3: its lease's cells."""
+    project_id, headers = _project(api)
+    _publish(server, project_id)
+    assert _register(api, project_id, headers, GOLD).status_code == 200
+    body = {"size": 10, "annotator_id": "w9", "gold_share": 0.3, "idempotency_key": key}
+    r = api.post(f"/projects/{project_id}/next-batch", json={**body, **extra}, headers=headers)
     assert r.status_code == 200, r.text
-    assert all(c.get("gold") for c in _lease(server, project_id, "g4")["cells"])
-    assert len(r.json()["cells"]) == 2
+    return _lease(server, project_id, key)["cells"]
+
+
+def test_the_request_does_not_tell_where_the_gold_cells_are(api, server):
+    """The seed and the idempotency key are in the request: positions drawn from them (as
+    default_rng((seed, sha256(key))) did) would let a client compute the gold cells."""
+    import hashlib
+
+    matches = 0
+    for k in range(5):
+        key = f"secret-{k}"
+        cells = _gold_batch(api, server, key, seed=7)
+        where = {i for i, c in enumerate(cells) if c.get("gold")}
+        assert len(where) == 3
+        salt = int(hashlib.sha256(key.encode()).hexdigest()[:15], 16)
+        guess = np.random.default_rng((7, salt)).choice(len(cells), size=3, replace=False)
+        matches += set(guess.tolist()) == where
+    # one guess in C(10, 3) = 120 is right by chance
+    assert matches <= 1
+
+
+def test_a_gold_cell_reads_as_a_cell_of_its_own_comparison(api, server):
+    """Each gold cell's comparison, orientation, reason and need are those of an ordinary
+    cell of the same batch and comparison, and the batch is shuffled as a whole."""
+    firsts = set()
+    for k in range(4):
+        cells = _gold_batch(api, server, f"like-{k}")
+        ordinary = {
+            (c["dimension"], c["system_a"], c["system_b"], c["reason"], c["needed"])
+            for c in cells
+            if not c.get("gold")
+        }
+        for c in cells:
+            if c.get("gold"):
+                key = (c["dimension"], c["system_a"], c["system_b"], c["reason"], c["needed"])
+                assert key in ordinary
+        firsts.add(tuple(c["item_id"] for c in cells if not c.get("gold")))
+    assert len(firsts) > 1  # the ordinary cells' order is not the recommender's fixed one
 
 
 def test_a_judged_gold_cell_is_not_served_to_its_annotator_again(api, server, monkeypatch):
@@ -338,6 +396,7 @@ def test_a_judged_gold_cell_is_not_served_to_its_annotator_again(api, server, mo
     assert _register(api, project_id, headers, GOLD[:2]).status_code == 200
     url = f"/projects/{project_id}/next-batch"
     body = {"size": 2, "annotator_id": "w9", "gold_share": 0.5, "idempotency_key": "h1"}
+    body["targets"] = [["s0", "s1"]]  # the gold cells' comparison, to hide them among
     assert api.post(url, json=body, headers=headers).status_code == 200
     [served] = [c for c in _lease(server, project_id, "h1")["cells"] if c.get("gold")]
     lease_id = _lease(server, project_id, "h1")["lease_id"]
@@ -353,7 +412,7 @@ def test_a_judged_gold_cell_is_not_served_to_its_annotator_again(api, server, mo
     # once the lease expired, the other gold cell is served, and then none is left
     later = datetime.now(UTC) + timedelta(hours=2)
     monkeypatch.setattr(nb, "_now", lambda: later)
-    body = {"size": 4, "annotator_id": "w9", "gold_share": 0.5}
+    body = {"size": 4, "annotator_id": "w9", "gold_share": 0.5, "targets": [["s0", "s1"]]}
     r = api.post(url, json=body, headers=headers).json()
     assert r["gold_unserved"] == 1
     gold_served = {_cell(c) for c in r["cells"]} & {_cell(c) for c in GOLD[:2]}
