@@ -440,7 +440,10 @@ class JudgmentsPublic(BaseModel):
 class JudgmentBatchResult(BaseModel):
     accepted: int = Field(description="judgments newly stored")
     duplicates: int = Field(description="judgments already stored (retries)")
-    num_judgments: int = Field(description="judgments of the project after this batch")
+    num_judgments: int = Field(
+        description="judgments of the project after this batch, those of gold "
+        "(attention-check) cells included"
+    )
     snapshots: list[SnapshotPublic] = Field(
         description="the current snapshot of each dimension in the batch (re-estimation "
         "including this batch runs in the background)"

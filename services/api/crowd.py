@@ -112,7 +112,10 @@ class CrowdResultsPublic(BaseModel):
     num_rows: int = Field(description="answers in the file")
     skipped: dict[str, int] = Field(description="answers not imported on purpose, by reason")
     unanswered: list[str] = Field(description="task ids of the lease with no answer in the file")
-    num_judgments: int = Field(description="judgments of the project after this import")
+    num_judgments: int = Field(
+        description="judgments of the project after this import, those of gold "
+        "(attention-check) cells included"
+    )
 
 
 LeaseId = Annotated[str, Path(min_length=1, max_length=200)]
@@ -267,7 +270,11 @@ def import_crowd_results(
         if rows:
             result = repo.add_judgments(conn=conn, project_id=project_id, judgments=rows)
             accepted, duplicates = result.inserted, result.duplicates
-        total = repo.count_judgments(conn=conn, project_id=project_id)
+        # gold judgments counted too: an answer that counted only the ordinary ones would
+        # tell, one judgment at a time, which cells are gold
+        total = repo.count_judgments(conn=conn, project_id=project_id) + repo.count_gold_judgments(
+            conn=conn, project_id=project_id
+        )
     if rows and accepted:
         state.notify(project_id, result.dimensions, result.last_seq)
     return CrowdResultsPublic(

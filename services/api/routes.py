@@ -429,7 +429,11 @@ def add_judgments(
         result = repo.add_judgments(conn=conn, project_id=project_id, judgments=rows)
         if result.inserted:
             repo.announce_judgments(conn=conn, project_id=project_id)
-        total = repo.count_judgments(conn=conn, project_id=project_id)
+        # gold judgments counted too: an answer that counted only the ordinary ones would
+        # tell, one judgment at a time, which cells are gold
+        total = repo.count_judgments(conn=conn, project_id=project_id) + repo.count_gold_judgments(
+            conn=conn, project_id=project_id
+        )
         metas = [
             repo.latest_snapshot_meta(conn=conn, project_id=project_id, dimension=d) for d in dims
         ]

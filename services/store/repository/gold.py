@@ -242,6 +242,12 @@ def fetch_gold_judgments(*, conn: Connection, project_id: str) -> list[JudgmentR
     return [cast(JudgmentRow, r._asdict()) for r in conn.execute(stmt)]
 
 
+def count_gold_judgments(*, conn: Connection, project_id: str) -> int:
+    """How many judgments of gold cells the project stores."""
+    g = t.gold_judgments.c
+    return int(conn.scalar(select(func.count()).where(g.project_id == project_id)) or 0)
+
+
 def gold_cells_done_by(
     *, conn: Connection, project_id: str, annotator_id: str, now: datetime
 ) -> set[GoldKey]:

