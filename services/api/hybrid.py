@@ -40,6 +40,8 @@ from services.store.repository.verdicts import (
 )
 
 if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
     from services.api.state import ServiceState
 
 router = APIRouter()
@@ -222,6 +224,21 @@ def hybrid_decisions(
         _unprocessable(field, str(exc), exc)
 
 
+def _without_gold(conn: Connection, project_id: str, judge: str) -> list[Any]:
+    """``judge``'s verdicts but those on gold cells: the hybrid estimate treats the human
+    judgments as uniform draws over the cells with a verdict, and humans never draw a gold
+    cell as an ordinary one (their judgments of it are stored apart)."""
+    verdicts = fetch_verdicts(conn=conn, project_id=project_id, judge=judge)
+    keys = repo.gold_keys(conn=conn, project_id=project_id)
+    if not keys:
+        return verdicts
+    return [
+        v
+        for v in verdicts
+        if not repo.is_gold(keys, v["dimension"], v["item_id"], v["system_a"], v["system_b"])
+    ]
+
+
 def _answer(
     state: ServiceState, project_id: str, rule: DecisionRule, judge: str | None
 ) -> HybridDecisionsPublic:
@@ -234,13 +251,14 @@ def _answer(
         seen = (tuple(sorted(last.items())), last_verdict_seq(conn=conn, project_id=project_id))
         routed = count_routes(conn=conn, project_id=project_id)
         catalogue = repo.catalogue_version(conn=conn, project_id=project_id)
-        key = (project_id, rule, name, seen, routed, catalogue)
+        num_gold = len(repo.gold_keys(conn=conn, project_id=project_id))
+        key = (project_id, rule, name, seen, routed, catalogue, num_gold)
         with _cache_lock:
             if key in _cache:
                 _cache.move_to_end(key)
                 return _cache[key]
         judgments = repo.fetch_judgments(conn=conn, project_id=project_id)
-        verdicts = fetch_verdicts(conn=conn, project_id=project_id, judge=name)
+        verdicts = _without_gold(conn, project_id, name)
         routes = fetch_routes(conn=conn, project_id=project_id)
         systems = [r["system_id"] for r in repo.list_systems(conn=conn, project_id=project_id)]
     frame = pl.DataFrame(routes) if routes else None
@@ -276,7 +294,7 @@ def stored_report(
             return None
         name = judge if judge is not None else next(iter(judges))
         verdict_seq = last_verdict_seq(conn=conn, project_id=project_id)
-        key = (project_id, rule, name)
+        key = (project_id, rule, name, len(repo.gold_keys(conn=conn, project_id=project_id)))
         with _cache_lock:
             kept = _reports.get(key)
         if kept is not None:
@@ -284,7 +302,7 @@ def stored_report(
             if seq == verdict_seq and total - seen <= max(STALE_MIN, STALE_SHARE * seen):
                 return report, name
         judgments = repo.fetch_judgments(conn=conn, project_id=project_id)
-        verdicts = fetch_verdicts(conn=conn, project_id=project_id, judge=name)
+        verdicts = _without_gold(conn, project_id, name)
     report = decide_with_judge(_human_frame(judgments), _verdict_frame(verdicts), rule, judge=name)
     with _cache_lock:
         _reports[key] = (len(judgments), verdict_seq, report)

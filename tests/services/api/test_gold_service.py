@@ -265,6 +265,36 @@ def test_judgments_of_gold_cells_are_stored_apart_and_idempotently(api, server):
     assert sum(row["n_judgments"] for row in decisions.json()["rows"]) == len(ORDINARY) + 1
 
 
+def test_the_hybrid_decisions_do_not_read_verdicts_on_gold_cells(api):
+    """Humans never draw a gold cell as an ordinary one, so a judge's verdict there must not
+    enter the hybrid estimate (its human judgments are uniform draws over the cells with a
+    verdict): the decisions are those of the same project without those verdicts."""
+
+    def verdict(k: int, item: str, a: str, b: str) -> dict:
+        return {**_judgment(k, item, a, b, "judge", "a"), "dimension": "overall"}
+
+    ordinary = [
+        verdict(300 + 2 * k + i, f"q{k}", "s0", s)
+        for k in range(6)
+        for i, s in enumerate(("s1", "s2"))
+    ]
+    on_gold = [
+        verdict(400 + k, c["item_id"], c["system_a"], c["system_b"]) for k, c in enumerate(GOLD)
+    ]
+    answers = []
+    for verdicts in (ordinary, ordinary + on_gold):
+        project_id, headers = _project(api)
+        assert _register(api, project_id, headers, GOLD).status_code == 200
+        r = api.post(
+            f"/projects/{project_id}/judge-verdicts", json={"verdicts": verdicts}, headers=headers
+        )
+        assert r.status_code == 200, r.text
+        r = api.get(f"/projects/{project_id}/hybrid-decisions", headers=headers)
+        assert r.status_code == 200, r.text
+        answers.append(r.json()["rows"])
+    assert answers[0] == answers[1]
+
+
 # ---------------------------------------------------------------- the next batch
 
 
