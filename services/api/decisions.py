@@ -69,7 +69,9 @@ class DecisionRow(BaseModel):
     n_prompts: int
     closed_at: int | None = Field(description="judgments of the comparison when it closed")
     needed: int | None = Field(description="judgments likely still needed (null: not in sight)")
-    unused_prompts: int = Field(description="the campaign's prompts not yet judged on it")
+    unused_prompts: int = Field(
+        description="the campaign's prompts not yet judged on it, its gold cells not counted"
+    )
     needs_new_prompts: bool = Field(
         description="undecided, and (prompt unit) likely needs more judgments than it has "
         "unused prompts: the campaign's prompts cannot close it"

@@ -197,6 +197,8 @@ class ProjectTally:
     #: read (None: never read); ``prompts`` caches the registered prompts of that version
     catalogue_version: int | None = None
     dimension_ids: tuple[str, ...] = ()
+    #: the gold cells' keys (``repo.gold_keys``), read at every advance: never ordinary prompts
+    gold: frozenset[repo.GoldKey] = frozenset()
     prompts: list[repo.PromptRow] | None = None
     families: OrderedDict[tuple[Any, ...], FamilyTally] = field(default_factory=OrderedDict)
     closings: OrderedDict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = field(
@@ -225,11 +227,17 @@ class ProjectTally:
         return comparison_family(rule, compared, systems=sorted(self.systems), dimensions=dims)
 
     def available_prompts(self, family: Family) -> np.ndarray:
-        """(family size,) the campaign's prompts each comparison could be judged on."""
+        """(family size,) the campaign's prompts each comparison could be judged on: its gold
+        cells are not among them (never served as ordinary cells, their judgments apart)."""
+        gold: dict[tuple[str, frozenset[str]], int] = {}
+        for d, _, pair in self.gold:
+            gold[(d, pair)] = gold.get((d, pair), 0) + 1
         return np.array(
             [
                 max(self.num_prompts, len(self.dimensions[d].prompts))
-                for d, _, _ in family.comparisons
+                - gold.get((d, frozenset((a, b))), 0)
+                - gold.get(("", frozenset((a, b))), 0)
+                for d, a, b in family.comparisons
             ],
             np.int64,
         )
@@ -336,6 +344,7 @@ class Tallies:
                 num_prompts = repo.count_prompts(conn=conn, project_id=project_id)
             else:
                 systems, dims, num_prompts = tally.systems, tally.dimension_ids, tally.num_prompts
+            gold = frozenset(repo.gold_keys(conn=conn, project_id=project_id))
             new = {
                 d: repo.fetch_judgments(
                     conn=conn,
@@ -353,6 +362,7 @@ class Tallies:
             dim.fold(new[d])
         tally.systems = systems
         tally.num_prompts = num_prompts
+        tally.gold = gold
         if version != tally.catalogue_version:
             tally.catalogue_version, tally.dimension_ids, tally.prompts = version, dims, None
         return tally

@@ -295,6 +295,24 @@ def test_the_hybrid_decisions_do_not_read_verdicts_on_gold_cells(api):
     assert answers[0] == answers[1]
 
 
+def test_decisions_do_not_count_gold_prompts_as_unused(api):
+    """A comparison's gold cells are never served as ordinary ones: not unused prompts."""
+    project_id, headers = _project(api)
+    url = f"/projects/{project_id}/decisions"
+
+    def unused() -> dict:
+        r = api.get(url, headers=headers)
+        assert r.status_code == 200, r.text
+        return {
+            (row["system_a"], row["system_b"]): row["unused_prompts"] for row in r.json()["rows"]
+        }
+
+    before = unused()
+    assert _register(api, project_id, headers, GOLD).status_code == 200
+    # s0-s1: q6, q7 and q11 (every dimension); s0-s2: q8, q9 and q10 (overall)
+    assert unused() == {pair: n - 3 for pair, n in before.items()}
+
+
 # ---------------------------------------------------------------- the next batch
 
 
