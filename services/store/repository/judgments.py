@@ -310,6 +310,12 @@ def add_judgments(
             )
 
     ids = [r["judgment_id"] for r in rows]
+    # one id twice in a batch could land in both tables (a gold and an ordinary cell), and
+    # POST .../judgments refuses it too: refused here for every entry point
+    first: dict[str, int] = {}
+    for i, x in enumerate(ids):
+        if first.setdefault(x, i) != i:
+            problem(i, "judgment_id", f"duplicate judgment_id {x!r} (first in row {first[x]})")
     existing: dict[str, dict[str, Any]] = {}
     # a judgment_id is one judgment whichever table holds it (gold cells' are apart)
     for table in (t.judgments, t.gold_judgments):

@@ -137,6 +137,24 @@ def test_a_stored_judgment_cannot_be_changed(store: Store) -> None:
     assert count(store) == 1
 
 
+def test_one_judgment_id_twice_in_a_batch_refuses_it_whole(store: Store) -> None:
+    """Else a gold cell's judgment and an ordinary one under one id land in both tables."""
+    with store.write() as conn:
+        repo.add_gold_cells(
+            conn=conn,
+            project_id="p",
+            cells=[{"item_id": "p2", "system_a": "x", "system_b": "z", "answer": "a"}],
+        )
+    batch = [judgment(0), judgment(0, item_id="p2", system_b="z")]
+    with pytest.raises(repo.StoreError) as err, store.write() as conn:
+        repo.add_judgments(conn=conn, project_id="p", judgments=batch)
+    assert err.value.code == "invalid_batch"
+    assert [(p["row"], p["field"]) for p in err.value.problems] == [(1, "judgment_id")]
+    assert "first in row 0" in err.value.problems[0]["message"]
+    with store.read() as conn:
+        assert count(store) == 0 and not repo.fetch_gold_judgments(conn=conn, project_id="p")
+
+
 def test_tokens_are_stored_hashed(store: Store) -> None:
     with store.write() as conn:
         token = repo.create_token(conn=conn, project_id="p", label="tool")
