@@ -27,6 +27,7 @@ from services.store.repository._common import (
     utcnow,
 )
 from services.store.repository.catalogue import _known
+from services.store.repository.leases import active_leased_cells, lock_leases
 from services.store.repository.rows import JudgmentRow
 
 #: (dimension, or "" for every dimension; item_id; {system_a, system_b})
@@ -114,12 +115,14 @@ def add_gold_cells(
     A cell registered before with the same answer (in either order) is a no-op. Each row
     is checked as a gold file's (:class:`services.schemas_gold.GoldCellsCreate`), its
     systems, prompt and dimension must be registered, and its cell must have no stored
-    judgment (the running tallies counted those as ordinary ones).
+    judgment (the running tallies counted those as ordinary ones) nor be held as an
+    ordinary cell under an active lease.
 
     Raises:
         StoreError: ``validation_error`` (a row a gold file could not hold) or
             ``invalid_batch`` (an unknown name, a changed answer, a cell with and without a
-            dimension, a judged cell), one problem per bad row; nothing was written.
+            dimension, a judged cell, a cell held under an active lease), one problem per bad
+            row; nothing was written.
     """
     now = now or utcnow()
     try:
@@ -165,6 +168,15 @@ def add_gold_cells(
     for dim, item, pair in stored:
         dims_of.setdefault((item, pair), set()).add(dim)
     judged = _judged(conn, project_id, {r["item_id"] for r in rows})
+    # a cell an annotator holds as an ordinary one would be judged as one: its judgment,
+    # stored as gold, would silently leave the decisions (the lease lock after the
+    # judgments', the order every writer takes them in)
+    lock_leases(conn=conn, project_id=project_id)
+    held = {
+        (c["dimension"], c["item_id"], frozenset((c["system_a"], c["system_b"])))
+        for c in active_leased_cells(conn=conn, project_id=project_id, now=now)
+        if not c.get("gold")
+    }
     new: list[dict[str, Any]] = []
     unchanged = 0
     for i, r in enumerate(rows):
@@ -205,6 +217,14 @@ def add_gold_cells(
                 "item_id",
                 f"the cell {cell} has {count} stored judgment(s), which the running "
                 "decisions counted: a gold cell must be one nobody has judged yet",
+            )
+            continue
+        if any((item, pair) == key[1:] and (not key[0] or d == key[0]) for d, item, pair in held):
+            problem(
+                i,
+                "item_id",
+                f"the cell {cell} is held under an active lease as an ordinary cell: register "
+                "it once the lease is judged or expired (then only if nobody judged it)",
             )
             continue
         new.append({**r, "dimension": r["dimension"] or ""})

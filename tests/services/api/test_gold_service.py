@@ -468,6 +468,18 @@ def test_a_judged_gold_cell_is_not_served_to_its_annotator_again(api, server, mo
     assert gold_served == {_cell(c) for c in GOLD[:2]} - {_cell(served)}
 
 
+def test_a_cell_held_under_an_active_lease_cannot_become_gold(api, server):
+    project_id, headers = _project(api)
+    _publish(server, project_id)
+    body = {"size": 1, "annotator_id": "w9", "idempotency_key": "l1"}
+    assert api.post(f"/projects/{project_id}/next-batch", json=body, headers=headers).is_success
+    [held] = _lease(server, project_id, "l1")["cells"]
+    cell = {k: held[k] for k in ("item_id", "system_a", "system_b")}
+    r = _register(api, project_id, headers, [{**cell, "answer": "a"}])
+    assert r.status_code == 422 and "active lease" in r.text
+    assert api.get(f"/projects/{project_id}/gold", headers=headers).json()["cells"] == []
+
+
 def test_gold_share_needs_an_annotator_and_defaults_to_none(api, server):
     project_id, headers = _project(api)
     _publish(server, project_id)
