@@ -21,10 +21,11 @@ from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from services.api.errors import ApiError
-from services.api.limits import PAGE_TOKEN_COOKIE
+from services.api.limits import PAGE_TOKEN_COOKIE, admin_token_ok
 from services.api.state import ServiceState
 from services.settings import Settings
 from services.store import Store
+from services.store import repository as repo
 
 _bearer = HTTPBearer(auto_error=False, description="the project's API token")
 
@@ -78,6 +79,33 @@ def authorized_project(
 
 
 ProjectId = Annotated[str, Depends(authorized_project)]
+
+
+def gold_project(
+    project_id: Annotated[str, Path(min_length=1, max_length=200)],
+    credentials: Credentials,
+    state: State,
+) -> str:
+    """The path's project for the gold routes: with an admin token set, only that token
+    opens them (the project's token is the one an annotation tool holds, and these routes
+    answer the gold cells' answers); without one, the project's token as elsewhere."""
+    admin = state.settings.admin_token
+    if not admin:
+        return authorized_project(project_id, token_project(credentials, state))
+    given = credentials.credentials if credentials is not None else None
+    if not given:
+        raise ApiError(401, "unauthorized", "missing bearer token (Authorization: Bearer <token>)")
+    if not admin_token_ok(admin, given):
+        raise ApiError(
+            403, "forbidden", "the gold routes need the admin token, not a project's token"
+        )
+    with state.store.read() as conn:
+        if repo.get_project(conn=conn, project_id=project_id) is None:
+            raise ApiError(404, "not_found", f"no project {project_id!r}")
+    return project_id
+
+
+GoldProjectId = Annotated[str, Depends(gold_project)]
 
 
 def request_page_token(request: Request) -> str | None:

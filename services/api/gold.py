@@ -32,7 +32,7 @@ from adaptive.annotation.gold import (
     GoldRule,
     gold_rows,
 )
-from services.api.deps import ProjectId, State
+from services.api.deps import GoldProjectId, State
 from services.api.errors import ApiError, error_responses
 from services.schemas_gold import (
     GoldCellPublic,
@@ -56,9 +56,11 @@ router = APIRouter()
     operation_id="add_gold_cells",
     tags=["gold"],
     summary="Register gold (attention-check) cells: cells with a known answer",
-    responses=error_responses(422),
+    responses=error_responses(404, 422),
 )
-def add_gold_cells(project_id: ProjectId, body: GoldCellsCreate, state: State) -> GoldCellsAdded:
+def add_gold_cells(
+    project_id: GoldProjectId, body: GoldCellsCreate, state: State
+) -> GoldCellsAdded:
     """The rows of a gold file (``item_id``, ``system_a``, ``system_b``, ``answer`` = ``a``,
     ``b`` or ``tie`` for that order, optional ``dimension``: null holds for every
     dimension), all or nothing. A cell registered before with the same answer, in either
@@ -73,8 +75,13 @@ def add_gold_cells(project_id: ProjectId, body: GoldCellsCreate, state: State) -
     return GoldCellsAdded(created=created, unchanged=unchanged)
 
 
-@router.get("/projects/{project_id}/gold", operation_id="list_gold_cells", tags=["gold"])
-def list_gold_cells(project_id: ProjectId, state: State) -> GoldCellsPublic:
+@router.get(
+    "/projects/{project_id}/gold",
+    operation_id="list_gold_cells",
+    tags=["gold"],
+    responses=error_responses(404),
+)
+def list_gold_cells(project_id: GoldProjectId, state: State) -> GoldCellsPublic:
     """The project's gold cells in the order they were registered."""
     with state.store.read() as conn:
         cells = repo.list_gold_cells(conn=conn, project_id=project_id)
@@ -88,7 +95,7 @@ def list_gold_cells(project_id: ProjectId, state: State) -> GoldCellsPublic:
     responses=error_responses(404),
 )
 def gold_scores(
-    project_id: ProjectId,
+    project_id: GoldProjectId,
     state: State,
     dimension: Annotated[
         str | None, Query(max_length=200, description="default: every dimension")
