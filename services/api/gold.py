@@ -8,9 +8,11 @@ next batch, their judgments kept apart and scored (docs/gold.md).
 * ``GET /projects/{p}/gold/scores``: each annotator scored on the stored gold judgments, the
   rows ``evalset gold`` gives for the same judgments and cells (:mod:`adaptive.annotation.gold`).
 
-``POST /projects/{p}/next-batch`` asks :func:`plan_gold` which gold cells to serve
-(``gold_share``), keeps every gold cell out of its recommendations and places the served
-ones at random positions; the lease marks them, the answer does not.
+``POST /projects/{p}/next-batch`` asks :func:`plan_gold` which gold cells it may serve
+(``gold_share``), keeps every gold cell out of its recommendations and lets
+:meth:`GoldPlan.mix` draw them, from a secret source, among the comparisons its ordinary
+cells serve, shuffling the whole batch; the lease marks them, the answer does not. With an
+admin token set, only it opens the routes above (``services.api.deps.gold_project``).
 """
 
 from __future__ import annotations
@@ -244,11 +246,11 @@ class GoldPlan:
         ordinary = self.size - self.reserve
         cap = round_half_up(self.reserve * len(batch) / ordinary) if ordinary > 0 else 0
         count = min(self.reserve, cap, len(open_))
-        picked = rng.choice(len(open_), size=count, replace=False) if count else []
+        picked = rng.choice(len(open_), size=count, replace=False).tolist() if count else []
         gold: list[repo.LeasedCellRow] = []
         for i in picked:
-            d, item, _, _ = open_[int(i)]
-            like = by_comparison[(d, frozenset(open_[int(i)][2:]))]
+            d, item, a, b = open_[i]
+            like = by_comparison[(d, frozenset((a, b)))]
             seen = like[int(rng.integers(len(like)))]
             gold.append(
                 repo.LeasedCellRow(
