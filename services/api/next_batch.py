@@ -469,6 +469,11 @@ def next_batch(
         current = repo.active_leased_cells(conn=conn, project_id=project_id, now=now)
         if current != leased:  # leases changed since: choose again (compiled by now)
             out = choose(current)
+        # a cell registered as gold since the plan (registration takes this lock too) is
+        # not served as an ordinary one: its judgment would be stored apart
+        keys = repo.gold_keys(conn=conn, project_id=project_id)
+        if keys != set(gold.keys):
+            out = [c for c in out if c.get("gold") or not repo.is_gold(keys, *_cell_key(c))]
         lease = repo.create_lease(
             conn=conn,
             project_id=project_id,
@@ -486,3 +491,8 @@ def next_batch(
         public.not_served = [NotServed(**row) for row in left_out]
         public.gold_unserved = gold_unserved[0]
     return public
+
+
+def _cell_key(cell: Any) -> tuple[str, str, str, str]:
+    """A leased cell's (dimension, item, system a, system b), as :func:`repo.is_gold` reads it."""
+    return cell["dimension"], cell["item_id"], cell["system_a"], cell["system_b"]

@@ -121,7 +121,7 @@ def add_gold_cells(
     Raises:
         StoreError: ``validation_error`` (a row a gold file could not hold) or
             ``invalid_batch`` (an unknown name, a changed answer, a cell with and without a
-            dimension, a judged cell, a cell held under an active lease), one problem per bad
+            dimension, a judged cell, a cell served under any lease), one problem per bad
             row; nothing was written.
     """
     now = now or utcnow()
@@ -168,13 +168,14 @@ def add_gold_cells(
     for dim, item, pair in stored:
         dims_of.setdefault((item, pair), set()).add(dim)
     judged = _judged(conn, project_id, {r["item_id"] for r in rows})
-    # a cell an annotator holds as an ordinary one would be judged as one: its judgment,
-    # stored as gold, would silently leave the decisions (the lease lock after the
-    # judgments', the order every writer takes them in)
+    # a cell served as an ordinary one, under any lease (a late judgment of an expired
+    # lease is accepted too), may still be judged as one: its judgment, stored as gold,
+    # would silently leave the decisions (the lease lock after the judgments', the order
+    # every writer takes them in)
     lock_leases(conn=conn, project_id=project_id)
     held = {
         (c["dimension"], c["item_id"], frozenset((c["system_a"], c["system_b"])))
-        for c in active_leased_cells(conn=conn, project_id=project_id, now=now)
+        for c in active_leased_cells(conn=conn, project_id=project_id, now=now.replace(year=1970))
         if not c.get("gold")
     }
     new: list[dict[str, Any]] = []
@@ -223,8 +224,8 @@ def add_gold_cells(
             problem(
                 i,
                 "item_id",
-                f"the cell {cell} is held under an active lease as an ordinary cell: register "
-                "it once the lease is judged or expired (then only if nobody judged it)",
+                f"the cell {cell} was served under a lease as an ordinary cell: its judgment "
+                "may still arrive (late ones are accepted), so it cannot become a gold cell",
             )
             continue
         new.append({**r, "dimension": r["dimension"] or ""})

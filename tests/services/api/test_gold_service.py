@@ -468,15 +468,16 @@ def test_a_judged_gold_cell_is_not_served_to_its_annotator_again(api, server, mo
     assert gold_served == {_cell(c) for c in GOLD[:2]} - {_cell(served)}
 
 
-def test_a_cell_held_under_an_active_lease_cannot_become_gold(api, server):
+def test_a_cell_served_under_a_lease_expired_too_cannot_become_gold(api, server):
     project_id, headers = _project(api)
     _publish(server, project_id)
-    body = {"size": 1, "annotator_id": "w9", "idempotency_key": "l1"}
+    body = {"size": 1, "annotator_id": "w9", "idempotency_key": "l1", "lease_seconds": 1}
     assert api.post(f"/projects/{project_id}/next-batch", json=body, headers=headers).is_success
     [held] = _lease(server, project_id, "l1")["cells"]
     cell = {k: held[k] for k in ("item_id", "system_a", "system_b")}
+    time.sleep(1.2)  # expired: a late judgment of it is still accepted as an ordinary one
     r = _register(api, project_id, headers, [{**cell, "answer": "a"}])
-    assert r.status_code == 422 and "active lease" in r.text
+    assert r.status_code == 422 and "served under a lease" in r.text
     assert api.get(f"/projects/{project_id}/gold", headers=headers).json()["cells"] == []
 
 
