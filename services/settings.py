@@ -65,6 +65,12 @@ class Settings(BaseSettings):
         description="project creations per minute per client address (bursts of 10); "
         "default: 30 when `evalset serve` runs open (no admin token), else no limit",
     )
+    forwarded_allow_ips: str | None = Field(
+        default=None,
+        description="comma-separated addresses or networks of the reverse proxies whose "
+        "X-Forwarded-For and X-Forwarded-Proto name the client ('*': any peer); default: "
+        "none, the client is the connection's peer",
+    )
     token_cache_seconds: float = Field(
         default=1.0,
         ge=0,

@@ -155,6 +155,10 @@ def run_serve(args: argparse.Namespace) -> int:
         port=settings.port,
         log_level=args.log_level,
         timeout_graceful_shutdown=10,
+        # X-Forwarded-For/-Proto name the client only when a configured proxy sent them:
+        # otherwise any peer could pick the address its requests are limited under
+        proxy_headers=bool(settings.forwarded_allow_ips),
+        forwarded_allow_ips=settings.forwarded_allow_ips or None,
     )
     return 0
 
