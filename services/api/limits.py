@@ -28,6 +28,7 @@ import math
 import re
 import threading
 import time
+from collections import OrderedDict
 from typing import Any
 from urllib.parse import unquote
 
@@ -155,10 +156,15 @@ class _Bucket:
 
 
 class RateLimiter:
-    """A token bucket per client key (in this process: N replicas allow N times the rate)."""
+    """A token bucket per client key (in this process: N replicas allow N times the rate).
 
-    def __init__(self) -> None:
-        self._buckets: dict[str, _Bucket] = {}
+    At most ``max_keys`` buckets are kept: a new key evicts the least recently seen one, so
+    a flood of new keys (addresses) forgets idle clients, never one that keeps asking.
+    """
+
+    def __init__(self, max_keys: int = 50_000) -> None:
+        self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
+        self._max_keys = max_keys
         self._lock = threading.Lock()
 
     def wait(self, key: str, rate: float, burst: int) -> float:
@@ -169,9 +175,11 @@ class RateLimiter:
         with self._lock:
             bucket = self._buckets.get(key)
             if bucket is None:
-                if len(self._buckets) > 50_000:
-                    self._buckets.clear()
+                while len(self._buckets) >= self._max_keys:
+                    self._buckets.popitem(last=False)
                 bucket = self._buckets[key] = _Bucket(float(burst), now)
+            else:
+                self._buckets.move_to_end(key)
             bucket.tokens = min(float(burst), bucket.tokens + (now - bucket.at) * rate)
             bucket.at = now
             if bucket.tokens >= 1.0:
