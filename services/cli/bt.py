@@ -294,6 +294,7 @@ def run_annotators(args: argparse.Namespace) -> int:
 
 
 def run_damr(args: argparse.Namespace) -> int:
+    from adaptive.core.csv_safe import write_csv
     from adaptive.leaderboards import damr
 
     ratings = damr.read_ratings(args.data, subset=args.subset, items=args.items)
@@ -301,7 +302,7 @@ def run_damr(args: argparse.Namespace) -> int:
         ratings = ratings.filter(ratings["dimension"] == args.dimension)
     if args.pairwise_out:
         pairs = damr.to_pairwise(ratings, weighting=args.weighting)
-        pairs.write_csv(args.pairwise_out)
+        write_csv(pairs, args.pairwise_out)
         if not args.quiet:
             log(f"wrote {pairs.height} pairwise judgments to {args.pairwise_out}")
     if args.rank:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
-import io
 import json
 import math
 import sys
@@ -71,13 +69,11 @@ def render_rows(
     columns = list(columns or (rows[0].keys() if rows else []))
     if fmt == "json":
         return json.dumps([{k: _clean(r.get(k)) for k in r} for r in rows], indent=1)
-    if fmt == "csv":
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
-        writer.writeheader()
-        for r in rows:
-            writer.writerow({k: _clean(r.get(k)) for k in columns})
-        return buf.getvalue().rstrip("\n")
+    if fmt == "csv":  # text cells that would start a spreadsheet formula are escaped
+        from adaptive.core.csv_safe import rows_to_csv
+
+        cleaned = ({k: _clean(r.get(k)) for k in columns} for r in rows)
+        return rows_to_csv(cleaned, columns).rstrip("\n")
     if fmt != "table":
         raise ValueError(f"unknown format {fmt!r}; expected one of {FORMATS}")
 

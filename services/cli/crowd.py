@@ -108,6 +108,7 @@ def run_crowd_export(args: argparse.Namespace) -> int:
 
 
 def run_crowd_import(args: argparse.Namespace) -> int:
+    from adaptive.core.csv_safe import csv_text, write_csv
     from services.crowd import read_results
 
     if args.project:
@@ -140,9 +141,9 @@ def run_crowd_import(args: argparse.Namespace) -> int:
         elif out.suffix.lower() in (".jsonl", ".ndjson"):
             got.judgments.write_ndjson(out)
         else:
-            got.judgments.write_csv(out)
+            write_csv(got.judgments, out)
     else:
-        sys.stdout.write(got.judgments.write_csv())
+        sys.stdout.write(csv_text(got.judgments))
     return 0
 
 
@@ -179,6 +180,7 @@ def run_crowd_push(args: argparse.Namespace) -> int:
 
 
 def run_crowd_pull(args: argparse.Namespace) -> int:
+    from adaptive.core.csv_safe import csv_text, write_csv
     from services.crowd.labelstudio_api import (
         LabelStudioError,
         export_by_lease,
@@ -204,9 +206,9 @@ def run_crowd_pull(args: argparse.Namespace) -> int:
             f"{len(got.unanswered)} of {tasks.height} tasks unanswered"
         )
         if args.output:
-            got.judgments.write_csv(args.output)
+            write_csv(got.judgments, args.output)
         else:
-            sys.stdout.write(got.judgments.write_csv())
+            sys.stdout.write(csv_text(got.judgments))
         return 0
     if "" in groups:
         log(f"left out {len(groups.pop(''))} annotated tasks without a batch_id (not evalset's)")

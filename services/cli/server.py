@@ -343,6 +343,7 @@ def run_token(args: argparse.Namespace) -> int:
 def run_judgments_export(args: argparse.Namespace) -> int:
     import polars as pl
 
+    from adaptive.core.csv_safe import csv_text, write_csv
     from adaptive.core.data import JUDGMENT_FIELDS
     from services.store import Store
     from services.store import repository as repo
@@ -365,12 +366,12 @@ def run_judgments_export(args: argparse.Namespace) -> int:
     schema = {c: pl.Boolean if c == "inconsistent" else pl.Utf8 for c in fields}
     frame = pl.DataFrame([{c: r[c] for c in fields} for r in rows], schema=schema)
     if not args.output:
-        sys.stdout.write(frame.write_csv())
+        sys.stdout.write(csv_text(frame))
         return 0
     path = Path(args.output)
     suffix = path.suffix.lower()
-    if suffix == ".csv":
-        frame.write_csv(path)
+    if suffix == ".csv":  # for people: formula-leading text escaped (JSONL, Parquet raw)
+        write_csv(frame, path)
     elif suffix in (".jsonl", ".ndjson"):
         frame.write_ndjson(path)
     elif suffix in (".parquet", ".pq"):

@@ -28,6 +28,7 @@ from typing import Any
 
 import polars as pl
 
+from adaptive.core.csv_safe import write_csv
 from services.crowd.tasks import SHOWN_COLUMNS
 
 PLATFORMS: tuple[str, ...] = ("labelstudio", "mturk", "survey")
@@ -143,7 +144,7 @@ def write_export(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "tasks.csv"]
-    tasks.write_csv(paths[0])
+    write_csv(tasks, paths[0])  # opened by people: formula-leading text escaped
     shown = tasks.select(SHOWN_COLUMNS)
     if platform == "labelstudio":
         paths += [out / "labelstudio_tasks.json", out / "labelstudio_config.xml"]

@@ -21,6 +21,7 @@ from typing import Any
 
 import polars as pl
 
+from adaptive.core.csv_safe import unescape_frame
 from adaptive.core.data import DataError, RowProblem, as_polars
 
 TASK_COLUMNS: tuple[str, ...] = (
@@ -180,7 +181,7 @@ def read_tasks(path: str | Path, *, batch_id: str | None = None) -> pl.DataFrame
     suffix = path.suffix.lower()
     try:
         if suffix == ".csv":
-            frame = pl.read_csv(path, infer_schema=False)
+            frame = unescape_frame(pl.read_csv(path, infer_schema=False))  # as written
         elif suffix in (".jsonl", ".ndjson"):
             frame = pl.read_ndjson(path, infer_schema_length=None)
         elif suffix == ".json":
