@@ -112,7 +112,9 @@ def decide_hybrid(
     pos = np.arange(comparison.shape[0]) - np.repeat(np.cumsum(counts) - counts, counts)
     grid_v = np.zeros((R, T), np.int64)
     grid_y = np.zeros((R, T))
-    grid_cost = np.zeros((R, T), np.int64)
+    # one column at least: closed_at reads column 0 of a comparison that never closed, also
+    # when no comparison of the family has an observation (T = 0)
+    grid_cost = np.zeros((R, max(T, 1)), np.int64)
     rows = comparison[order]
     grid_v[rows, pos] = np.asarray(verdict, np.int64)[order]
     grid_y[rows, pos] = np.asarray(signed, np.float64)[order]

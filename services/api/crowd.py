@@ -16,7 +16,6 @@ The logic lives in :mod:`services.crowd`; this module only reads and writes the 
 from __future__ import annotations
 
 import io
-import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -26,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, Validatio
 from sqlalchemy import select
 
 from adaptive.core.data import DataError
+from adaptive.core.json_text import JsonTextError, parse_json_lines, parse_json_text
 from services import schemas as s
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError
@@ -184,13 +184,14 @@ def _label_studio_tasks(content: str | list[LabelStudioTask]) -> list[LabelStudi
     if isinstance(content, list):
         return content
     try:
-        data = json.loads(content)
-    except json.JSONDecodeError as exc:
+        data = parse_json_text(content)
+    except JsonTextError as exc:
+        task = "" if exc.row is None else f" in task {exc.row} (0-based)"
         raise ApiError(
             422,
             "validation_error",
-            f"content is not JSON: {exc}",
-            [{"field": "content", "message": f"{exc.msg} at line {exc.lineno} column {exc.colno}"}],
+            f"content is not JSON{task}: {exc}; nothing was stored",
+            [{"row": exc.row, "field": "content", "message": str(exc)}],
         ) from exc
     if not isinstance(data, list):
         raise ApiError(
@@ -223,8 +224,16 @@ def _parse(body: CrowdResultsCreate) -> Any:
     data = io.BytesIO(body.content.encode())
     try:
         if body.platform == "survey" and body.survey_format == "jsonl":
+            parse_json_lines(body.content)  # bounded depth, and the line of a bad one
             return pl.read_ndjson(data, infer_schema_length=None)
         return pl.read_csv(data, infer_schema=False)
+    except JsonTextError as exc:
+        raise ApiError(
+            422,
+            "validation_error",
+            f"content is not JSON lines: {exc}; nothing was stored",
+            [{"row": exc.row, "field": "content", "message": str(exc)}],
+        ) from exc
     except Exception as exc:  # polars raises several error types for malformed text
         raise ApiError(422, "validation_error", f"content could not be parsed: {exc}") from exc
 

@@ -13,6 +13,7 @@ read, so a read costs the new judgments and the comparisons, not the campaign.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated, Any, NamedTuple, NoReturn
 
 from fastapi import APIRouter, Depends, Query
@@ -182,8 +183,12 @@ class FamilyReport(NamedTuple):
 
 def check_pairs(rule: DecisionRule, tally: ProjectTally) -> None:
     """A 422 when a registered pair names a system the project has not registered."""
-    known = set(tally.systems)
-    unknown = sorted({s for pair in rule.pairs for s in pair} - known)
+    check_pair_systems(rule, tally.systems)
+
+
+def check_pair_systems(rule: DecisionRule, systems: Iterable[str]) -> None:
+    """A 422 when a registered pair names a system not among ``systems`` (the project's)."""
+    unknown = sorted({s for pair in rule.pairs for s in pair} - set(systems))
     if unknown:
         _bad_rule("pairs", f"pairs name systems the project does not have: {unknown}")
 

@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 from adaptive.stopping.rule import DecisionRule
 from evalset.hybrid import HybridReport, decide_with_judge
 from services import schemas as s
-from services.api.decisions import Rule
+from services.api.decisions import Rule, check_pair_systems
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError, error_responses
 from services.store import repository as repo
@@ -246,6 +246,8 @@ def _answer(
     from evalset.hybrid import choose_judge
 
     with state.store.read() as conn:
+        systems = [r["system_id"] for r in repo.list_systems(conn=conn, project_id=project_id)]
+        check_pair_systems(rule, systems)  # the registered family's pairs, as /decisions does
         name = choose_judge(judge_counts(conn=conn, project_id=project_id), judge)
         last = repo.judgment_counts_by_dimension(conn=conn, project_id=project_id)
         seen = (tuple(sorted(last.items())), last_verdict_seq(conn=conn, project_id=project_id))
@@ -260,7 +262,6 @@ def _answer(
         judgments = repo.fetch_judgments(conn=conn, project_id=project_id)
         verdicts = _without_gold(conn, project_id, name)
         routes = fetch_routes(conn=conn, project_id=project_id)
-        systems = [r["system_id"] for r in repo.list_systems(conn=conn, project_id=project_id)]
     frame = pl.DataFrame(routes) if routes else None
     answer = _decide(judgments, verdicts, rule, name, frame, systems)
     with _cache_lock:

@@ -32,7 +32,6 @@ with one problem per bad row.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -46,6 +45,7 @@ from adaptive.core.data import (
     as_polars,
     validate_judgments,
 )
+from adaptive.core.json_text import JsonTextError, parse_json_text
 from services.crowd.export import ANSWER_NAME
 from services.crowd.labelstudio import LabelStudioData, parse_export
 
@@ -175,8 +175,8 @@ def _load_label_studio_file(source: str | Path, name: str) -> Any:
     if not path.exists():
         raise DataError(name, message="file not found")
     try:
-        return json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return parse_json_text(path.read_bytes())
+    except JsonTextError as exc:
         raise DataError(name, message=f"not JSON: {exc}") from exc
 
 

@@ -23,6 +23,7 @@ import polars as pl
 
 from adaptive.core.csv_safe import unescape_frame
 from adaptive.core.data import DataError, RowProblem, as_polars
+from adaptive.core.json_text import parse_json_text
 
 TASK_COLUMNS: tuple[str, ...] = (
     "batch_id",
@@ -185,7 +186,7 @@ def read_tasks(path: str | Path, *, batch_id: str | None = None) -> pl.DataFrame
         elif suffix in (".jsonl", ".ndjson"):
             frame = pl.read_ndjson(path, infer_schema_length=None)
         elif suffix == ".json":
-            frame = pl.DataFrame(json.loads(path.read_text()), infer_schema_length=None)
+            frame = pl.DataFrame(parse_json_text(path.read_bytes()), infer_schema_length=None)
         elif suffix in (".parquet", ".pq"):
             frame = pl.read_parquet(path)
         else:
