@@ -58,6 +58,7 @@ from adaptive.simulation.replay_policies import (
     POLICIES as POLICIES,  # the policies a replay compares
 )
 from adaptive.simulation.replay_policies import View, oracle_policy, policy_fn
+from adaptive.simulation.replay_questions import QuestionReplay, QuestionTrace, summarize_question
 from adaptive.stopping.decisions import (
     A_BETTER,
     B_BETTER,
@@ -87,10 +88,21 @@ class Log(NamedTuple):
     num_comparisons: int
     num_prompts: int
     true_net: np.ndarray | None = None
+    pair_a: np.ndarray | None = None  # (C,) systems of each comparison (questions need them)
+    pair_b: np.ndarray | None = None
+    systems: tuple[str, ...] = ()
 
     @property
     def num_judgments(self) -> int:
         return int(self.comparison.shape[0])
+
+    @property
+    def num_systems(self) -> int:
+        if self.systems:
+            return len(self.systems)
+        if self.pair_a is None or self.pair_b is None or not len(self.pair_a):
+            return 0
+        return int(max(self.pair_a.max(), self.pair_b.max())) + 1
 
 
 def log_from_cells(cells: CellData) -> Log:
@@ -101,6 +113,9 @@ def log_from_cells(cells: CellData) -> Log:
         cells.judgment_y.astype(np.float64) - 1.0,
         cells.num_comparisons,
         len(cells.prompts),
+        pair_a=np.asarray(cells.pair_a, np.int64),
+        pair_b=np.asarray(cells.pair_b, np.int64),
+        systems=tuple(cells.systems),
     )
 
 
@@ -115,6 +130,7 @@ class ReplayTrace(NamedTuple):
     outcome: np.ndarray  # (C,) final decisions
     closed_total: np.ndarray  # (C,) campaign judgments when each closed (inf: never)
     spent_on_closed: int = 0  # judgments asked for comparisons already closed when asked
+    answer: QuestionTrace | None = None  # with a question: its answer (replay_questions)
 
 
 # --------------------------------------------------------------------- replay
@@ -133,6 +149,7 @@ def replay(seed: int, log: Log, policy: str, config: ReplayConfig | None = None)
         choose = oracle_policy(log.true_net)
     else:
         choose = policy_fn(policy, config)
+    asking = QuestionReplay.of(log, config, oracle=policy == ORACLE)
     rng = np.random.default_rng(seed)
     C, P = log.num_comparisons, log.num_prompts
     # each cell's judgments in a seeded random order: queue[c, p] -> row indices
@@ -167,9 +184,12 @@ def replay(seed: int, log: Log, policy: str, config: ReplayConfig | None = None)
         if step > 0:
             steps.append(len(seq))
             closed_counts.append(int(dec.closed.sum()))
+        relevant = None if asking is None else asking.look(dec, movable, len(seq))
+        if relevant is not None:
+            movable &= relevant
         if not movable.any() or len(seq) >= budget:
             break
-        view = View(dec, useful, left, judged, stats, step, useful_count)
+        view = View(dec, useful, left, judged, stats, step, useful_count, relevant)
         size = min(config.batch_size, budget - len(seq))
         comp, prompt = choose(rng, view, size)
         if len(comp) == 0:
@@ -205,6 +225,7 @@ def replay(seed: int, log: Log, policy: str, config: ReplayConfig | None = None)
         dec.outcome.copy(),
         closed_total,
         spent_on_closed,
+        None if asking is None else asking.trace(),
     )
 
 
@@ -288,6 +309,8 @@ def summarize_replays(
         row["wrong_sign_rate"] = float(ws.sum() / (len(traces) * C))
         row["wrong_equivalence_rate"] = float(we.sum() / (len(traces) * C))
         row["campaigns_with_error"] = float(((ws + we) > 0).mean())
+    if traces[0].answer is not None:
+        row.update(summarize_question(traces, per_trace, rule.margin))
     return row
 
 

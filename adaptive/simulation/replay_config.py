@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from adaptive.recommend import DEFAULT_BURN_IN, DEFAULT_NEED_SHARE
 from adaptive.stopping.decisions import DecisionRule
+from adaptive.stopping.questions import Question
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,10 @@ class ReplayConfig:
         burn_in, need_share: of the adaptive policy (:func:`adaptive.recommend.allocate`).
         num_tests: comparisons the rule's alpha is split over (the declared family's size;
             default: the log's comparisons, the ``compared`` family).
+        question: the campaign's question (:mod:`adaptive.stopping.questions`; default
+            none: every comparison's sign, as ``all-pairs``): the replay stops when it is
+            settled, and question-aware policies serve only the comparisons that can
+            still change its answer. The log must know its systems (``Log.pair_a``).
     """
 
     batch_size: int = 100
@@ -27,6 +32,7 @@ class ReplayConfig:
     burn_in: int = DEFAULT_BURN_IN
     need_share: float = DEFAULT_NEED_SHARE
     num_tests: int | None = None
+    question: Question | None = None
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:

@@ -30,6 +30,7 @@ class View(NamedTuple):
     stats: np.ndarray  # (C, 3): observations, sum, sum of squares of the signed judgments
     step: int
     useful_count: np.ndarray  # (C,) useful cells per comparison
+    relevant: np.ndarray | None = None  # (C,) with a question: what can change its answer
 
 
 def _random_useful(rng, view: View, size: int, rows: np.ndarray | None = None):
@@ -43,6 +44,12 @@ def _random_useful(rng, view: View, size: int, rows: np.ndarray | None = None):
     return np.unravel_index(picks.astype(np.int64), mask.shape)
 
 
+def _servable(view: View) -> np.ndarray:
+    """(C,) open comparisons with useful cells (with a question, only those it needs)."""
+    rows = ~view.decisions.closed & (view.useful_count > 0)
+    return rows if view.relevant is None else rows & view.relevant
+
+
 def uniform_policy(rng, view: View, size: int):
     """Cells at random over every comparison (closed ones too)."""
     return _random_useful(rng, view, size)
@@ -50,7 +57,7 @@ def uniform_policy(rng, view: View, size: int):
 
 def round_robin_policy(rng, view: View, size: int):
     """The open comparisons in turn, a random fresh cell of each."""
-    open_ = np.flatnonzero(~view.decisions.closed & (view.useful_count > 0))
+    open_ = np.flatnonzero(_servable(view))
     comps: list[int] = []
     prompts: list[int] = []
     taken = np.zeros_like(view.useful)
@@ -108,7 +115,7 @@ def adaptive_policy(config: ReplayConfig) -> Callable:
             allow_repeats=config.rule.unit == "judgment",
             available=view.left,
             need_share=config.need_share,
-            rows=~view.decisions.closed & (view.useful_count > 0),
+            rows=_servable(view),
         )
         return comp, prompt
 
@@ -122,8 +129,9 @@ def oracle_policy(true_net: np.ndarray) -> Callable:
     def policy(rng, view: View, size: int):
         comps: list[int] = []
         prompts: list[int] = []
+        serve = _servable(view)
         for c in order:
-            if view.decisions.closed[c] or len(comps) >= size:
+            if not serve[c] or len(comps) >= size:
                 continue
             options = rng.permutation(np.flatnonzero(view.useful[c]))[: size - len(comps)]
             comps += [int(c)] * len(options)
