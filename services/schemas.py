@@ -269,20 +269,27 @@ class ProjectCreated(BaseModel):
     token: str = Field(description="bearer token of this project; shown once, stored hashed")
 
 
+TokenScope = Literal["full", "write"]
+_SCOPE = "full: every route of the project; write: posts judgments and results, reads nothing"
+
+
 class TokenCreate(Strict):
     label: Name = ""
+    scope: TokenScope = Field(default="full", description=_SCOPE)
 
 
 class TokenPublic(BaseModel):
     token: str = Field(description="the bearer token; shown once, stored hashed")
     token_id: str = Field(description="its public name, for listing, rotating and revoking")
     label: str
+    scope: TokenScope = Field(default="full", description=_SCOPE)
 
 
 class TokenInfoPublic(BaseModel):
     token_id: str = Field(description="first 16 hex digits of the token's SHA-256")
     label: str
     created_at: datetime
+    scope: TokenScope = Field(default="full", description=_SCOPE)
 
 
 class TokensPublic(BaseModel):

@@ -27,7 +27,7 @@ from sqlalchemy import select
 from adaptive.core.data import DataError
 from adaptive.core.json_text import JsonTextError, parse_json_lines, parse_json_text
 from services import schemas as s
-from services.api.deps import ProjectId, State
+from services.api.deps import ProjectId, State, WriteProjectId
 from services.api.errors import ApiError
 from services.crowd import TASK_COLUMNS, read_parsed_results, tasks_from_lease
 from services.crowd.labelstudio import (
@@ -246,7 +246,7 @@ def _parse(body: CrowdResultsCreate) -> Any:
     responses=ERRORS,
 )
 def import_crowd_results(
-    project_id: ProjectId, lease_id: LeaseId, body: CrowdResultsCreate, state: State
+    project_id: WriteProjectId, lease_id: LeaseId, body: CrowdResultsCreate, state: State
 ) -> CrowdResultsPublic:
     """Map each answer's first/second to a/b through the lease and store the judgments,
     all or nothing; importing the same file again stores nothing new. A bad file is
@@ -316,7 +316,7 @@ class LabelStudioWebhook(BaseModel):
     responses=ERRORS,
 )
 def label_studio_webhook(
-    project_id: ProjectId, body: LabelStudioWebhook, state: State
+    project_id: WriteProjectId, body: LabelStudioWebhook, state: State
 ) -> CrowdResultsPublic:
     """The annotation goes the way of a results file of one task (``import_crowd_results``):
     judgment id ``labelstudio:<annotation id>:<task_id>``, so a later ``evalset crowd pull``

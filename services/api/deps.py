@@ -7,7 +7,11 @@ gets what it needs by declaring parameters of these types:
   ``.settings``, ``.refresher``, ``.snapshot(project_id, dimension)``);
 * ``StoreDep`` / ``SettingsDep``: the store and the settings alone;
 * ``ProjectId``: the ``{project_id}`` path parameter, checked against the
-  request's bearer token (401 without a valid token, 403 for another project's);
+  request's bearer token (401 without a valid token, 403 for another project's, and
+  403 for a write-only token);
+* ``WriteProjectId``: the same for the routes that post judgments and results (the
+  judgments, a lease's results, the Label Studio webhook), which a write-only token
+  opens too;
 * ``PageProjectId``: the same for a page a browser opens (the dashboard), whose
   token may also come from ``?token=`` or the page's cookie.
 """
@@ -26,6 +30,7 @@ from services.api.state import ServiceState
 from services.settings import Settings
 from services.store import Store
 from services.store import repository as repo
+from services.store.repository.projects import token_scope
 
 _bearer = HTTPBearer(auto_error=False, description="the project's API token")
 
@@ -67,18 +72,40 @@ def token_project(credentials: Credentials, state: State) -> str:
     return project_id
 
 
-def authorized_project(
+def writing_project(
     project_id: Annotated[str, Path(min_length=1, max_length=200)],
     token_of: Annotated[str, Depends(token_project)],
 ) -> str:
-    """The path's project, when the token belongs to it."""
+    """The path's project, when the token (of either scope) belongs to it."""
     if token_of != project_id:
         # the same answer whether or not the other project exists
         raise ApiError(403, "forbidden", "this token does not give access to that project")
     return project_id
 
 
+def authorized_project(
+    project_id: Annotated[str, Path(min_length=1, max_length=200)],
+    token_of: Annotated[str, Depends(token_project)],
+    credentials: Credentials,
+) -> str:
+    """The path's project, when the token belongs to it and is not write-only."""
+    writing_project(project_id, token_of)
+    _refuse_write_only(credentials.credentials if credentials is not None else "")
+    return project_id
+
+
+def _refuse_write_only(token: str) -> None:
+    if token_scope(token) == "write":
+        raise ApiError(
+            403,
+            "forbidden",
+            "a write-only token posts judgments and results and reads nothing; "
+            "use the project's token",
+        )
+
+
 ProjectId = Annotated[str, Depends(authorized_project)]
+WriteProjectId = Annotated[str, Depends(writing_project)]
 
 
 def gold_project(
@@ -91,7 +118,7 @@ def gold_project(
     answer the gold cells' answers); without one, the project's token as elsewhere."""
     admin = state.settings.admin_token
     if not admin:
-        return authorized_project(project_id, token_project(credentials, state))
+        return authorized_project(project_id, token_project(credentials, state), credentials)
     given = credentials.credentials if credentials is not None else None
     if not given:
         raise ApiError(401, "unauthorized", "missing bearer token (Authorization: Bearer <token>)")
@@ -142,6 +169,7 @@ def page_project(
         raise ApiError(401, "unauthorized", "invalid token")
     if not hmac.compare_digest(owner.encode(), project_id.encode()):
         raise ApiError(403, "forbidden", "this token does not give access to that project")
+    _refuse_write_only(token)
     return project_id
 
 

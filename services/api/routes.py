@@ -15,7 +15,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from services import schemas as s
 from services.api.analysis import snapshot_public
-from services.api.deps import ProjectId, SettingsDep, State, _bearer
+from services.api.deps import ProjectId, SettingsDep, State, WriteProjectId, _bearer
 from services.api.errors import ApiError, error_responses
 from services.api.fit_health import (
     FitFailurePublic,
@@ -203,11 +203,17 @@ def get_project(project_id: ProjectId, state: State) -> s.ProjectStatus:
     "/projects/{project_id}/tokens", operation_id="create_token", status_code=201, tags=["tokens"]
 )
 def create_token(project_id: ProjectId, body: s.TokenCreate, state: State) -> s.TokenPublic:
-    """Another bearer token for the same project (e.g. one per annotation tool)."""
+    """Another bearer token for the same project (e.g. one per annotation tool; ``scope``
+    ``write`` for one that only posts judgments and results)."""
     with state.store.write() as conn:
-        token = repo.create_token(conn=conn, project_id=project_id, label=body.label)
+        token = repo.create_token(
+            conn=conn, project_id=project_id, label=body.label, scope=body.scope
+        )
     return s.TokenPublic(
-        token=token, token_id=repo.token_id(repo.hash_token(token)), label=body.label
+        token=token,
+        token_id=repo.token_id(repo.hash_token(token)),
+        label=body.label,
+        scope=body.scope,
     )
 
 
@@ -283,10 +289,15 @@ def rotate_token(project_id: ProjectId, token_id: TokenId, state: State) -> s.To
                 f"token {token_id!r} was revoked at {before.isoformat()}; "
                 "create a new one with POST /projects/{project_id}/tokens",
             )
-        token = repo.create_token(conn=conn, project_id=project_id, label=old["label"])
+        token = repo.create_token(
+            conn=conn, project_id=project_id, label=old["label"], scope=old["scope"]
+        )
     state.tokens.forget(token_id)
     return s.TokenPublic(
-        token=token, token_id=repo.token_id(repo.hash_token(token)), label=old["label"]
+        token=token,
+        token_id=repo.token_id(repo.hash_token(token)),
+        label=old["label"],
+        scope=old["scope"],
     )
 
 
@@ -383,7 +394,7 @@ def list_dimensions(project_id: ProjectId, state: State) -> list[s.DimensionPubl
     responses=error_responses(422),
 )
 def add_judgments(
-    project_id: ProjectId,
+    project_id: WriteProjectId,
     body: s.JudgmentsCreate,
     state: State,
     response: Response,

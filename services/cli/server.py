@@ -56,6 +56,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     tok.add_argument("--project", required=True, help="project id")
     tok.add_argument("--token-id", help="the token to rotate or revoke (from `token list`)")
     tok.add_argument("--label", default="", help="label of a new token (default: empty)")
+    tok.add_argument(
+        "--scope",
+        choices=["full", "write"],
+        default="full",
+        help="a new token's scope: full (the whole project) or write (posts judgments and "
+        "results, reads nothing: for a webhook or an annotation tool); rotate keeps the scope",
+    )
     _add_db(tok)
     tok.add_argument("--format", choices=["table", "json"], default="table")
     tok.set_defaults(func=run_token)
@@ -291,9 +298,11 @@ def run_token(args: argparse.Namespace) -> int:
                     for r in repo.list_tokens(conn=conn, project_id=args.project)
                 ]
             elif args.action == "create":
-                token = repo.create_token(conn=conn, project_id=args.project, label=args.label)
+                token = repo.create_token(
+                    conn=conn, project_id=args.project, label=args.label, scope=args.scope
+                )
                 tid = repo.token_id(repo.hash_token(token))
-                out = [{"token_id": tid, "label": args.label, "token": token}]
+                out = [{"token_id": tid, "label": args.label, "scope": args.scope, "token": token}]
             else:
                 if not args.token_id:
                     raise CliError(f"token {args.action} needs --token-id (see `token list`)")
@@ -312,13 +321,14 @@ def run_token(args: argparse.Namespace) -> int:
                     out = [{"token_id": args.token_id, "label": old["label"], "revoked": True}]
                 else:
                     token = repo.create_token(
-                        conn=conn, project_id=args.project, label=old["label"]
+                        conn=conn, project_id=args.project, label=old["label"], scope=old["scope"]
                     )
                     tid = repo.token_id(repo.hash_token(token))
                     out = [
                         {
                             "token_id": tid,
                             "label": old["label"],
+                            "scope": old["scope"],
                             "token": token,
                             "replaces": args.token_id,
                         }

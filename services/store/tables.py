@@ -57,6 +57,9 @@ api_tokens = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     # set when revoked (0004): the row stays, so revoking it again answers the same
     Column("revoked_at", DateTime(timezone=True), nullable=True),
+    # what the token opens (0009): "full" (the project) or "write" (post judgments and
+    # results only); the token's prefix says the same (services/store/repository/projects.py)
+    Column("scope", String(8), nullable=False, default="full", server_default="full"),
 )
 
 systems = Table(

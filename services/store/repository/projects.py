@@ -70,17 +70,43 @@ def list_project_ids(*, conn: Connection) -> list[str]:
     return list(conn.scalars(select(t.projects.c.project_id).order_by(t.projects.c.project_id)))
 
 
+#: a token's prefix names its scope: ``full`` opens every route of its project, ``write``
+#: only posts judgments and results (webhooks, annotation tools). The prefix is part of the
+#: secret whose hash is stored, so changing it gives a token the store does not know, and
+#: the store keeps the scope too (:func:`project_for_token` checks that both agree)
+TOKEN_PREFIXES: dict[str, str] = {"full": "evs_", "write": "evw_"}
+SCOPES: tuple[str, ...] = tuple(TOKEN_PREFIXES)
+
+
+def token_scope(token: str) -> str:
+    """The scope a token's prefix names (``full`` for any other token, which then matches
+    no stored write-only token)."""
+    return "write" if token.startswith(TOKEN_PREFIXES["write"]) else "full"
+
+
 def create_token(
-    *, conn: Connection, project_id: str, label: str = "", now: datetime | None = None
+    *,
+    conn: Connection,
+    project_id: str,
+    label: str = "",
+    scope: str = "full",
+    now: datetime | None = None,
 ) -> str:
-    """A new bearer token for the project; only its hash is stored, the token is returned once."""
+    """A new bearer token for the project; only its hash is stored, the token is returned once.
+
+    ``scope`` is ``full`` (every route of the project) or ``write`` (post judgments and
+    results, read nothing: for a webhook or an annotation tool).
+    """
     check_rows([{"label": label}], "the token", optional_ids=("label",))
-    token = "evs_" + secrets.token_urlsafe(32)
+    if scope not in TOKEN_PREFIXES:
+        raise StoreError("invalid_scope", f"token scope {scope!r}: expected one of {SCOPES}")
+    token = TOKEN_PREFIXES[scope] + secrets.token_urlsafe(32)
     conn.execute(
         t.api_tokens.insert().values(
             token_hash=hash_token(token),
             project_id=project_id,
             label=label,
+            scope=scope,
             created_at=now or utcnow(),
         )
     )
@@ -88,10 +114,13 @@ def create_token(
 
 
 def project_for_token(*, conn: Connection, token: str) -> str | None:
-    """The project a bearer token belongs to, or None."""
+    """The project a bearer token belongs to (its scope is :func:`token_scope`), or None."""
+    c = t.api_tokens.c
     return conn.scalar(
-        select(t.api_tokens.c.project_id).where(
-            t.api_tokens.c.token_hash == hash_token(token), t.api_tokens.c.revoked_at.is_(None)
+        select(c.project_id).where(
+            c.token_hash == hash_token(token),
+            c.revoked_at.is_(None),
+            c.scope == token_scope(token),
         )
     )
 
@@ -102,14 +131,20 @@ def token_id(token_hash: str) -> str:
 
 
 def list_tokens(*, conn: Connection, project_id: str) -> list[TokenRow]:
-    """The project's tokens (``token_id``, ``label``, ``created_at``), oldest first."""
+    """The project's tokens (``token_id``, ``label``, ``created_at``, ``scope``), oldest first."""
+    c = t.api_tokens.c
     rows = conn.execute(
-        select(t.api_tokens.c.token_hash, t.api_tokens.c.label, t.api_tokens.c.created_at)
-        .where(t.api_tokens.c.project_id == project_id, t.api_tokens.c.revoked_at.is_(None))
-        .order_by(t.api_tokens.c.created_at, t.api_tokens.c.token_hash)
+        select(c.token_hash, c.label, c.created_at, c.scope)
+        .where(c.project_id == project_id, c.revoked_at.is_(None))
+        .order_by(c.created_at, c.token_hash)
     )
     return [
-        TokenRow(token_id=token_id(r.token_hash), label=r.label, created_at=as_utc(r.created_at))
+        TokenRow(
+            token_id=token_id(r.token_hash),
+            label=r.label,
+            created_at=as_utc(r.created_at),
+            scope=r.scope,
+        )
         for r in rows
     ]
 
@@ -126,13 +161,15 @@ def revoke_token(
         return None
     c = t.api_tokens.c
     row = conn.execute(
-        select(c.token_hash, c.label, c.created_at, c.revoked_at).where(
+        select(c.token_hash, c.label, c.created_at, c.revoked_at, c.scope).where(
             c.project_id == project_id, c.token_hash.startswith(token_id, autoescape=True)
         )
     ).first()
     if row is None:
         return None
-    token = TokenRow(token_id=token_id, label=row.label, created_at=as_utc(row.created_at))
+    token = TokenRow(
+        token_id=token_id, label=row.label, created_at=as_utc(row.created_at), scope=row.scope
+    )
     if row.revoked_at is not None:
         return token, as_utc(row.revoked_at)
     conn.execute(

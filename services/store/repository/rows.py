@@ -8,7 +8,7 @@ are timezone-aware UTC (:func:`._common.as_utc`).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from services.cells import NamedCell
 
@@ -26,6 +26,8 @@ class TokenRow(TypedDict):
     token_id: str
     label: str
     created_at: datetime
+    #: ``full`` (the whole project) or ``write`` (post judgments and results only)
+    scope: Literal["full", "write"]
 
 
 class SystemRow(TypedDict):

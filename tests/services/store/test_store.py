@@ -56,7 +56,7 @@ def test_migrate_is_idempotent(store: Store) -> None:
     store.migrate()
     with store.read() as conn:
         version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
-    assert version == "0008"
+    assert version == "0009"
 
 
 def test_catalogue_version_moves_with_every_catalogue_write_and_no_judgment(store: Store) -> None:
