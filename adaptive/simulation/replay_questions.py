@@ -168,3 +168,37 @@ def summarize_question(traces, logs: Sequence[Log], margin: float) -> dict:
         "wrong_answers": int(sum(w > 0 for w in wrong)),
         "wrong_answer_rate": float(np.mean([w > 0 for w in wrong])),
     }
+
+
+def system_campaign(
+    rng: np.random.Generator,
+    strengths: Sequence[float],
+    *,
+    num_prompts: int = 500,
+    tie_share: float = 0.25,
+    spread: float = 0.5,
+    names: Sequence[str] = (),
+) -> Log:
+    """A simulated campaign over every pair of systems whose true Δ is a difference of strengths.
+
+    Comparison (a, b) of systems a < b has true Δ = strength[b] - strength[a] (so |Δ| <= 1
+    needs strengths within 1 of each other), ``num_prompts`` prompts, one judgment per cell
+    (:func:`adaptive.simulation.replay.synthetic_campaign`). Every answer has a known truth.
+
+    Example:
+        >>> log = system_campaign(np.random.default_rng(0), [0.2, 0.0, -0.2], num_prompts=10)
+        >>> log.num_comparisons, log.num_judgments, log.true_net.round(2).tolist()
+        (3, 30, [-0.2, -0.4, -0.2])
+    """
+    from adaptive.simulation.replay import synthetic_campaign
+
+    s = np.asarray(strengths, np.float64)
+    pair_a, pair_b = np.triu_indices(len(s), 1)
+    log = synthetic_campaign(
+        rng, s[pair_b] - s[pair_a], num_prompts=num_prompts, tie_share=tie_share, spread=spread
+    )
+    return log._replace(
+        pair_a=pair_a.astype(np.int64),
+        pair_b=pair_b.astype(np.int64),
+        systems=tuple(names) or tuple(f"s{i}" for i in range(len(s))),
+    )

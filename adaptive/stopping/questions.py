@@ -209,6 +209,9 @@ class Answer(NamedTuple):
         claims: (C,) bool, the decided comparisons the answer's statements rest on.
         needed: judgments likely still needed by the relevant comparisons (sum; inf when
             one is out of sight).
+        verdicts: versus and equivalence: (system, other, outcome) of each pair the question
+            names, ``system`` the compared one (versus: not a reference), ``outcome`` one of
+            ``better``, ``worse``, ``equivalent``, ``undecided``, ``never compared``.
     """
 
     kind: str
@@ -222,6 +225,7 @@ class Answer(NamedTuple):
     relevant: np.ndarray
     claims: np.ndarray
     needed: float
+    verdicts: tuple[tuple[int, int, str], ...] = ()
 
 
 def _pair_index(pair_a: np.ndarray, pair_b: np.ndarray, num_systems: int) -> np.ndarray:
@@ -318,6 +322,7 @@ def answer_question(
     kind = question.kind
     top: tuple[int, ...] = ()
     among: tuple[int, ...] = ()
+    verdicts: tuple[tuple[int, int, str], ...] = ()
     if kind in ("top-k", "ranking"):
         blocked = _blocked_cuts(order, index, equal, can, open_)
         for t in np.flatnonzero(cuts):
@@ -355,12 +360,14 @@ def answer_question(
         answered = bool((targets >= 0).all()) and not (wanted & open_).any()
         relevant = wanted & can
         claims = wanted & ~open_
+        if kind != "all-pairs":
+            verdicts = _verdicts(question, index, outcome, pair_b, K)
     groups = _groups(order, cuts)
     need = np.asarray(decisions.needed, np.float64)[relevant]
     needed = float(need.sum()) if need.size else 0.0
     settled = answered or not relevant.any()
     return Answer(
-        kind, answered, settled, order, cuts, groups, top, among, relevant, claims, needed
+        kind, answered, settled, order, cuts, groups, top, among, relevant, claims, needed, verdicts
     )
 
 
@@ -374,6 +381,30 @@ def _question_comparisons(question: Resolved, index: np.ndarray, C: int, K: int)
     refs = set(question.references)
     out = [index[s, r] for r in question.references for s in range(K) if s not in refs]
     return np.asarray(out, np.int64)
+
+
+def _verdicts(question: Resolved, index, outcome, pair_b, K: int):
+    """(system, other, outcome in words) for each pair a versus or equivalence question names."""
+    if question.kind == "equivalence":
+        named = [tuple(question.pair)]
+    else:
+        refs = set(question.references)
+        named = [(s, r) for r in question.references for s in range(K) if s not in refs]
+    out = []
+    for x, y in named:
+        c = index[x, y]
+        if c < 0:
+            word = "never compared"
+        elif outcome[c] == EQUIVALENT:
+            word = "equivalent"
+        elif outcome[c] == UNDECIDED:
+            word = "undecided"
+        else:
+            # B_BETTER: pair_b better; x is better when it is the winner
+            winner_b = outcome[c] == B_BETTER
+            word = "better" if (pair_b[c] == x) == winner_b else "worse"
+        out.append((int(x), int(y), word))
+    return tuple(out)
 
 
 def _groups(order: np.ndarray, cuts: np.ndarray) -> tuple[tuple[int, ...], ...]:
@@ -450,12 +481,15 @@ def describe(answer: Answer, question: Question, systems: Sequence[str], alpha: 
         state = "ranked" if answer.answered else "ranking so far"
         tied = "groups in braces are not separated (or decided equivalent when ranked)"
         return f"{state}: {text} ({tied}), {bound}"
-    if answer.kind == "equivalence":
-        x, y = question.pair
-        return f"{x} vs {y}: {'decided' if answer.answered else 'not yet decided'}, {bound}"
-    if answer.kind == "versus":
-        refs = ", ".join(question.references)
-        done = "every comparison decided" if answer.answered else "not every comparison decided"
-        return f"each system against {refs}: {done}, {bound}"
+    if answer.kind in ("equivalence", "versus"):
+        words = {
+            "better": "better than",
+            "worse": "worse than",
+            "equivalent": "equivalent to",
+            "undecided": "undecided against",
+            "never compared": "never compared with",
+        }
+        text = "; ".join(f"{systems[x]} {words[w]} {systems[y]}" for x, y, w in answer.verdicts)
+        return f"{text} ({'answered' if answer.answered else 'not yet answered'}), {bound}"
     done = "every comparison decided" if answer.answered else "not every comparison decided"
     return f"all pairs: {done}, {bound}"
