@@ -24,8 +24,12 @@ def _method(method: str) -> str:
         raise ValueError(f"unknown method {method!r}; expected 'fast' or 'nuts'") from None
 
 
-def read(data: Any) -> pl.DataFrame:
+def read(data: Any, *, column_map: Any = None) -> pl.DataFrame:
     """Validated judgments from a polars/pandas DataFrame or a file (see :mod:`adaptive.core.data`).
+
+    ``column_map`` names the file's own columns (and values) for the schema's, as
+    ``--map`` does on the command line: ``{"item_id": "idx", "system_a": "model_1"}``,
+    ``"item_id=idx,winner:1=a"`` or a mapping file (:mod:`adaptive.core.column_map`).
 
     Example:
         >>> import pandas as pd
@@ -33,9 +37,14 @@ def read(data: Any) -> pl.DataFrame:
         ...     "annotator_id": ["w1"], "winner": ["B"]}))["winner"].to_list()
         ['b']
     """
-    if isinstance(data, pl.DataFrame) and "row" in data.columns and "dimension" in data.columns:
+    if (
+        column_map is None
+        and isinstance(data, pl.DataFrame)
+        and "row" in data.columns
+        and "dimension" in data.columns
+    ):
         return data  # already validated
-    return read_judgments(data)
+    return read_judgments(data, column_map=column_map)
 
 
 def _dims(judgments: pl.DataFrame, dimension: str | None) -> list[str]:

@@ -75,7 +75,14 @@ from services.schemas_answers import (
 from services.schemas_answers import (
     SnapshotsPublic as SnapshotsPublic,
 )
-from services.store.validation import MAX_ID, MAX_TEXT, MAX_TIMESTAMP, id_problem, text_problem
+from services.store.validation import (
+    MAX_ID,
+    MAX_TEXT,
+    MAX_TIMESTAMP,
+    id_problem,
+    text_problem,
+    timestamp_problem,
+)
 
 #: judgments per POST (a request with more is rejected whole)
 MAX_BATCH = 10_000
@@ -96,7 +103,7 @@ def _valid_name(value: str) -> str:
 
 
 def _valid_timestamp(value: str) -> str:
-    if (problem := id_problem(value, allow_empty=True, max_length=MAX_TIMESTAMP)) is not None:
+    if (problem := timestamp_problem(value)) is not None:
         raise ValueError(problem)
     return value
 
@@ -127,8 +134,9 @@ class SchemaPattern:
 # checked by its validators (their messages name the character and its position) and
 # declared as a pattern, so a schema-valid request is never refused for a character.
 # Lone surrogates are not declared: JSON Schema patterns match code points.
-#: no control characters (C0, DEL)
-ID_PATTERN = r"^[^\u0000-\u001f\u007f]*$"
+#: no control characters (C0, DEL), bidirectional controls or zero-width characters (an
+#: id that is not in Unicode NFC form is refused too: a pattern cannot say it)
+ID_PATTERN = r"^[^\u0000-\u001f\u007f\u061c\u200b-\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]*$"
 #: no NUL or control characters but tab, newline and carriage return
 TEXT_PATTERN = r"^[^\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]*$"
 #: SYSTEM_A:SYSTEM_B, each side an id with a character other than a space (SYSTEM_A
@@ -137,7 +145,8 @@ PAIR_PATTERN = (
     r"^[^:\u0000-\u001f\u007f]*[^:\s\u0000-\u001f\u007f][^:\u0000-\u001f\u007f]*"
     r":[^\u0000-\u001f\u007f]*[^\s\u0000-\u001f\u007f][^\u0000-\u001f\u007f]*$"
 )
-# ids: 1..200 characters, no control characters, no lone surrogates
+# ids: 1..200 characters, no control characters, lone surrogates, bidirectional controls
+# or zero-width characters, in NFC form (adaptive.core.ids)
 Id = Annotated[
     str,
     StringConstraints(min_length=1, max_length=MAX_ID),
@@ -404,7 +413,7 @@ class JudgmentBase(Strict):
             str, StringConstraints(max_length=MAX_TIMESTAMP), AfterValidator(_valid_timestamp)
         ]
         | None
-    ) = None
+    ) = Field(default=None, description="when it was judged: ISO 8601 (e.g. 2024-05-03T14:03:00Z)")
 
     @field_validator("system_b")
     @classmethod
@@ -430,8 +439,22 @@ class JudgmentCreate(JudgmentBase):
     )
 
 
-class JudgmentPublic(JudgmentCreate):
+class JudgmentPublic(BaseModel):
+    """A stored judgment as it was stored: an answer never re-checks the input rules (rows
+    stored before a rule existed stay readable)."""
+
     model_config = ConfigDict(extra="ignore")
+    judgment_id: str
+    item_id: str
+    system_a: str
+    system_b: str
+    annotator_id: str = ""
+    winner: Winner
+    dimension: str = "overall"
+    shown_first: Literal["a", "b"] | None = None
+    timestamp: str | None = None
+    screen_id: str | None = None
+    lease_id: str | None = None
     seq: int = Field(description="arrival order in the store")
 
 

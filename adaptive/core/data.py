@@ -13,7 +13,7 @@ winner          yes      ``a``, ``b`` or ``tie``
 dimension       no       what was judged (``overall`` when absent)
 judgment_id     no       a client-supplied unique id (makes ingestion idempotent)
 shown_first     no       which response the annotator saw first: ``a`` or ``b``
-timestamp       no       when the judgment was made (kept as text)
+timestamp       no       when the judgment was made: ISO 8601 (kept as given)
 screen_id       no       the ranked screen the pair came from (empty: none)
 lease_id        no       the service's next batch that served the cell (empty: none)
 =============== ======== =========================================================
@@ -26,8 +26,18 @@ once. **Ranking files** (one row per screen: ``item_id, annotator_id, ranking`` 
 (:mod:`adaptive.core.rankings`); a pair's ``row`` is its screen's row in the file.
 
 A file that breaks the schema fails whole with :class:`DataError`, naming the
-file, the (1-based, header excluded) row, the column and what was expected; no
-partial frame is ever returned.
+file, the line (a text file's header is line 1, its first record line 2; a Parquet
+file or a frame names the 1-based row), the column, the value as given and what was
+expected; no partial frame is ever returned. A file without the schema's columns is
+refused naming the columns it has. Ids follow :mod:`adaptive.core.ids` (no control,
+bidirectional or zero-width characters, NFC; an object or a list is refused), and a
+``timestamp`` must be ISO 8601, as everywhere else in the product.
+
+**Other column names**: ``column_map`` (``--map item_id=idx,system_a=model_1`` on the
+command line) renames a file's columns, and maps its values, onto this schema
+(:mod:`adaptive.core.column_map`). PandaLM-style records, Label Studio exports, MTurk
+batch results and a ``choice`` column are recognised without one
+(:mod:`adaptive.core.formats`).
 
 **Chatbot Arena battle logs** (the public dumps' columns ``model_a, model_b,
 winner`` with ``winner`` in ``model_a | model_b | tie | tie (bothbad)``, and
@@ -50,13 +60,19 @@ Everywhere a file is accepted, a polars or pandas DataFrame is accepted too.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from adaptive.core import formats, raw_files
+from adaptive.core.arena import ARENA_COLUMNS as ARENA_COLUMNS
+from adaptive.core.arena import ARENA_READ, arena_to_judgments, is_arena
+from adaptive.core.arena import ARENA_WINNERS as ARENA_WINNERS
+from adaptive.core.column_map import ColumnMap, MapError
+from adaptive.core.ids import id_problem, timestamp_problem
 from adaptive.core.rankings import RANKING_READ, expand_rankings, is_ranking
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("item_id", "system_a", "system_b", "annotator_id", "winner")
@@ -95,10 +111,14 @@ class RowProblem:
     column: str
     value: str
     expected: str
+    #: what ``row`` counts: ``row`` (1-based, of a frame or a Parquet file) or ``line`` (of
+    #: a text file, the header being line 1)
+    unit: str = "row"
 
     def __str__(self) -> str:
         return (
-            f"row {self.row}, column {self.column!r}: got {self.value!r}, expected {self.expected}"
+            f"{self.unit} {self.row}, column {self.column!r}: got {self.value!r}, "
+            f"expected {self.expected}"
         )
 
 
@@ -144,148 +164,195 @@ def as_polars(frame: object) -> pl.DataFrame:
     raise TypeError(f"expected a polars or pandas DataFrame, got {type(frame).__name__}")
 
 
-#: Chatbot Arena's winner labels and what they become
-ARENA_WINNERS: dict[str, str] = {
-    "model_a": "a",
-    "model_b": "b",
-    "tie": "tie",
-    "tie (bothbad)": "tie",
-}
-ARENA_COLUMNS: tuple[str, ...] = ("model_a", "model_b", "winner")
-#: columns of an Arena log that are read (the rest, e.g. the conversations, are not)
-_ARENA_READ = ARENA_COLUMNS + ("question_id", "id", "judge", "tstamp", "turn")
-_KNOWN = REQUIRED_COLUMNS + OPTIONAL_COLUMNS + _ARENA_READ + RANKING_READ
+_KNOWN = REQUIRED_COLUMNS + OPTIONAL_COLUMNS + ARENA_READ + RANKING_READ
 
 
-def is_arena(columns: Iterable[str]) -> bool:
-    """Whether a frame's columns are those of a Chatbot Arena battle log."""
-    columns = set(columns)
-    return set(ARENA_COLUMNS) <= columns and "system_a" not in columns
+#: columns of the raw formats (adaptive.core.formats) that are read
+_FORMAT_READ = ("cmp_key", "idx", "instruction", "input", "choice") + formats.MTURK_COLUMNS
 
 
-def arena_to_judgments(frame: pl.DataFrame, *, source: str = "<arena>") -> pl.DataFrame:
-    """An Arena battle log in the common schema (text columns, not yet validated).
+def _reads(column_map: ColumnMap) -> Callable[[str], bool]:
+    """Whether a file's column is read (a nested value there is refused, elsewhere dropped)."""
+    mapped = set(column_map.columns.values())
 
-    Example:
-        >>> arena_to_judgments(pl.DataFrame({"question_id": ["q1", "q2"],
-        ...     "model_a": ["x", "x"], "model_b": ["y", "y"], "judge": ["u1", "u2"],
-        ...     "winner": ["model_b", "tie (bothbad)"]})).select("winner", "both_bad").rows()
-        [('b', 'false'), ('tie', 'true')]
-    """
-    n = frame.height
-    text = {c: frame[c].cast(pl.Utf8) for c in frame.columns if c in _ARENA_READ and c != "tstamp"}
-    winner_raw = text["winner"].str.strip_chars().str.to_lowercase()
-    problems = [
-        RowProblem(
-            i + 1,
-            "winner",
-            str(v) if v is not None else "<empty>",
-            "one of 'model_a', 'model_b', 'tie', 'tie (bothbad)'",
-        )  # fmt: skip
-        for i, v in enumerate(winner_raw.to_list())
-        if v not in ARENA_WINNERS
-    ]
+    def wanted(name: str) -> bool:
+        return (
+            name in _KNOWN
+            or name in mapped
+            or name in _FORMAT_READ
+            or name.startswith(("Input.", "Answer."))
+            or bool(formats.ANNOTATOR_COLUMN.fullmatch(name))
+        )
+
+    return wanted
+
+
+def _problems(source: str, problems: list[tuple[int, str, str, str]]) -> None:
     if problems:
-        raise DataError(source, problems)
-    if "question_id" in text:
-        item = text["question_id"]
-        if "turn" in text and _judged_per_turn(item, text["turn"]):
-            item = item + "-t" + text["turn"].fill_null("")
-    elif "id" in text:
-        item = text["id"]
-    else:
-        item = pl.Series([f"battle-{i + 1}" for i in range(n)])
-    out = pl.DataFrame(
-        {
-            "item_id": item,
-            "system_a": text["model_a"],
-            "system_b": text["model_b"],
-            "annotator_id": text["judge"] if "judge" in text else pl.Series([""] * n),
-            "winner": winner_raw.replace_strict(ARENA_WINNERS),
-            "shown_first": pl.Series(["a"] * n),
-            "both_bad": (winner_raw == "tie (bothbad)").cast(pl.Utf8).str.to_lowercase(),
-        }
-    )
-    if "tstamp" in frame.columns and frame["tstamp"].dtype.is_numeric():
-        stamp = pl.from_epoch(
-            (frame["tstamp"].cast(pl.Float64) * 1e6).cast(pl.Int64), time_unit="us"
-        ).dt.strftime("%Y-%m-%dT%H:%M:%S%.fZ")
-        out = out.with_columns(stamp.alias("timestamp"))
-    elif "tstamp" in frame.columns:
-        out = out.with_columns(frame["tstamp"].cast(pl.Utf8).alias("timestamp"))
-    return out
+        raise DataError(source, sorted((RowProblem(*p) for p in problems),
+                                       key=lambda p: (p.row, p.column)))  # fmt: skip
 
 
-def _judged_per_turn(question: pl.Series, turn: pl.Series) -> bool:
-    """Whether some question was judged at more than one turn.
-
-    Example:
-        >>> _judged_per_turn(pl.Series(["q1", "q1"]), pl.Series(["1", "2"]))
-        True
-    """
-    frame = pl.DataFrame({"q": question, "t": turn})
-    return int(frame.group_by("q").agg(pl.col("t").n_unique())["t"].max() or 0) > 1  # type: ignore[arg-type]
-
-
-def _as_text(frame: pl.DataFrame, *, source: str) -> pl.DataFrame:
-    """Keep the columns the schema knows (Arena logs converted), every one as text."""
+def _as_text(
+    frame: pl.DataFrame, *, source: str, column_map: ColumnMap | None = None
+) -> pl.DataFrame:  # noqa: E501
+    """The frame in the schema's names, every column as text, with ``row`` (Arena logs,
+    ranking files, PandaLM records, MTurk results and choices converted)."""
+    if "row" not in frame.columns:  # else the records' rows (a Label Studio export's tasks)
+        frame = frame.with_row_index("row", offset=1)
+    file_columns = [c for c in frame.columns if c != "row"]
+    try:
+        frame = (column_map or ColumnMap()).apply(frame, source=source)
+    except MapError as exc:
+        raise DataError(source, message=str(exc)) from None
+    if formats.is_mturk(frame.columns):
+        frame = formats.mturk_to_records(frame)
     if is_arena(frame.columns):
-        return arena_to_judgments(frame, source=source)
+        judgments, problems = arena_to_judgments(frame)
+        _problems(source, problems)
+        return judgments
     if is_ranking(frame.columns):
-        pairs, problems = expand_rankings(frame)
-        if problems:
-            raise DataError(source, [RowProblem(*p) for p in problems])
+        pairs, problems = expand_rankings(frame.drop("row"))
+        _problems(source, problems)
         return pairs
+    if formats.is_pandalm(frame.columns):
+        frame, problems = formats.pandalm_to_judgments(frame)
+        _problems(source, problems)
+    elif "choice" in frame.columns and "winner" not in frame.columns:
+        frame, problems = formats.choice_to_winner(frame)
+        _problems(source, problems)
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+    if missing:
+        raise DataError(
+            source,
+            message=f"missing column(s) {missing}; the file has {file_columns}, expected at "
+            f"least {list(REQUIRED_COLUMNS)} (name the file's own columns with --map, e.g. "
+            "--map item_id=question,system_a=model_1)",
+        )
     keep = [c for c in frame.columns if c in REQUIRED_COLUMNS + OPTIONAL_COLUMNS]
-    if not keep:
-        keep = frame.columns  # the error names what is missing
-    return frame.select([pl.col(c).cast(pl.Utf8) for c in keep])
+    return frame.select([pl.col(c).cast(pl.Utf8) for c in keep] + ["row"])
 
 
-def _read_json_array(path: Path) -> pl.DataFrame:
-    import json
+def _text_frame(frame: pl.DataFrame, wanted: Callable[[str], bool], source: str) -> pl.DataFrame:
+    """Every column as text; a nested column (structs, lists) is refused where it is read
+    (an id given as an object is never stored as its text) and emptied elsewhere."""
+    problems = []
+    out: list[pl.Expr] = []
+    for name, dtype in frame.schema.items():
+        if not dtype.is_nested():
+            out.append(pl.col(name).cast(pl.Utf8))
+            continue
+        if name == "ranking":  # a ranking file's list form
+            values = [raw_files.ranking_text(v) for v in frame[name].to_list()]
+            out.append(pl.lit(pl.Series(name, values, dtype=pl.Utf8)))
+            continue
+        if wanted(name) and name != "row":
+            for k, value in enumerate(frame[name].to_list(), start=1):
+                if value is not None:
+                    problems.append((k, name, str(value)[:80], "a string or a number, not "
+                                     f"{'a list' if isinstance(value, list) else 'an object'}"))  # fmt: skip
+        out.append(pl.lit(None, pl.Utf8).alias(name))
+    _problems(source, problems)
+    return frame.select(out)
 
-    records = json.loads(path.read_text())
-    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
-        raise DataError(str(path), message="a .json file must hold an array of objects")
-    columns = [c for c in dict.fromkeys(k for r in records for k in r) if c in _KNOWN]
-    return pl.DataFrame({c: [r.get(c) for r in records] for c in columns}, strict=False)
+
+Lines = Callable[[], list[int] | None]
+
+
+def _read_records(path: Path, wanted: Callable[[str], bool]) -> tuple[pl.DataFrame, Lines]:
+    if path.suffix.lower() == ".json":
+        records = raw_files.json_records(path)
+        lines: Lines = lambda: raw_files.json_lines(path)  # noqa: E731
+    else:
+        records, known = raw_files.jsonl_records(path)
+        lines = lambda: known  # noqa: E731
+    rows = None
+    if formats.is_label_studio(records):
+        records, rows, problems = formats.label_studio_rows(records)
+        if problems:
+            raise DataError(str(path), [RowProblem(*p) for p in problems])
+        if not records:
+            raise DataError(str(path), message="no annotations in the Label Studio export")
+    frame, problems = raw_files.records_frame(records, wanted=wanted, rows=rows)
+    if problems:
+        raise DataError(str(path), [RowProblem(*p) for p in problems])
+    return frame, lines
 
 
 def _read_raw(path: Path) -> pl.DataFrame:
+    """The file's records, every column as text (``evalset.hybrid`` reads its extra column)."""
+    return _read_file(path, _reads(ColumnMap()))[0]
+
+
+def _read_file(path: Path, wanted: Callable[[str], bool]) -> tuple[pl.DataFrame, Lines]:
+    """The file's records as text (every column) and, lazily, the line each starts on."""
     suffix = path.suffix.lower()
     if suffix in {".csv", ".tsv"}:
-        return pl.read_csv(
-            path,
-            separator="\t" if suffix == ".tsv" else ",",
-            infer_schema=False,  # every column as text: validation decides, not inference
-        )
-    if suffix in {".jsonl", ".ndjson"}:
-        return pl.read_ndjson(path, infer_schema_length=None)
-    if suffix == ".json":
-        return _read_json_array(path)
+        separator = "\t" if suffix == ".tsv" else ","
+        try:
+            frame = pl.read_csv(path, separator=separator, infer_schema=False).drop(
+                "row", strict=False
+            )
+        except pl.exceptions.PolarsError as exc:
+            junk = raw_files.csv_junk(path, separator)
+            message = str(junk or f"could not parse the file: {exc}")
+            raise DataError(str(path), message=message) from None
+        return frame, lambda: raw_files.csv_lines(path, separator)
+    if suffix in {".json", ".jsonl", ".ndjson"}:
+        return _read_records(path, wanted)
     if suffix in {".parquet", ".pq"}:
-        names = pl.read_parquet_schema(path)
-        wanted = [c for c in names if c in _KNOWN] or list(names)
-        return pl.read_parquet(path, columns=wanted)  # not the conversations
+        names = list(pl.read_parquet_schema(path))
+        frame = pl.read_parquet(path, columns=[c for c in names if wanted(c)])
+        unread = [pl.lit(None, pl.Utf8).alias(c) for c in names if c not in frame.columns + ["row"]]
+        frame = _text_frame(frame.drop("row", strict=False), wanted, str(path))
+        return frame.with_columns(unread), lambda: None
     raise DataError(
         str(path),
         message=f"unknown file type {suffix!r}; expected .csv, .tsv, .json, .jsonl or .parquet",
     )
 
 
-def read_judgments(source: str | Path | object) -> pl.DataFrame:
+def record_lines(path: str | Path) -> list[int] | None:
+    """The line each record of a judgments file starts on (None: a Parquet file, no lines)."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix in {".csv", ".tsv"}:
+        return raw_files.csv_lines(path, "\t" if suffix == ".tsv" else ",")
+    if suffix == ".json":
+        return raw_files.json_lines(path)
+    if suffix in {".jsonl", ".ndjson"}:
+        return raw_files.jsonl_records(path)[1]
+    return None
+
+
+def _at_lines(exc: DataError, lines: Lines) -> DataError:
+    """``exc`` with its rows (1-based records) given as the file's lines."""
+    if not exc.problems or (starts := lines()) is None:
+        return exc
+    moved = [
+        replace(p, row=starts[p.row - 1], unit="line") if 1 <= p.row <= len(starts) else p
+        for p in exc.problems
+    ]
+    return DataError(exc.source, moved)
+
+
+def read_judgments(source: str | Path | object, *, column_map: Any = None) -> pl.DataFrame:
     """Read and validate judgments from a file or a DataFrame.
 
     Args:
         source: a ``.csv``, ``.tsv``, ``.json`` (array), ``.jsonl``/``.ndjson`` or
-            ``.parquet`` file, or a polars / pandas DataFrame, in the common schema
-            as a Chatbot Arena battle log, or as a ranking file (one row per screen).
+            ``.parquet`` file, or a polars / pandas DataFrame, in the common schema,
+            as a Chatbot Arena battle log, a ranking file (one row per screen), or one
+            of the raw formats of :mod:`adaptive.core.formats`.
+        column_map: the file's own column names (and values) mapped onto the schema: a
+            :class:`~adaptive.core.column_map.ColumnMap`, ``{"item_id": "idx", ...}``,
+            ``"item_id=idx,system_a=model_1"`` or a mapping file's path (default: the
+            ``column_map`` the source carries, e.g. the command line's ``--data``).
 
     Returns:
         A frame with the required columns, ``dimension`` (filled with ``overall`` when
         absent), the optional columns that were present, and ``row`` (1-based
-        position in the file).
+        record of the file).
 
     Raises:
         DataError: the file is missing, unreadable, or any row is invalid.
@@ -295,24 +362,39 @@ def read_judgments(source: str | Path | object) -> pl.DataFrame:
         >>> read_judgments(pd.DataFrame({"model_a": ["x"], "model_b": ["y"],
         ...     "winner": ["tie (bothbad)"], "judge": ["u1"]})).row(0)
         ('battle-1', 'x', 'y', 'u1', 'tie', 'overall', 'a', 'true', 1)
+        >>> read_judgments(pd.DataFrame({"q": ["p1"], "m1": ["x"], "m2": ["y"], "w": [2]}),
+        ...     column_map="item_id=q,system_a=m1,system_b=m2,winner=w,winner:2=b,annotator_id=q"
+        ...     ).row(0)
+        ('p1', 'x', 'y', 'p1', 'b', 'overall', 1)
     """
+    mapping = ColumnMap.of(
+        column_map if column_map is not None else getattr(source, "column_map", None)
+    )  # noqa: E501
+    wanted = _reads(mapping)
     if not isinstance(source, str | Path):
         name = f"<{type(source).__name__}>"
         try:
             frame = as_polars(source)
         except TypeError as exc:
             raise DataError(name, message=str(exc)) from exc
-        return validate_judgments(_as_text(frame, source=name), source=name)
+        frame = frame.drop("row", strict=False)  # a validated frame's rows (of another file)
+        text = _as_text(_text_frame(frame, wanted, name), source=name, column_map=mapping)
+        return validate_judgments(text, source=name)
     path = Path(source)
     if not path.exists():
         raise DataError(str(path), message="file not found")
+    lines: Lines = lambda: None  # noqa: E731
     try:
-        raw = _as_text(_read_raw(path), source=str(path))
-    except DataError:
-        raise
-    except Exception as exc:  # polars raises several error types for malformed files
+        raw, lines = _read_file(path, wanted)
+        return validate_judgments(
+            _as_text(raw, source=str(path), column_map=mapping), source=str(path)
+        )
+    except DataError as exc:
+        raise _at_lines(exc, lines) from None
+    except raw_files.RawFileError as exc:
+        raise DataError(str(path), message=str(exc)) from None
+    except (OSError, UnicodeDecodeError, pl.exceptions.PolarsError) as exc:
         raise DataError(str(path), message=f"could not parse the file: {exc}") from exc
-    return validate_judgments(raw, source=str(path))
 
 
 def validate_judgments(frame: pl.DataFrame, *, source: str = "<judgments>") -> pl.DataFrame:
@@ -333,7 +415,8 @@ def validate_judgments(frame: pl.DataFrame, *, source: str = "<judgments>") -> p
     if frame.height == 0:
         raise DataError(source, message="no judgments in the file")
     keep = list(REQUIRED_COLUMNS) + [c for c in OPTIONAL_COLUMNS if c in frame.columns]
-    df = frame.select([pl.col(c).cast(pl.Utf8).str.strip_chars().alias(c) for c in keep])
+    given = frame.select([pl.col(c).cast(pl.Utf8) for c in keep])  # echoed in problems
+    df = given.select([pl.col(c).str.strip_chars() for c in keep])
     # a ranking file's pairs keep their screen's row in the file
     if "row" in frame.columns:
         df = df.with_columns(frame["row"].cast(pl.UInt32).alias("row"))
@@ -357,20 +440,20 @@ def validate_judgments(frame: pl.DataFrame, *, source: str = "<judgments>") -> p
             .alias("shown_first")
         )
     df = df.with_columns(pl.col("annotator_id").fill_null(""))
-    if "screen_id" in df.columns:
-        df = df.with_columns(
-            pl.when(pl.col("screen_id") == "")
-            .then(None)
-            .otherwise(pl.col("screen_id"))
-            .alias("screen_id")
-        )
+    for column in ("screen_id", "timestamp"):
+        if column in df.columns:
+            df = df.with_columns(
+                pl.when(pl.col(column) == "").then(None).otherwise(pl.col(column)).alias(column)
+            )
 
     problems: list[RowProblem] = []
 
     def collect(mask: pl.Expr, column: str, expected: str) -> None:
-        bad = df.filter(mask).select("row", pl.col(column).fill_null("<empty>"))
-        for row, value in bad.iter_rows():
-            problems.append(RowProblem(int(row), column, str(value), expected))
+        bad = df.with_row_index("_i").filter(mask).select("_i", "row")
+        for i, row in bad.iter_rows():
+            value = given[column][i] if column in given.columns else None
+            problems.append(RowProblem(int(row), column, "<empty>" if value is None else value,
+                                       expected))  # fmt: skip
 
     for column in ("item_id", "system_a", "system_b"):
         collect(pl.col(column).is_null() | (pl.col(column) == ""), column, "a non-empty id")
@@ -384,6 +467,15 @@ def validate_judgments(frame: pl.DataFrame, *, source: str = "<judgments>") -> p
         "system_b",
         "a system different from system_a (a system compared with itself)",
     )
+    for column in ("item_id", "system_a", "system_b", "annotator_id", "dimension",
+                   "judgment_id", "screen_id", "lease_id", "timestamp"):  # fmt: skip
+        if column not in df.columns:
+            continue
+        check = timestamp_problem if column == "timestamp" else _nonempty_id_problem
+        reasons = {v: r for v in df[column].drop_nulls().unique() if (r := check(v)) is not None}
+        bad = df.with_row_index("_i").filter(pl.col(column).is_in(list(reasons)))
+        for i, row, value in bad.select("_i", "row", column).iter_rows():
+            problems.append(RowProblem(int(row), column, given[column][i], reasons[value]))
     if "shown_first" in df.columns:
         collect(
             pl.col("shown_first").is_not_null() & ~pl.col("shown_first").is_in(["a", "b"]),
@@ -415,6 +507,12 @@ def validate_judgments(frame: pl.DataFrame, *, source: str = "<judgments>") -> p
     ordered = list(REQUIRED_COLUMNS) + ["dimension"]
     ordered += [c for c in OPTIONAL_COLUMNS if c in df.columns and c != "dimension"] + ["row"]
     return df.select(ordered)
+
+
+def _nonempty_id_problem(value: str) -> str | None:
+    """An id's problem as a row's expectation (an empty id is checked apart)."""
+    problem = id_problem(value, allow_empty=True)
+    return None if problem is None else f"a valid id ({problem})"
 
 
 def screen_problems(df: pl.DataFrame) -> list[RowProblem]:

@@ -92,11 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser(words[0] if words and words[0] in known else None)
     args = parser.parse_args(argv)
     from adaptive.core.data import DataError
+    from services.cli.common import apply_map
     from services.jax_cache import configure_jax
 
     try:
         configure_jax()  # EVALSET_JAX_CACHE_DIR: a later run loads this one's compiled fits
-        result = args.func(args)
+        result = args.func(apply_map(args))
     except (CliError, DataError, ValueError, KeyError, FileNotFoundError) as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"evalset {args.command}: error: {message}", file=sys.stderr)

@@ -38,6 +38,7 @@ def add_data_args(parser: argparse.ArgumentParser, *, formats: Sequence[str] = F
         help="judgments: CSV, TSV, JSON array, JSONL or Parquet, in the common schema or a "
         "Chatbot Arena battle log (model_a, model_b, winner)",
     )
+    add_map_arg(parser)
     parser.add_argument(
         "--dimension", help="analyse only this dimension (default: every dimension)"
     )
@@ -50,6 +51,39 @@ def add_data_args(parser: argparse.ArgumentParser, *, formats: Sequence[str] = F
     parser.add_argument(
         "--seed", type=int, default=0, help="random seed; results are reproducible (default: 0)"
     )
+
+
+class MappedPath(str):
+    """A judgments file named on the command line with its ``--map`` (a ``str``, so a command
+    can still take its folder; :func:`adaptive.core.data.read_judgments` reads the map)."""
+
+    column_map: Any = None
+
+
+def add_map_arg(parser: argparse.ArgumentParser, *, dest: str = "data") -> None:
+    """``--map`` for the judgments file in ``dest`` (applied by :func:`apply_map`)."""
+    parser.add_argument(
+        "--map",
+        action="append",
+        metavar="COLUMN=FILE_COLUMN,...|FILE",
+        help="the file's own column names for the schema's: item_id=idx,system_a=model_1,"
+        "system_b=model_2 (values too: winner:1=a,winner:2=b), or a .toml/.json mapping "
+        "file; repeatable (docs/data.md, bring your own data)",
+    )
+    parser.set_defaults(map_dest=dest)
+
+
+def apply_map(args: argparse.Namespace) -> argparse.Namespace:
+    """The parsed ``--map`` attached to the file it maps (checked before the command runs)."""
+    from adaptive.core.column_map import ColumnMap
+
+    dest = getattr(args, "map_dest", None)
+    if dest is None or not getattr(args, "map", None) or getattr(args, dest, None) is None:
+        return args
+    path = MappedPath(getattr(args, dest))
+    path.column_map = ColumnMap.of(args.map)
+    setattr(args, dest, path)
+    return args
 
 
 def _clean(value: Any) -> Any:

@@ -15,7 +15,7 @@ from adaptive.stopping.rule import (
     FAMILIES,
     UNITS,
 )
-from services.cli.common import FORMATS, emit, log
+from services.cli.common import FORMATS, add_map_arg, emit, log
 from services.cli.errors import CliError
 
 if TYPE_CHECKING:
@@ -183,6 +183,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         ),
     )
     p.add_argument("--data", required=True, help="judgments file (CSV, JSONL or Parquet)")
+    add_map_arg(p)
     p.add_argument("--dimension", help="only this dimension (default: every dimension)")
     p.add_argument("--format", choices=list(FORMATS), default="table", help="output format")
     p.add_argument(

@@ -12,7 +12,7 @@ from typing import Any
 from adaptive.recommend.state import DEFAULT_BURN_IN
 from adaptive.stopping.rule import DEFAULT_FAMILY
 from evalset.batch import DEFAULT_DRAWS, RecommendRequest
-from services.cli.common import FORMATS, dimensions_of, emit, log
+from services.cli.common import FORMATS, add_map_arg, dimensions_of, emit, log
 from services.cli.decisions import add_rule_args
 from services.cli.errors import CliError
 from services.crowd.tasks import TASK_COLUMNS as CROWD_TASK_COLUMNS
@@ -393,6 +393,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     source = p.add_mutually_exclusive_group()
     source.add_argument("--data", help="judgments file (CSV, JSONL or Parquet)")
     source.add_argument("--project", help="a served project id")
+    add_map_arg(p)
     p.add_argument("--url", default="http://127.0.0.1:8000", help="service URL (with --project)")
     p.add_argument("--token", help="the project's API token (default: $EVALSET_TOKEN)")
     p.add_argument("--idempotency-key", help="repeat a request safely (with --project)")
@@ -440,6 +441,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         ),
     )
     r.add_argument("--data", required=True, help="judgments file (CSV, JSONL or Parquet)")
+    add_map_arg(r)
     r.add_argument("--dimension", action="append", help="only this dimension (repeatable)")
     r.add_argument(
         "--policy",

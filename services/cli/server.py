@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.cli.common import log
+from services.cli.common import add_map_arg, log
 from services.cli.errors import CliError
 
 if TYPE_CHECKING:
@@ -67,8 +67,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     tok.add_argument("--format", choices=["table", "json"], default="table")
     tok.set_defaults(func=run_token)
 
-    imp = sub.add_parser("import", help="bulk-load a judgments file (CSV, JSONL or Parquet)")
-    imp.add_argument("file", help="judgments in the common schema")
+    imp = sub.add_parser(
+        "import", help="bulk-load a judgments file (CSV, TSV, JSON, JSONL or Parquet)"
+    )
+    imp.add_argument(
+        "file",
+        help="judgments: the common schema, a Chatbot Arena or MT-Bench log, PandaLM-style "
+        "records, a Label Studio export or MTurk results (other columns: --map)",
+    )
+    add_map_arg(imp, dest="file")
     imp.add_argument("--project", required=True, help="project id")
     _add_db(imp)
     imp.add_argument(
@@ -214,13 +221,7 @@ def run_judgments_import(args: argparse.Namespace) -> int:
         with store.write() as conn:
             token, result, total = _import_rows(args, conn, frame, rows)
     except repo.StoreError as exc:
-        shown = "; ".join(
-            f"row {p['row'] + 1}, column {p['field']!r}: {p['message']}"
-            if p.get("row") is not None
-            else f"{p['field']}: {p['message']}"
-            for p in exc.problems[:5]
-        )
-        raise CliError(f"{args.file}: {exc.message}: {shown}") from None
+        raise CliError(f"{args.file}: {exc.message}: {_where(args.file, frame, exc)}") from None
     finally:
         store.dispose()
     out = {
@@ -239,6 +240,26 @@ def run_judgments_import(args: argparse.Namespace) -> int:
         for k, v in out.items():
             print(f"{k}: {v}")
     return 0
+
+
+def _where(path: str, frame: Any, exc: Any) -> str:
+    """The store's problems at the file's lines (its rows are the batch's, 0-based)."""
+    from adaptive.core.data import record_lines
+
+    lines = record_lines(path) if str(path).lower().endswith(tuple(SUFFIXES)) else None
+    records = frame["row"].to_list()
+    shown = []
+    for p in exc.problems[:5]:
+        if p.get("row") is None or not 0 <= p["row"] < len(records):
+            shown.append(f"{p['field']}: {p['message']}")
+            continue
+        record = records[p["row"]]
+        where = f"line {lines[record - 1]}" if lines else f"row {record}"
+        shown.append(f"{where}, column {p['field']!r}: {p['message']}")
+    return "; ".join(shown)
+
+
+SUFFIXES = (".csv", ".tsv", ".json", ".jsonl", ".ndjson")
 
 
 def _import_rows(

@@ -45,6 +45,7 @@ from adaptive.core.data import (
     as_polars,
     validate_judgments,
 )
+from adaptive.core.formats import mturk_time
 from adaptive.core.json_text import JsonTextError, parse_json_text
 from services.crowd.export import ANSWER_NAME
 from services.crowd.labelstudio import LabelStudioData, parse_export
@@ -91,20 +92,43 @@ class _Answer(NamedTuple):
     seconds: float | None = None
 
 
+#: the columns of a results table that hold ids (a worker, a session, a task, ...)
+_ID_COLUMNS = ("PROLIFIC_PID", "annotator_id", "STUDY_ID", "SESSION_ID", "task_id", "item_id",
+               "batch_id", "HITId", "AssignmentId", "WorkerId", "Input.task_id",
+               "Input.item_id", "Input.batch_id")  # fmt: skip
+
+
+def _refuse_nested_ids(frame: pl.DataFrame, name: str) -> pl.DataFrame:
+    """``frame``, unless an id column holds objects or lists (refused by row: an object is
+    never an id, and its text, e.g. ``{[1]}``, is not one either)."""
+    problems = [
+        RowProblem(k, column, str(value)[:80], "an id (a string), not an object or a list")
+        for column in _ID_COLUMNS
+        if column in frame.columns and frame.schema[column].is_nested()
+        for k, value in enumerate(frame[column].to_list(), start=1)
+        if value is not None
+    ]
+    if problems:
+        raise DataError(name, sorted(problems, key=lambda p: (p.row, p.column)))
+    return frame
+
+
 def _to_frame(source: Any) -> pl.DataFrame:
     """A CSV/JSONL path named on this machine as an all-text polars frame."""
     path = Path(source)
     if not path.exists():
         raise DataError(str(path), message="file not found")
     if path.suffix.lower() in (".jsonl", ".ndjson"):
-        return pl.read_ndjson(path, infer_schema_length=None).with_columns(pl.all().cast(pl.Utf8))
+        frame = pl.read_ndjson(path, infer_schema_length=None)
+        return _refuse_nested_ids(frame, str(path)).with_columns(pl.all().cast(pl.Utf8))
     return pl.read_csv(path, infer_schema=False)
 
 
 def _frame(source: Any, name: str) -> pl.DataFrame:
     """A polars or a pandas frame as an all-text polars frame (never a path)."""
     if isinstance(source, pl.DataFrame) or hasattr(source, "columns"):  # polars or pandas
-        return as_polars(source).with_columns(pl.all().cast(pl.Utf8))
+        frame = _refuse_nested_ids(as_polars(source), name)
+        return frame.with_columns(pl.all().cast(pl.Utf8))
     raise DataError(name, message=f"expected a table of results, got {type(source).__name__}")
 
 
@@ -160,7 +184,7 @@ def _mturk_answers(frame: pl.DataFrame, source: str) -> tuple[list[_Answer], dic
                 choice=_text(r[answer_col]),
                 annotator=_text(r["WorkerId"]),
                 key=f"mturk:{_text(r['AssignmentId'])}:{task}",
-                timestamp=_text(r.get("SubmitTime")),
+                timestamp=mturk_time(_text(r.get("SubmitTime"))) or "",
                 echoed_item=_text(r["Input.item_id"]) if "Input.item_id" in r else None,
                 echoed_batch=_text(r["Input.batch_id"]) if "Input.batch_id" in r else None,
                 seconds=_seconds(r.get("WorkTimeInSeconds")),

@@ -6,30 +6,28 @@ the API, such as a bulk import, cannot store what the API refuses), and the API'
 pydantic schemas call the same functions, so a request is refused with 422 before
 it reaches the store.
 
-* An **id** (project, system, prompt, dimension, judgment, annotator, idempotency
-  key, token label): 1..200 characters, no control characters (C0, DEL) and no
-  lone surrogates. PostgreSQL refuses NUL in text, and a control character in an
-  id is never intended (it breaks CSV exports and log lines).
-* A **text** (prompt, response, description): at most ``MAX_TEXT`` characters, no
-  NUL, no control characters other than tab, newline and carriage return, no lone
-  surrogates (they cannot be encoded as UTF-8 by either database).
+The rules themselves live in :mod:`adaptive.core.ids` (files read by every command
+follow them too): an **id** is 1..200 characters without control characters, lone
+surrogates, bidirectional controls or zero-width characters, in Unicode NFC form; a
+**text** has no control characters but tab and newlines; a **timestamp** is empty or
+ISO 8601. PostgreSQL refuses NUL in text, and a control character in an id is never
+intended (it breaks CSV exports and log lines).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-#: characters of an id
-MAX_ID = 200
-#: characters of one free text (a prompt, a response, a description)
-MAX_TEXT = 100_000
-#: characters of a judgment's timestamp
-MAX_TIMESTAMP = 64
-
-_ID_BAD = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
-_TEXT_BAD = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+from adaptive.core.ids import ID_BAD as _ID_BAD
+from adaptive.core.ids import (
+    MAX_ID,
+    MAX_TEXT,
+    MAX_TIMESTAMP,
+    id_problem,
+    text_problem,
+    timestamp_problem,
+)
 
 __all__ = [
     "MAX_ID",
@@ -38,48 +36,8 @@ __all__ = [
     "id_problem",
     "row_problems",
     "text_problem",
+    "timestamp_problem",
 ]
-
-
-def _describe(char: str) -> str:
-    if char == "\x00":
-        return "NUL character (U+0000)"
-    if "\ud800" <= char <= "\udfff":
-        return f"lone surrogate (U+{ord(char):04X})"
-    return f"control character (U+{ord(char):04X})"
-
-
-def _length_or_char_problem(
-    value: str, max_length: int, refused: re.Pattern[str], kind: str
-) -> str | None:
-    """Too long, or the first character ``refused`` matches (``kind``: "an id", "a text")."""
-    if len(value) > max_length:
-        return f"at most {max_length} characters (got {len(value)})"
-    bad = refused.search(value)
-    if bad:
-        return f"{_describe(bad.group())} at position {bad.start()} is not allowed in {kind}"
-    return None
-
-
-def id_problem(value: Any, *, allow_empty: bool = False, max_length: int = MAX_ID) -> str | None:
-    """Why ``value`` is not a valid id, or None.
-
-    Example:
-        >>> id_problem("s1") is None, id_problem("a\\x00b")
-        (True, 'NUL character (U+0000) at position 1 is not allowed in an id')
-    """
-    if not isinstance(value, str):
-        return f"expected a string, got {type(value).__name__}"
-    if not value and not allow_empty:
-        return "must not be empty"
-    return _length_or_char_problem(value, max_length, _ID_BAD, "an id")
-
-
-def text_problem(value: Any, *, max_length: int = MAX_TEXT) -> str | None:
-    """Why ``value`` is not a valid free text, or None (tab and newlines are fine)."""
-    if not isinstance(value, str):
-        return f"expected a string, got {type(value).__name__}"
-    return _length_or_char_problem(value, max_length, _TEXT_BAD, "a text")
 
 
 def row_problems(
@@ -123,8 +81,11 @@ def row_problems(
             value = row.get(field)
             if value is None:
                 continue
-            limit = MAX_TIMESTAMP if field == "timestamp" else MAX_ID
-            if (msg := id_problem(value, allow_empty=True, max_length=limit)) is not None:
+            if field == "timestamp":
+                msg = timestamp_problem(value)
+            else:
+                msg = id_problem(value, allow_empty=True)
+            if msg is not None:
                 add(field, msg)
         for field in texts:
             value = row.get(field)

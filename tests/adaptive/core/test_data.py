@@ -73,7 +73,9 @@ def test_bad_rows_fail_whole_with_row_column_and_expectation(tmp_path):
         read_judgments(path)
     err = info.value
     assert err.source == str(path)
-    assert [(p.row, p.column) for p in err.problems] == [(2, "winner"), (3, "system_b")]
+    # file lines: the header is line 1, the second record line 3
+    assert [(p.row, p.column) for p in err.problems] == [(3, "winner"), (4, "system_b")]
+    assert "line 3, column 'winner'" in str(err)
     assert "one of 'a', 'b', 'tie'" in str(err)
     assert "compared with itself" in str(err)
 

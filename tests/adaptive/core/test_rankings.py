@@ -79,9 +79,9 @@ def test_a_bad_ranking_rejects_the_whole_file_naming_its_row(tmp_path, ranking, 
     pl.DataFrame(
         {"item_id": ["p1", "p2"], "annotator_id": ["w", "w"], "ranking": ["x > y", ranking]}
     ).write_csv(path)
-    with pytest.raises(DataError, match=f"row 2, column 'ranking'.*{reason}") as info:
+    with pytest.raises(DataError, match=f"line 3, column 'ranking'.*{reason}") as info:
         read_judgments(path)
-    assert [p.row for p in info.value.problems] == [2]
+    assert [p.row for p in info.value.problems] == [3]  # the file's line (header: line 1)
 
 
 def test_a_screen_id_is_one_prompt_one_annotator_and_each_pair_once():

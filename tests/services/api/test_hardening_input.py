@@ -349,7 +349,10 @@ def test_the_schema_states_what_the_validators_refuse(api: httpx.Client) -> None
     server's 400 for an oversized head was undeclared."""
     schema = api.get("/openapi.json").json()
     systems = schema["components"]["schemas"]["SystemCreate"]["properties"]["system_id"]
-    assert systems["pattern"] == r"^[^\u0000-\u001f\u007f]*$"
+    # no control characters, bidirectional controls or zero-width characters
+    assert systems["pattern"] == (
+        r"^[^\u0000-\u001f\u007f\u061c\u200b-\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]*$"
+    )
     responses = schema["components"]["schemas"]["PromptCreate"]["properties"]["responses"]
     assert "patternProperties" not in responses and "pattern" in responses["propertyNames"]
     assert schema["paths"]["/health"]["get"]["security"] == [{}, {"HTTPBearer": []}]

@@ -154,7 +154,7 @@ def test_bad_file_gives_one_line_reason_and_nonzero_exit(tmp_path):
     out = evalset("significance", "--data", str(bad), "--method", "fast")
     assert out.returncode == 2
     assert out.stdout == ""
-    assert "row 1, column 'winner'" in out.stderr
+    assert "line 2, column 'winner'" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
 
 
