@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import polars as pl
 
 from evalset._common import _dims
@@ -38,9 +39,13 @@ def prune_judgments(
         :func:`adaptive.prompts.pruning.plan_rows` of every dimension: the kept prompts first, most
         informative first, then the dropped ones by name (per dimension and tier).
     """
+    import jax
+
     from adaptive.core.cells import build_cells
     from adaptive.prompts.loco import loco_data
-    from adaptive.prompts.pruning import plan_rows, prune
+    from adaptive.prompts.prune_crossfit import crossfit
+    from adaptive.prompts.prune_folds import judged_from_cells
+    from adaptive.prompts.pruning import fit_tiers, plan_rows
     from adaptive.prompts.tiers import tier_names
 
     say = log or (lambda _: None)
@@ -49,21 +54,30 @@ def prune_judgments(
     for dim in _dims(judgments, dimension):
         cells = build_cells(judgments, dimension=dim)
         data = loco_data(cells)
-        say(f"prune {dim!r}: fitting, tiers and information ...")
-        plans, tiers, _ = prune(data, config)
-        for plan in plans:
-            members = [s for s, t in zip(cells.systems, tiers.system_tier) if t == plan.tier]
+        say(f"prune {dim!r}: fitting, tiers and information, then the same on 2 x 2 folds ...")
+        fits = fit_tiers(data, config, jax.random.PRNGKey(config.seed))
+        plans, precisions = crossfit(data, judged_from_cells(cells), config, fits)
+        kept: set[int] = set()
+        for plan, precision in zip(plans, precisions):
+            members = [s for s, t in zip(cells.systems, fits.tiers.system_tier) if t == plan.tier]
+            kept |= set(plan.kept.tolist())
             say(
                 f"prune {dim!r} tier {names[plan.tier]} ({', '.join(members)}): keep "
                 f"{len(plan.kept)} of {data.num_prompts} prompts for {len(plan.comparisons)} "
-                f"comparisons; expected SE ratio vs the full set {plan.se_ratio:.3f}"
+                f"comparisons; {describe_precision(precision)}"
             )
+            say(f"prune {dim!r} tier {names[plan.tier]}: {describe_headroom(precision)}")
+        say(
+            f"prune {dim!r}: {len(kept)} of {data.num_prompts} prompts kept in some tier: "
+            + ", ".join(sorted(cells.prompts[p] for p in kept))
+        )
         rows += plan_rows(
             plans,
             dimension=dim,
             prompts=cells.prompts,
             comparison_names=cells.comparison_names(),
             num_tiers=config.num_tiers,
+            se_ratios=[p.se_ratio for p in precisions],
         )
     rows.sort(
         key=lambda r: (
@@ -75,3 +89,42 @@ def prune_judgments(
         )
     )
     return rows
+
+
+def describe_precision(precision: Any) -> str:
+    """The cross-fitted SE ratio of a tier's kept prompts, its interval and estimand, in words."""
+    p = precision
+    if not np.isfinite(p.se_ratio):
+        return (
+            "SE ratio vs the full set on fresh judgments not measurable here (no comparison "
+            f"has judgments in both folds); the model's in-sample figure {p.in_sample:.2f}"
+        )
+    return (
+        f"SE ratio vs the full set on fresh judgments {p.se_ratio:.2f} (90% interval "
+        f"{p.low:.2f}-{p.high:.2f}; each comparison's SNR with all prompts over its SNR with "
+        f"the kept ones, median over {p.num_comparisons} comparisons, selected on one half of "
+        f"the judgments and measured on the other, {p.evaluations} times; the model's "
+        f"in-sample figure {p.in_sample:.2f}); the kept prompts are worth "
+        f"{p.worth_random:.1f} random prompts each"
+    )
+
+
+def describe_headroom(precision: Any) -> str:
+    """What pruning can gain in a tier, and the verdict when it cannot help."""
+    p = precision
+    share = "not measurable" if not np.isfinite(p.between_share) else f"{p.between_share:.0%}"
+    gain = "unknown" if not np.isfinite(p.best_gain) else f"{p.best_gain:.1f}"
+    text = (
+        f"between-prompt share of a judgment's variance {share}; the best subset of this size "
+        f"could be worth {gain} random prompts each"
+    )
+    if p.verdict == "keep them all":
+        return text + (
+            "; pruning cannot help here (the prompts differ by little more than their noise): "
+            "keep them all, or prune at random (the SE grows as sqrt(all / kept))"
+        )
+    if p.verdict == "prune at random":
+        return text + (
+            "; the kept prompts do no better than random ones on fresh judgments: prune at random"
+        )
+    return text

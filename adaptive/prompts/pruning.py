@@ -29,6 +29,7 @@ judgments do not enter the within-tier item fits.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import jax
@@ -45,7 +46,12 @@ from adaptive.prompts.selection import (
     rank_by_information,
     select_prompts,
 )
-from adaptive.prompts.tier_plan import fit_items, fit_tier, redundancy_groups, split_by_options
+from adaptive.prompts.tier_plan import (
+    fit_items_masked,
+    fit_tier,
+    redundancy_groups,
+    split_by_options,
+)
 from adaptive.prompts.tiers import Tiers
 from stan_free_models.information import information_matrix
 
@@ -188,6 +194,117 @@ class PruneConfig:
     seed: int = 0
 
 
+@dataclass(frozen=True)
+class PruneFits:
+    """What planning needs from the fits: tiers, redundancy groups, each tier's information."""
+
+    tiers: Tiers
+    groups: list[list[int]]
+    information: list[np.ndarray]  # per tier, (T, P) at the tier's ability draws
+    assigned: np.ndarray  # (C,) the tier whose prompts evaluate each comparison
+    from_tier: list[bool]  # item parameters re-estimated inside the tier
+    inside: list[int]  # comparisons inside each tier
+    coverage: np.ndarray  # (C, P) prompt judged for the comparison
+    converged: bool
+
+
+def fit_tiers(
+    data: LocoData,
+    config: PruneConfig,
+    rng_key: jax.Array,
+    *,
+    cell_weight: np.ndarray | None = None,
+) -> PruneFits:
+    """Fit, tier, refit per tier and take each tier's information (steps 1-3 of the module doc).
+
+    Every fit is :func:`~adaptive.prompts.tier_plan.fit_items_masked` at the shape of all
+    of ``data``'s cells, so the global fit, the tiers' and those of any fold of the same
+    cells share one compiled program. ``cell_weight`` (M,) 0 marks cells without
+    judgments (in a fold).
+    """
+    weight = np.ones(len(data.cell_y)) if cell_weight is None else cell_weight
+    judged = np.unique(data.cell_comparison[weight > 0])
+    fit = fit_items_masked(
+        data, judged, jax.random.fold_in(rng_key, 0), config.num_draws, cell_weight=weight
+    )
+    tiers = split_by_options(data, fit, config)
+    groups = redundancy_groups(
+        data, judged, threshold=config.redundancy_threshold, fdr=config.redundancy_fdr
+    )
+    # comparisons evaluated with each tier's prompts: within-tier, and across tiers the weaker one's
+    ta, tb = tiers.system_tier[data.pair_a], tiers.system_tier[data.pair_b]
+    assigned = np.where(tiers.comparison_tier >= 0, tiers.comparison_tier, np.maximum(ta, tb))
+    information, from_tier, inside_counts = [], [], []
+    for t in range(config.num_tiers):
+        key = jax.random.fold_in(rng_key, 1 + t)
+        inside = tiers.comparisons_in(t, among=fit.comparisons)
+        usable = config.num_tiers > 1 and len(inside) >= config.min_tier_comparisons
+        refitted = (
+            fit_items_masked(data, inside, key, config.num_draws, cell_weight=weight)
+            if usable
+            else None
+        )
+        tier_fit = fit_tier(
+            data,
+            fit,
+            tiers,
+            t,
+            key,
+            min_tier_comparisons=config.min_tier_comparisons,
+            num_draws=config.num_draws,
+            refitted=refitted,
+        )
+        if tier_fit.refit is not None:
+            thetas = tier_fit.refit.theta_draws[: config.num_info_draws]
+        else:
+            position = np.full(data.num_comparisons, -1)
+            position[fit.comparisons] = np.arange(len(fit.comparisons))
+            cols = inside if len(inside) else np.flatnonzero(assigned == t)
+            cols = position[cols][position[cols] >= 0]
+            cols = cols if len(cols) else np.arange(len(fit.comparisons))
+            thetas = fit.theta_draws[: config.num_info_draws][:, cols]
+        info = information_matrix(np.ravel(thetas), tier_fit.alpha, tier_fit.b)
+        information.append(np.asarray(info, dtype=np.float64))
+        from_tier.append(tier_fit.refit is not None)
+        inside_counts.append(len(inside))
+    return PruneFits(
+        tiers=tiers,
+        groups=groups,
+        information=information,
+        assigned=assigned,
+        from_tier=from_tier,
+        inside=inside_counts,
+        coverage=data.rating_mask.T,
+        converged=fit.converged,
+    )
+
+
+def plan_tiers(
+    fits: PruneFits, *, keep: int | Sequence[int] | None, target_se_ratio: float | None
+) -> list[TierPlan]:
+    """Every tier's :class:`TierPlan` from the fits (steps 4-5 of the module doc).
+
+    ``keep`` is one number for every tier, or one per tier.
+    """
+    plans = []
+    for t, information in enumerate(fits.information):
+        tier_keep = keep if keep is None or isinstance(keep, int) else keep[t]
+        mine = np.flatnonzero(fits.assigned == t)
+        plan = plan_tier(
+            information,
+            fits.groups,
+            fits.coverage[mine],
+            tier=t,
+            keep=tier_keep,
+            target_se_ratio=target_se_ratio,
+            comparisons=mine,
+        )
+        plan.info["item_parameters_from_tier"] = float(fits.from_tier[t])
+        plan.info["tier_comparisons"] = float(fits.inside[t])
+        plans.append(plan)
+    return plans
+
+
 def prune(data: LocoData, config: PruneConfig) -> tuple[list[TierPlan], Tiers, dict]:
     """Fit, tier, and plan every tier (see module doc).
 
@@ -195,54 +312,9 @@ def prune(data: LocoData, config: PruneConfig) -> tuple[list[TierPlan], Tiers, d
         (plans, tiers, info): one :class:`TierPlan` per tier, the tiers, and
         diagnostics (convergence, redundancy groups).
     """
-    key = jax.random.PRNGKey(config.seed)
-    everything = np.arange(data.num_comparisons)
-    fit = fit_items(data, everything, jax.random.fold_in(key, 0), config.num_draws)
-    tiers = split_by_options(data, fit, config)
-    groups = redundancy_groups(
-        data, everything, threshold=config.redundancy_threshold, fdr=config.redundancy_fdr
-    )
-    # comparisons evaluated with each tier's prompts: within-tier, and across tiers the weaker one's
-    ta, tb = tiers.system_tier[data.pair_a], tiers.system_tier[data.pair_b]
-    assigned = np.where(tiers.comparison_tier >= 0, tiers.comparison_tier, np.maximum(ta, tb))
-    coverage_all = data.rating_mask.T  # (C, P)
-    plans = []
-    info: dict = {"converged": fit.converged, "groups": groups}
-    for t in range(config.num_tiers):
-        tier_fit = fit_tier(
-            data,
-            fit,
-            tiers,
-            t,
-            jax.random.fold_in(key, 1 + t),
-            min_tier_comparisons=config.min_tier_comparisons,
-            num_draws=config.num_draws,
-        )
-        inside = tier_fit.comparisons
-        if tier_fit.refit is not None:
-            thetas = tier_fit.refit.theta_draws[: config.num_info_draws]
-            source = "tier"
-        else:
-            cols = inside if len(inside) else np.flatnonzero(assigned == t)
-            cols = cols if len(cols) else everything
-            thetas = fit.theta_draws[: config.num_info_draws][:, cols]
-            source = "global"
-        alpha, b = tier_fit.alpha, tier_fit.b
-        information = np.asarray(information_matrix(np.ravel(thetas), alpha, b), dtype=np.float64)
-        mine = np.flatnonzero(assigned == t)
-        plan = plan_tier(
-            information,
-            groups,
-            coverage_all[mine],
-            tier=t,
-            keep=config.keep,
-            target_se_ratio=config.target_se_ratio,
-            comparisons=mine,
-        )
-        plan.info["item_parameters_from_tier"] = float(source == "tier")
-        plan.info["tier_comparisons"] = float(len(inside))
-        plans.append(plan)
-    return plans, tiers, info
+    fits = fit_tiers(data, config, jax.random.PRNGKey(config.seed))
+    plans = plan_tiers(fits, keep=config.keep, target_se_ratio=config.target_se_ratio)
+    return plans, fits.tiers, {"converged": fits.converged, "groups": fits.groups, "fits": fits}
 
 
 def plan_rows(
@@ -252,18 +324,24 @@ def plan_rows(
     prompts: tuple[str, ...] | list[str],
     comparison_names: list[tuple[str, str]],
     num_tiers: int,
+    se_ratios: Sequence[float] | None = None,
 ) -> list[dict]:
     """One row per tier and prompt: kept or dropped, and why in words.
 
-    Keys: ``dimension, item_id, tier, kept, reason, rank, information, se_ratio``.
+    Keys: ``dimension, item_id, tier, kept, reason, rank, information, se_ratio``;
+    ``se_ratio`` is the tier's entry of ``se_ratios`` (the cross-fitted figure of
+    :mod:`adaptive.prompts.prune_crossfit`) where finite, else the plan's in-sample one.
     """
     from adaptive.prompts.selection import describe_reason
     from adaptive.prompts.tiers import tier_names
 
     names = tier_names(num_tiers)
     rows: list[dict] = []
-    for plan in plans:
+    for i, plan in enumerate(plans):
         tier = names[plan.tier]
+        se_ratio = plan.se_ratio
+        if se_ratios is not None and np.isfinite(se_ratios[i]):
+            se_ratio = float(se_ratios[i])
         rank = {int(p): i + 1 for i, p in enumerate(plan.order)}
         for p in range(len(prompts)):
             kind, arg = plan.reasons.get(p, (0, -1))
@@ -283,7 +361,7 @@ def plan_rows(
                     "reason": reason,
                     "rank": rank.get(p),
                     "information": float(plan.information[p]),
-                    "se_ratio": float(plan.se_ratio),
+                    "se_ratio": float(se_ratio),
                 }
             )
     return rows
@@ -295,10 +373,13 @@ __all__ = [
     "REDUNDANT",
     "SELECTED",
     "PruneConfig",
+    "PruneFits",
     "TierPlan",
     "expected_se",
     "expected_se_curve",
     "plan_rows",
+    "fit_tiers",
     "plan_tier",
+    "plan_tiers",
     "prune",
 ]

@@ -20,7 +20,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
 import jax
@@ -93,6 +93,45 @@ def fit_items(
     # uses); the exact conditional draws are for the net preference's intervals
     post = fit_laplace(grm, rng_key=rng_key, num_draws=num_draws, exact_items=False)
     return _item_fit(data, comparisons, keep, post)
+
+
+def fit_items_masked(
+    data: LocoData,
+    comparisons: np.ndarray,
+    rng_key: jax.Array,
+    num_draws: int,
+    *,
+    cell_y: np.ndarray | None = None,
+    cell_weight: np.ndarray | None = None,
+) -> ItemFit:
+    """:func:`fit_items` on ``comparisons`` at the shape of every cell of ``data``.
+
+    The cells outside ``comparisons`` (and those of zero ``cell_weight``) stay in the
+    data with weight 0: their comparisons see only their prior, so the items' posterior
+    is :func:`fit_items`'s (to the optimiser's tolerance), while every subset of the
+    cells, a tier's or a fold's, reuses one compiled program instead of one per shape.
+
+    Args:
+        cell_y: (M,) the cells' categories (default ``data.cell_y``), e.g. a fold's.
+        cell_weight: (M,) 1 for a cell with judgments, 0 without (default all 1).
+    """
+    comparisons = np.asarray(comparisons, dtype=np.int64)
+    inside = np.zeros(data.num_comparisons, dtype=bool)
+    inside[comparisons] = True
+    weight = np.ones(len(data.cell_y)) if cell_weight is None else np.asarray(cell_weight)
+    weight = np.where(inside[data.cell_comparison], weight, 0.0).astype(np.float32)
+    grm = GRMData(
+        comparison=data.cell_comparison.astype(np.int32),
+        item=data.cell_prompt.astype(np.int32),
+        y=(data.cell_y if cell_y is None else cell_y).astype(np.int32),
+        weight=weight,
+        num_comparisons=data.num_comparisons,
+        num_items=data.num_prompts,
+        num_categories=data.num_categories,
+    )
+    post = fit_laplace(grm, rng_key=rng_key, num_draws=num_draws, exact_items=False)
+    fit = _item_fit(data, comparisons, weight > 0, post)
+    return replace(fit, theta_draws=fit.theta_draws[:, comparisons])
 
 
 def fit_items_batch(
@@ -241,6 +280,7 @@ __all__ = [
     "TierOptions",
     "fit_items",
     "fit_items_batch",
+    "fit_items_masked",
     "fit_tier",
     "information_score",
     "redundancy_groups",
