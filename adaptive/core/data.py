@@ -267,15 +267,16 @@ def _read_records(path: Path, wanted: Callable[[str], bool]) -> tuple[pl.DataFra
         records, known = raw_files.jsonl_records(path)
         lines = lambda: known  # noqa: E731
     rows = None
-    if formats.is_label_studio(records):
-        records, rows, problems = formats.label_studio_rows(records)
-        if problems:
-            raise DataError(str(path), [RowProblem(*p) for p in problems])
-        if not records:
-            raise DataError(str(path), message="no annotations in the Label Studio export")
-    frame, problems = raw_files.records_frame(records, wanted=wanted, rows=rows)
-    if problems:
-        raise DataError(str(path), [RowProblem(*p) for p in problems])
+    try:
+        if formats.is_label_studio(records):
+            records, rows, problems = formats.label_studio_rows(records)
+            _problems(str(path), problems)
+            if not records:
+                raise DataError(str(path), message="no annotations in the Label Studio export")
+        frame, problems = raw_files.records_frame(records, wanted=wanted, rows=rows)
+        _problems(str(path), problems)
+    except DataError as exc:
+        raise _at_lines(exc, lines) from None
     return frame, lines
 
 
