@@ -10,7 +10,8 @@ judgment), ``validation_error`` (422: the request does not match the schema, or 
 id or text breaks :mod:`services.store.validation`; one problem per bad field,
 ``row`` = position in the batch), ``idempotency_key_reused`` (422), ``cannot_prune``
 (422), ``cannot_fit`` (422), ``rate_limited`` (429, with ``Retry-After``), ``internal_error`` (500),
-``unavailable`` (503).
+``unavailable`` (503, with ``Retry-After``: the store cannot take the request now, e.g. its
+disk is full, its file locked, its server stopped; :func:`services.store.unavailable_reason`).
 
 Every operation declares the codes it can return with this one body
 (:func:`declare_errors`), so a generated client can read every error.
@@ -18,15 +19,24 @@ Every operation declares the codes it can return with this one body
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from services.store import unavailable_reason
 from services.store.repository import StoreError
+
+log = logging.getLogger("evalset.store")
+
+#: seconds a client is told to wait (``Retry-After``) before sending again what a store
+#: that could not take it refused (503)
+RETRY_AFTER_SECONDS = 5
 
 STATUS_OF_CODE = {
     "validation_error": 422,
@@ -67,7 +77,17 @@ DESCRIPTIONS = {
     "`idempotency_key_reused`, `cannot_prune`, `cannot_fit`), one problem per bad field",
     429: "too many requests (`rate_limited`); see the Retry-After header",
     500: "an unexpected error (`internal_error`)",
-    503: "the store is not reachable or busy (`unavailable`, `snapshot_conflict`)",
+    503: "the store cannot take the request now: not reachable, busy, locked or its disk "
+    "full (`unavailable`, `snapshot_conflict`); nothing was stored, send it again after "
+    "Retry-After seconds (a batch sent again is stored once)",
+}
+
+#: the Retry-After header a 429 and a 503 declare
+RETRY_AFTER_HEADER = {
+    "Retry-After": {
+        "description": "seconds to wait before trying again",
+        "schema": {"type": "integer"},
+    }
 }
 
 
@@ -78,13 +98,8 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     out: dict[int | str, dict[str, Any]] = {}
     for code in codes:
         entry: dict[str, Any] = {"model": ErrorPublic, "description": DESCRIPTIONS[code]}
-        if code == 429:
-            entry["headers"] = {
-                "Retry-After": {
-                    "description": "seconds to wait before trying again",
-                    "schema": {"type": "integer"},
-                }
-            }
+        if code in (429, 503):
+            entry["headers"] = RETRY_AFTER_HEADER
         out[code] = entry
     return out
 
@@ -145,13 +160,8 @@ def declare_errors(app: FastAPI, *, admin_token: bool = True) -> None:
                         entry["content"] = {"text/plain": {"schema": {"type": "string"}}}
                     else:
                         entry["content"] = {"application/json": {"schema": ref}}
-                    if code == 429:
-                        entry["headers"] = {
-                            "Retry-After": {
-                                "description": "seconds to wait before trying again",
-                                "schema": {"type": "integer"},
-                            }
-                        }
+                    if code in (429, 503):
+                        entry["headers"] = RETRY_AFTER_HEADER
                     responses[str(code)] = entry
         text = repr(schema["paths"])
         for unused in ("HTTPValidationError", "ValidationError"):
@@ -223,6 +233,21 @@ def _validation_problems(exc: RequestValidationError) -> list[dict[str, Any]]:
     return problems
 
 
+def retry_after_headers() -> dict[str, str]:
+    return {"Retry-After": str(RETRY_AFTER_SECONDS)}
+
+
+def unavailable_response(reason: str) -> JSONResponse:
+    """503 ``unavailable`` with ``Retry-After``: the store cannot take the request now."""
+    message = (
+        f"the store cannot take the request now ({reason}); send it again after "
+        f"{RETRY_AFTER_SECONDS} s (a batch sent again is stored once)"
+    )
+    return JSONResponse(
+        error_body("unavailable", message), status_code=503, headers=retry_after_headers()
+    )
+
+
 def allowed_methods(request: Request) -> list[str]:
     """Every method some route serves at the request's path (Starlette's 405 names only
     the first route's, though GET and POST of one path are separate routes)."""
@@ -244,7 +269,19 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(StoreError)
     async def _store_error(_: Request, exc: StoreError) -> JSONResponse:
         status = STATUS_OF_CODE.get(exc.code, 400)
-        return JSONResponse(error_body(exc.code, exc.message, exc.problems), status_code=status)
+        return JSONResponse(
+            error_body(exc.code, exc.message, exc.problems),
+            status_code=status,
+            headers=retry_after_headers() if status == 503 else None,
+        )
+
+    @app.exception_handler(SQLAlchemyError)
+    async def _store_unavailable(request: Request, exc: SQLAlchemyError) -> JSONResponse:
+        reason = unavailable_reason(exc)
+        if reason is None:
+            raise exc  # a defect: the 500 below, and the server logs it
+        log.warning("%s %s: 503, %s (%s)", request.method, request.url.path, reason, exc.code)
+        return unavailable_response(reason)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:

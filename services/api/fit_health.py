@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import Connection, func, select
 
 from services import schemas as s
+from services.api.store_health import WriteFailurePublic
 from services.store import tables as t
 from services.store.repository import as_utc
 
@@ -62,10 +63,17 @@ class FitsPublic(BaseModel):
 
 class ServiceHealth(s.HealthPublic):
     status: Literal["ok", "degraded"] = Field(
-        description="degraded: streaming is on and the worker is not alive, or the newest "
+        description="degraded: the store does not answer or refused a write "
+        "(store_writable), streaming is on and the worker is not alive, or the newest "
         "fit of some dimension and kind failed (fits.failing)"
     )
     fits: FitsPublic
+    store_writable: bool = Field(
+        default=True,
+        description="false while a write of this replica failed because the store could "
+        "not take it (disk full, locked, stopped) in the last 60 s and none committed since",
+    )
+    last_write_failure: WriteFailurePublic | None = None
     catching_up: bool = Field(
         default=False,
         description="this replica answers but is not current yet: it is still loading its "

@@ -35,7 +35,7 @@ from urllib.parse import unquote
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.api.errors import error_body
+from services.api.errors import RETRY_AFTER_SECONDS, error_body
 from services.store import Store
 from services.store import repository as repo
 
@@ -298,7 +298,13 @@ class Guard:
                             service.tokens.get, service.store, token, settings.token_cache_seconds
                         )
                     except Exception:
-                        await _send_error(send, 503, "unavailable", "the store is not reachable")
+                        await _send_error(
+                            send,
+                            503,
+                            "unavailable",
+                            "the store is not reachable",
+                            headers=[(b"retry-after", str(RETRY_AFTER_SECONDS).encode())],
+                        )
                         return
                     if owner is not None:
                         self.limiter.refund(address_key, settings.rate_limit_burst)

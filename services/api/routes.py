@@ -24,6 +24,7 @@ from services.api.fit_health import (
     fits_public,
 )
 from services.api.limits import admin_token_ok
+from services.api.store_health import write_failure
 from services.store import repository as repo
 from services.store.validation import id_problem
 
@@ -91,11 +92,11 @@ def health(
     state: State,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> ServiceHealth:
-    """Whether the store answers and the re-estimation worker runs, and how many fits
-    failed (``fits``), for anyone; which projects exist and how old each one's newest
-    snapshot is (``judgments_behind``: judgments it does not include) only with a token:
-    a project's token shows that project, the admin token every project (and which
-    fits failed)."""
+    """Whether the store answers and takes this replica's writes (``store_writable``), the
+    re-estimation worker runs, and how many fits failed (``fits``), for anyone; which
+    projects exist and how old each one's newest snapshot is (``judgments_behind``:
+    judgments it does not include) only with a token: a project's token shows that
+    project, the admin token every project (and which fits failed)."""
     now = datetime.now(UTC)
     projects: list[s.ProjectFreshness] | None = None
     failures: list[FitFailurePublic] = []
@@ -116,12 +117,15 @@ def health(
     alive = state.worker_alive()
     mode = state.settings.worker if state.streaming else "off"
     fits = fits_public(failures, detail=admin)
-    ok = reachable and (alive or not state.streaming) and not fits.failing
+    failed_write = write_failure(state.store)
+    ok = reachable and not failed_write and (alive or not state.streaming) and not fits.failing
     return ServiceHealth(
         status="ok" if ok else "degraded",
         version=request.app.version,
         database="sqlite" if state.store.is_sqlite else "postgresql",
         store_reachable=reachable,
+        store_writable=failed_write is None,
+        last_write_failure=failed_write,
         streaming=state.streaming,
         worker=s.WorkerPublic(
             mode=mode,

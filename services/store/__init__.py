@@ -7,16 +7,23 @@ acknowledged transaction survives a power loss, not only a killed process), its
 file created readable by its owner only (0600), and write transactions take the
 write lock up front (``BEGIN IMMEDIATE``) so that concurrent writers wait for
 each other instead of failing; PostgreSQL is used as is.
+
+A store that cannot take a request now but may soon (SQLite's disk full or file locked,
+PostgreSQL stopped or its connection lost) raises SQLAlchemy's error as usual;
+:func:`unavailable_reason` tells it from a defect, and :meth:`Store.write_failure` says
+whether the newest write failed that way (``/health``'s write path).
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 # SQLAlchemy and Alembic load when a store is opened, not when the package is imported:
 # the shared validators (services.store.validation) are read by every command line entry
@@ -25,7 +32,76 @@ if TYPE_CHECKING:
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
-__all__ = ["Store"]
+__all__ = ["Store", "WriteFailure", "unavailable_reason"]
+
+#: SQLite result codes (the low byte of an extended code) of a store that cannot take a
+#: request now but may soon: busy, locked, out of memory, read-only, I/O error, full,
+#: cannot open, lock protocol
+_SQLITE_REASONS = {
+    5: "the database is locked",
+    6: "the database is locked",
+    7: "the store is out of memory",
+    8: "the database is read-only",
+    10: "the database's disk failed to read or write",
+    13: "the database or disk is full",
+    14: "the database file cannot be opened",
+    15: "the database is locked",
+}
+#: PostgreSQL SQLSTATE classes of the same: connection exception, transaction rollback
+#: (serialization failure, deadlock), insufficient resources (disk full, out of memory),
+#: operator intervention (shutdown, cancelled statement), system error (I/O)
+_POSTGRES_REASONS = {
+    "08": "the store is not reachable",
+    "40": "the store rolled the transaction back (a concurrent one)",
+    "53": "the store is out of disk space or memory",
+    "57": "the store is shutting down or cancelled the statement",
+    "58": "the store's disk failed",
+}
+
+
+class WriteFailure(NamedTuple):
+    """The newest write that failed because the store could not take it."""
+
+    at: datetime
+    reason: str  # :func:`unavailable_reason`'s words
+    monotonic: float
+
+
+def unavailable_reason(exc: BaseException) -> str | None:
+    """Why the store cannot take a request now, when a retry may succeed (disk full,
+    database locked, server stopped, connection lost, no pooled connection free); None for
+    any other error (a defect: a constraint, a syntax error, a missing table).
+
+    Example:
+        >>> import sqlite3; from sqlalchemy.exc import OperationalError
+        >>> conn = sqlite3.connect(":memory:")
+        >>> try:
+        ...     conn.execute("SELECT * FROM nowhere")
+        ... except sqlite3.Error as exc:
+        ...     unavailable_reason(OperationalError("SELECT", {}, exc)) is None
+        True
+    """
+    from sqlalchemy import exc as sa
+
+    if isinstance(exc, sa.TimeoutError):
+        return "no connection to the store is free"
+    if isinstance(exc, sa.DisconnectionError):
+        return "the connection to the store was lost"
+    if not isinstance(exc, sa.DBAPIError):
+        return None
+    if exc.connection_invalidated:
+        return "the connection to the store was lost"
+    orig = exc.orig
+    code = getattr(orig, "sqlite_errorcode", None)
+    if code is not None:
+        return _SQLITE_REASONS.get(code & 0xFF)
+    sqlstate = getattr(orig, "sqlstate", None)
+    if sqlstate is None:
+        # no server answered: the connection was refused, closed or broken
+        if isinstance(exc, (sa.OperationalError, sa.InterfaceError)):
+            return "the store is not reachable"
+        return None
+    return _POSTGRES_REASONS.get(sqlstate[:2])
 
 
 class Store:
@@ -72,6 +148,7 @@ class Store:
         # soon as the one before commits, instead of in SQLite's busy handler, which polls
         # with sleeps growing to 100 ms (a request's write behind a batch's waited that long)
         self._write_lock = threading.RLock() if self.is_sqlite else None
+        self._write_failure: WriteFailure | None = None
 
     def migrate(self) -> None:
         """Bring the schema to the newest migration (idempotent; safe with several replicas)."""
@@ -96,13 +173,32 @@ class Store:
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
-        """A write transaction: all of it is committed, or none of it."""
-        if self._write_lock is None:
-            with self._write_engine.begin() as conn:
-                yield conn
-            return
-        with self._write_lock, self._write_engine.begin() as conn:
-            yield conn
+        """A write transaction: all of it is committed, or none of it.
+
+        One that fails because the store cannot take it (:func:`unavailable_reason`) is
+        remembered until a write commits (:meth:`write_failure`).
+        """
+        try:
+            if self._write_lock is None:
+                with self._write_engine.begin() as conn:
+                    yield conn
+            else:
+                with self._write_lock, self._write_engine.begin() as conn:
+                    yield conn
+        except Exception as exc:
+            reason = unavailable_reason(exc)
+            if reason is not None:
+                self._write_failure = WriteFailure(datetime.now(UTC), reason, time.monotonic())
+            raise
+        self._write_failure = None
+
+    def write_failure(self, within_seconds: float) -> WriteFailure | None:
+        """The newest write that failed because the store could not take it, if it failed
+        in the last ``within_seconds`` and no write committed after it."""
+        failure = self._write_failure
+        if failure is None or time.monotonic() - failure.monotonic > within_seconds:
+            return None
+        return failure
 
     def dispose(self) -> None:
         self.engine.dispose()

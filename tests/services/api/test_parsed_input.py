@@ -31,7 +31,10 @@ def server(request: pytest.FixtureRequest, tmp_path_factory) -> Iterator[ThreadS
         with ThreadServer(Settings(database_url=url, **settings)) as srv:
             yield srv
     else:
-        with fresh_pg_database() as url, ThreadServer(Settings(database_url=url, **settings)) as srv:
+        with (
+            fresh_pg_database() as url,
+            ThreadServer(Settings(database_url=url, **settings)) as srv,
+        ):
             yield srv
 
 
