@@ -127,6 +127,11 @@ def markdown(table: list[dict], stats: dict, diag: dict, seconds: float, args) -
             f"| {'yes' if np.sign(r['mean']) == np.sign(r['paper_mean']) else '**no**'} |"
         )
     head = [
+        "# Sedoc & Ungar's Table 3 on the bundled ChatEval NCM judgments",
+        "",
+        f"Written by `{command(args)}` (docs/statistics.md says what it fits; "
+        "`python scripts/readme_tables.py --paper` runs the same).",
+        "",
         f"Fit: `{args.method}`, likelihood `{args.likelihood}`, threshold prior sd {args.b_scale}, redundancy grouping {'on' if not args.no_grouping else 'off'} "
         f"({diag['groups']} groups), seed {args.seed}; {seconds:.0f} s on this machine. "
         f"Diagnostics: max R-hat {diag['max_rhat']:.3f}, min bulk ESS {diag['min_ess_bulk']:.0f}, "
@@ -141,9 +146,44 @@ def markdown(table: list[dict], stats: dict, diag: dict, seconds: float, args) -
         f"- Correlation of the means with the paper's: r = {stats['r_means']:.3f} "
         f"(of their magnitudes: r = {stats['r_abs_means']:.3f}); our posterior sd is on average "
         f"{stats['sd_ratio']:.2f} x the paper's.",
+        differences(table),
         "",
     ]
     return "\n".join(head + lines) + "\n"
+
+
+def differences(table: list[dict]) -> str:
+    """The distinct pairs whose 95% verdict differs from the paper's, named."""
+    pairs: dict[frozenset, dict] = {}
+    for r in table:
+        pairs.setdefault(frozenset((r["system_a"], r["system_b"])), r)
+    named = [
+        f"{r['system_a']} vs {r['system_b']} ("
+        + (
+            "ours significant, the paper's not"
+            if r["significant"]
+            else "the paper's significant, ours not"
+        )
+        + ")"
+        for r in pairs.values()
+        if r["significant"] != r["paper_significant"]
+    ]
+    return f"- The {len(named)} verdicts that differ: " + ("; ".join(named) or "none") + "."
+
+
+def command(args: argparse.Namespace) -> str:
+    """The command line that writes docs/paper_table.md with these settings."""
+    words = ["python scripts/reproduce_paper_table.py", f"--method {args.method}"]
+    if args.likelihood != "net":
+        words.append(f"--likelihood {args.likelihood}")
+    if args.seed:
+        words.append(f"--seed {args.seed}")
+    if args.no_grouping:
+        words.append("--no-grouping")
+    words.append(f"--b-scale {args.b_scale:g}")
+    if args.draws is not None:
+        words.append(f"--draws {args.draws}")
+    return " ".join([*words, "--out docs/paper_table.md"])
 
 
 def main() -> None:
@@ -165,7 +205,25 @@ def main() -> None:
         "whose interval ends within Monte Carlo error of 0. fast: draws of the Laplace "
         "approximation",
     )
+    parser.add_argument(
+        "--from-json",
+        type=Path,
+        help="write the markdown of a run saved with --json (its settings and time), without fitting",
+    )
     args = parser.parse_args()
+    if args.from_json:
+        record = json.loads(args.from_json.read_text())
+        text = markdown(
+            record["table"],
+            record["agreement"],
+            record["diagnostics"],
+            record["seconds"],
+            argparse.Namespace(**record["args"]),
+        )
+        if args.out:
+            args.out.write_text(text)
+        print(text)
+        return
     draws = "num_samples" if args.method == "nuts" else "num_draws"
     overrides = {} if args.draws is None else {draws: args.draws}
     rows, diag, seconds = run(
@@ -177,7 +235,13 @@ def main() -> None:
     if args.out:
         args.out.write_text(text)
     if args.json:
-        record = {"table": table, "agreement": stats, "diagnostics": diag, "seconds": seconds}
+        record = {
+            "table": table,
+            "agreement": stats,
+            "diagnostics": diag,
+            "seconds": seconds,
+            "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        }
         args.json.write_text(json.dumps(record, default=_plain))
     print(text)
 
