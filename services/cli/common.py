@@ -68,7 +68,7 @@ def add_map_arg(parser: argparse.ArgumentParser, *, dest: str = "data") -> None:
         metavar="COLUMN=FILE_COLUMN,...|FILE",
         help="the file's own column names for the schema's: item_id=idx,system_a=model_1,"
         "system_b=model_2 (values too: winner:1=a,winner:2=b), or a .toml/.json mapping "
-        "file; repeatable (docs/data.md, bring your own data)",
+        "file; repeatable (docs/python_api.md, bring your own data)",
     )
     parser.set_defaults(map_dest=dest)
 
