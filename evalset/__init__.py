@@ -20,6 +20,7 @@ function                  what
 :func:`read`              validate a frame or read a file (CSV, JSON, JSONL, Parquet)
 :func:`significance`      every comparison's theta, interval, P(B better), verdicts
 :func:`decisions`         anytime-valid decision per comparison from its own judgments
+:func:`answer`            the campaign's question (top-k, ranking, versus) from the decisions
 :func:`evidence`          each comparison's e-values and confidence sequence over time
 :func:`items`             per prompt: discrimination alpha, thresholds, redundancy group
 :func:`leaderboard`       pooled Bradley-Terry abilities (sum-to-zero or vs a reference)
@@ -29,7 +30,8 @@ function                  what
 :func:`gold`              each annotator scored on gold cells (known answers), with a flag
 :func:`recommend`         the next annotation batch (a task table)
 :func:`prune`             kept and dropped prompts per model tier
-:func:`replay`            judgments each allocation policy needs on a logged campaign
+:func:`replay`            judgments each allocation policy needs on a logged campaign (or
+                          until its question is answered)
 :func:`fit`               the graded-response fit itself (for :func:`inference_data`)
 :func:`inference_data`    an ArviZ ``InferenceData`` with named coordinates
 ``plot_*``                the pictures of :mod:`services.plots` (PNG or SVG)
@@ -56,11 +58,13 @@ from evalset.annotator_agreement import agreement
 from evalset.bradley_terry import annotators, elo, leaderboard
 from evalset.decide import decisions, evidence
 from evalset.gold import gold
+from evalset.questions import answer
 from evalset.verdicts import DEFAULT_ADJUST, DEFAULT_INTERVAL, DEFAULT_METHOD, DEFAULT_SEED
 
 __all__ = [
     "agreement",
     "annotators",
+    "answer",
     "decisions",
     "elo",
     "gold",
@@ -343,23 +347,33 @@ def replay(
     batch_size: int = 100,
     dimension: str | None = None,
     seed: int = 0,
+    question: str | None = None,
+    semi_synthetic: bool = False,
+    **rule: Any,
 ) -> pl.DataFrame:
-    """Judgments each policy spends until every comparison is decided, on the logged
-    campaign itself (:func:`adaptive.simulation.replay.replay`; a thin wrapper)."""
-    from adaptive.core.cells import build_cells
-    from adaptive.simulation.replay import ReplayConfig, log_from_cells, summarize_replays
-    from adaptive.simulation.replay import replay as replay_log
+    """Judgments each policy spends until every comparison is decided, or until the
+    campaign's ``question`` (``top-k:2``, ``ranking``, ``versus:R``, ...) is answered, on the
+    logged campaign itself (or on fresh campaigns simulated from it, ``semi_synthetic``);
+    the rows of ``evalset replay --format json`` (:func:`evalset.replays.replay_rows`).
+    ``rule``: ``alpha``, ``margin``, ``unit``, ``correction``, ``family``, ``pairs``."""
+    from evalset.family import rule_of
+    from evalset.replays import replay_rows
 
     judgments = read(data)
-    config = ReplayConfig(batch_size=batch_size)
-    rows = []
-    for dim in _dims(judgments, dimension):
-        log = log_from_cells(build_cells(judgments, dimension=dim))
-        for policy in policies:
-            traces = [replay_log(s, log, policy, config) for s in range(seed, seed + seeds)]
-            summary = summarize_replays(traces, log, config.rule)
-            rows.append({"dimension": dim, **{k: v for k, v in summary.items() if k != "curve"}})
-    return pl.DataFrame(rows, infer_schema_length=None)
+    rows = replay_rows(
+        judgments,
+        policies=policies,
+        seeds=seeds,
+        seed=seed,
+        batch_size=batch_size,
+        rule=rule_of(**rule),
+        question=question,
+        semi_synthetic=semi_synthetic,
+        dimensions=_dims(judgments, dimension),
+    )
+    return pl.DataFrame(
+        [{k: v for k, v in r.items() if k != "curve"} for r in rows], infer_schema_length=None
+    )
 
 
 # ---------------------------------------------------------------- pictures

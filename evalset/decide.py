@@ -11,7 +11,7 @@ prompts can close it (``needs_new_prompts``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -23,53 +23,16 @@ from adaptive.stopping.rule import (
     DEFAULT_MARGIN,
     DEFAULT_UNIT,
     DecisionRule,
-    Family,
 )
 from evalset._common import read
+from evalset.family import DecisionReport as DecisionReport
 from evalset.family import FamilyJudgments as FamilyJudgments
+from evalset.family import decide_judgments as decide_judgments
 from evalset.family import family_judgments as family_judgments
 from evalset.family import rule_of as rule_of
 
 if TYPE_CHECKING:  # adaptive.stopping.decisions loads scipy: imported where it is used
-    from adaptive.stopping.decisions import Decisions
-
-
-class DecisionReport(NamedTuple):
-    """What :func:`decide_judgments` answers: the rows and how they were made."""
-
-    rows: list[dict[str, Any]]
-    rule: DecisionRule
-    family: Family
-    decisions: Decisions
-    outside: list[tuple[str, str, str]]
-
-
-def decide_judgments(judgments: pl.DataFrame, rule: DecisionRule | None = None) -> DecisionReport:
-    """Every family comparison's anytime-valid decision, one family across all dimensions.
-
-    Args:
-        judgments: validated judgments in arrival order (:func:`evalset.read`).
-        rule: the :class:`DecisionRule` (default: its defaults).
-
-    Returns:
-        :class:`DecisionReport`; its rows are :func:`adaptive.stopping.decision_rows.decision_rows`
-        with ``unused_prompts``, ``needs_new_prompts``, ``family`` and ``family_size``.
-    """
-    from adaptive.stopping.decision_rows import decision_rows
-    from adaptive.stopping.decisions import decide
-
-    rule = rule or DecisionRule()
-    fj = family_judgments(judgments, rule)
-    size = fj.family.size
-    d = decide(fj.comparison, fj.prompt, fj.signed, size, rule, num_tests=size)
-    rows = decision_rows(
-        d,
-        list(fj.family.comparisons),
-        available_prompts=fj.available_prompts,
-        unit=rule.unit,
-        family=fj.family,
-    )
-    return DecisionReport(rows, rule, fj.family, d, fj.outside)
+    pass
 
 
 def _judgments_and_rule(
@@ -94,6 +57,7 @@ def decisions(
     pairs: Sequence[tuple[str, str]] = (),
     judge: Any = None,
     judge_name: str | None = None,
+    question: str | None = None,
 ) -> pl.DataFrame:
     """Per comparison: ``B better``, ``A better``, ``equivalent`` or ``undecided``, valid at
     every look (:mod:`adaptive.stopping.decisions`), from its own judgments in row (arrival) order.
@@ -118,7 +82,14 @@ def decisions(
     decided by its e-value, equivalence by the confidence sequence) and add ``judge, judge_cells,
     judge_agreement, effective_humans, judge_weight``. ``judge_name`` picks one judge when
     the verdicts name several.
+
+    ``question`` (``top-k:K``, ``ranking``, ``versus:REF,...``, ``equivalence:A,B``): the
+    decisions of the question's family (every pair it may need, :mod:`evalset.questions`),
+    each row with ``question_role`` (``claim``: the answer rests on it; ``pending``: it can
+    still change the answer); :func:`evalset.answer` gives the answer itself.
     """
+    if question and judge is not None:
+        raise ValueError("a question reads human decisions only: leave out judge")
     if judge is not None:
         from evalset.hybrid import hybrid_decisions
 
@@ -145,6 +116,11 @@ def decisions(
         family=family,
         pairs=pairs,
     )
+    if question:
+        from evalset.questions import answer_judgments
+
+        rows = answer_judgments(judgments, rule, question).decisions.rows
+        return pl.DataFrame(rows, infer_schema_length=None)
     return pl.DataFrame(decide_judgments(judgments, rule).rows, infer_schema_length=None)
 
 

@@ -7,7 +7,7 @@ with an automatic judge), so both doors decide the same comparisons under the sa
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -23,6 +23,9 @@ from adaptive.stopping.rule import (
     comparison_family,
 )
 from evalset._common import _dims
+
+if TYPE_CHECKING:  # adaptive.stopping.decisions loads scipy: imported where it is used
+    from adaptive.stopping.decisions import Decisions
 
 
 class FamilyJudgments(NamedTuple):
@@ -103,3 +106,41 @@ def rule_of(
         family=family,
         pairs=tuple((a, b) for a, b in pairs),
     )
+
+
+class DecisionReport(NamedTuple):
+    """What :func:`decide_judgments` answers: the rows and how they were made."""
+
+    rows: list[dict[str, Any]]
+    rule: DecisionRule
+    family: Family
+    decisions: Decisions
+    outside: list[tuple[str, str, str]]
+
+
+def decide_judgments(judgments: pl.DataFrame, rule: DecisionRule | None = None) -> DecisionReport:
+    """Every family comparison's anytime-valid decision, one family across all dimensions.
+
+    Args:
+        judgments: validated judgments in arrival order (:func:`evalset.read`).
+        rule: the :class:`DecisionRule` (default: its defaults).
+
+    Returns:
+        :class:`DecisionReport`; its rows are :func:`adaptive.stopping.decision_rows.decision_rows`
+        with ``unused_prompts``, ``needs_new_prompts``, ``family`` and ``family_size``.
+    """
+    from adaptive.stopping.decision_rows import decision_rows
+    from adaptive.stopping.decisions import decide
+
+    rule = rule or DecisionRule()
+    fj = family_judgments(judgments, rule)
+    size = fj.family.size
+    d = decide(fj.comparison, fj.prompt, fj.signed, size, rule, num_tests=size)
+    rows = decision_rows(
+        d,
+        list(fj.family.comparisons),
+        available_prompts=fj.available_prompts,
+        unit=rule.unit,
+        family=fj.family,
+    )
+    return DecisionReport(rows, rule, fj.family, d, fj.outside)

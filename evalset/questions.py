@@ -25,8 +25,7 @@ from adaptive.stopping.rule import (
     DecisionRule,
 )
 from evalset._common import read
-from evalset.decide import DecisionReport, decide_judgments
-from evalset.family import rule_of
+from evalset.family import DecisionReport, decide_judgments, rule_of
 
 if TYPE_CHECKING:
     from adaptive.stopping.decisions import Decisions
@@ -157,7 +156,9 @@ def answer(
     return pl.DataFrame(report.answers, infer_schema_length=None)
 
 
-def question_decisions(judgments: pl.DataFrame, rule: DecisionRule, question: str) -> list[dict]:
+def question_decisions(
+    judgments: pl.DataFrame, rule: DecisionRule, question: str
+) -> list[dict[str, Any]]:
     """The decision rows of the question's family, each with its ``question_role``."""
     return answer_judgments(judgments, rule, question).decisions.rows
 

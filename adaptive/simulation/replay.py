@@ -48,61 +48,36 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
-from scipy import optimize, special
 
 from adaptive.core.cells import CellData
+from adaptive.simulation.campaigns import CampaignTruth as CampaignTruth
+from adaptive.simulation.campaigns import fit_truth as fit_truth
+from adaptive.simulation.campaigns import semi_synthetic as semi_synthetic
+from adaptive.simulation.campaigns import simulate_log as simulate_log
+from adaptive.simulation.campaigns import synthetic_campaign as synthetic_campaign
+from adaptive.simulation.campaigns import system_campaign as system_campaign
 from adaptive.simulation.replay_config import (
     ReplayConfig as ReplayConfig,  # re-exported (policies read it)
 )
+from adaptive.simulation.replay_log import CLEAR_Z as CLEAR_Z
+from adaptive.simulation.replay_log import Log as Log
+from adaptive.simulation.replay_log import decision_sign as decision_sign
+from adaptive.simulation.replay_log import full_log_sign as full_log_sign
 from adaptive.simulation.replay_policies import (
     POLICIES as POLICIES,  # the policies a replay compares
 )
 from adaptive.simulation.replay_policies import View, oracle_policy, policy_fn
 from adaptive.simulation.replay_questions import QuestionReplay, QuestionTrace, summarize_question
 from adaptive.stopping.decisions import (
-    A_BETTER,
-    B_BETTER,
     EQUIVALENT,
     DecisionRule,
     decisions_of,
     start,
     update,
 )
-from adaptive.stopping.evidence import net_preference
 
 #: the reference that knows the truth (simulated logs only; not offered as a policy)
 ORACLE = "oracle"
-#: a full-log comparison is decided clearly when its prompt-level |z| is at least this (two-sided 0.001)
-CLEAR_Z = 3.2905267314919255
-
-
-class Log(NamedTuple):
-    """One dimension's judgments as index arrays (row order = arrival order).
-
-    ``true_net`` is the known Δ of each comparison in a simulated log, else None.
-    """
-
-    comparison: np.ndarray
-    prompt: np.ndarray
-    signed: np.ndarray
-    num_comparisons: int
-    num_prompts: int
-    true_net: np.ndarray | None = None
-    pair_a: np.ndarray | None = None  # (C,) systems of each comparison (questions need them)
-    pair_b: np.ndarray | None = None
-    systems: tuple[str, ...] = ()
-
-    @property
-    def num_judgments(self) -> int:
-        return int(self.comparison.shape[0])
-
-    @property
-    def num_systems(self) -> int:
-        if self.systems:
-            return len(self.systems)
-        if self.pair_a is None or self.pair_b is None or not len(self.pair_a):
-            return 0
-        return int(max(self.pair_a.max(), self.pair_b.max())) + 1
 
 
 def log_from_cells(cells: CellData) -> Log:
@@ -184,7 +159,7 @@ def replay(seed: int, log: Log, policy: str, config: ReplayConfig | None = None)
         if step > 0:
             steps.append(len(seq))
             closed_counts.append(int(dec.closed.sum()))
-        relevant = None if asking is None else asking.look(dec, movable, len(seq))
+        relevant = None if asking is None else asking.look(dec, movable, len(seq), useful_count)
         if relevant is not None:
             movable &= relevant
         if not movable.any() or len(seq) >= budget:
@@ -230,18 +205,6 @@ def replay(seed: int, log: Log, policy: str, config: ReplayConfig | None = None)
 
 
 # -------------------------------------------------------------------- summary
-
-
-def full_log_sign(log: Log) -> tuple[np.ndarray, np.ndarray]:
-    """(C,) the full log's own prompt-level sign of Δ and |z| (mean of cell means / se)."""
-    ref = net_preference(log.comparison, log.prompt, log.signed, log.num_comparisons)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        z = np.where(ref.se > 0, ref.mean / ref.se, np.where(ref.mean != 0, np.inf, 0.0))
-    return np.sign(np.nan_to_num(ref.mean)), np.abs(np.nan_to_num(z))
-
-
-def decision_sign(outcome: np.ndarray) -> np.ndarray:
-    return np.where(outcome == B_BETTER, 1, np.where(outcome == A_BETTER, -1, 0))
 
 
 def summarize_replays(
@@ -312,176 +275,3 @@ def summarize_replays(
     if traces[0].answer is not None:
         row.update(summarize_question(traces, per_trace, rule.margin))
     return row
-
-
-# ------------------------------------------------------------ known truth
-
-
-_GH_X, _GH_W = np.polynomial.hermite_e.hermegauss(24)
-_GH_W = _GH_W / _GH_W.sum()
-
-
-def _cell_probs(z: np.ndarray, kappa: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """P(B), P(A) of a cell with latent preference z and tie threshold kappa >= 0."""
-    return special.expit(z - kappa), special.expit(-z - kappa)
-
-
-class CampaignTruth(NamedTuple):
-    """Per comparison: location theta, tie threshold kappa, prompt-by-comparison sd."""
-
-    theta: np.ndarray
-    kappa: np.ndarray
-    spread: np.ndarray
-
-    def net(self) -> np.ndarray:
-        """(C,) true Δ: expected signed judgment over the prompt population."""
-        z = self.theta[:, None] + self.spread[:, None] * _GH_X[None, :]
-        pb, pa = _cell_probs(z, self.kappa[:, None])
-        return ((pb - pa) * _GH_W).sum(axis=1)
-
-    def tie_share(self) -> np.ndarray:
-        z = self.theta[:, None] + self.spread[:, None] * _GH_X[None, :]
-        pb, pa = _cell_probs(z, self.kappa[:, None])
-        return ((1.0 - pb - pa) * _GH_W).sum(axis=1)
-
-
-def fit_truth(log: Log) -> CampaignTruth:
-    """Per comparison, (theta, kappa, spread) matching the log's Δ, tie share and prompt spread.
-
-    The spread is the between-prompt sd of the cells' expected signed judgment
-    beyond what the within-cell binomial noise explains (method of moments); a
-    comparison with one judgment per cell gets the mean spread of the others.
-    """
-    C = log.num_comparisons
-    theta, kappa, spread = np.zeros(C), np.ones(C), np.zeros(C)
-    between = np.full(C, np.nan)
-    for c in range(C):
-        m = log.comparison == c
-        s, p = log.signed[m], log.prompt[m]
-        if len(s) == 0:
-            continue
-        uniq, inv, counts = np.unique(p, return_inverse=True, return_counts=True)
-        cell_mean = np.bincount(inv, weights=s) / counts
-        cell_sq = np.bincount(inv, weights=s * s) / counts
-        within = np.where(
-            counts > 1, (cell_sq - cell_mean**2) * counts / np.maximum(counts - 1, 1), 0
-        )
-        multi = counts > 1
-        if multi.sum() >= 5 and len(uniq) > 5:
-            between[c] = max(cell_mean.var(ddof=1) - np.mean(within[multi] / counts[multi]), 0.0)
-    fill = np.nanmean(between) if np.isfinite(between).any() else 0.05
-    between = np.where(np.isfinite(between), between, fill)
-    for c in range(C):
-        m = log.comparison == c
-        if not m.any():
-            continue
-        s = log.signed[m]
-        target = np.array([s.mean(), (s == 0).mean(), between[c]])
-
-        def resid(x, target=target):
-            t = CampaignTruth(np.array([x[0]]), np.array([np.exp(x[1])]), np.array([np.exp(x[2])]))
-            z = t.theta[:, None] + t.spread[:, None] * _GH_X[None, :]
-            pb, pa = _cell_probs(z, t.kappa[:, None])
-            d = pb - pa
-            mean = (d * _GH_W).sum()
-            var = ((d - mean) ** 2 * _GH_W).sum()
-            return [
-                mean - target[0],
-                t.tie_share()[0] - target[1],
-                np.sqrt(var) - np.sqrt(target[2]),
-            ]
-
-        tie = min(max(target[1], 0.02), 0.9)
-        x0 = [2.0 * target[0], np.log(max(-np.log(1.0 - tie) + 0.1, 0.05)), np.log(0.5)]
-        sol = optimize.least_squares(resid, x0, bounds=([-8, -6, -6], [8, 3, 2]))
-        theta[c], kappa[c], spread[c] = sol.x[0], np.exp(sol.x[1]), np.exp(sol.x[2])
-    return CampaignTruth(theta, kappa, spread)
-
-
-def simulate_log(
-    rng: np.random.Generator,
-    truth: CampaignTruth,
-    comparison: np.ndarray,
-    prompt: np.ndarray,
-    num_prompts: int,
-    *,
-    random_share: float = 0.0,
-) -> Log:
-    """Fresh outcomes for a design (one row per judgment) from a :class:`CampaignTruth`.
-
-    Each (comparison, prompt) cell draws its own latent preference
-    theta_c + spread_c * N(0, 1) once, so judgments of one cell are correlated
-    as on real logs; a share ``random_share`` of judgments comes from
-    annotators who answer at random (A, tie, B with equal probability), which
-    the true Δ includes.
-    """
-    C = truth.theta.shape[0]
-    u = rng.normal(size=(C, num_prompts))
-    z = truth.theta[comparison] + truth.spread[comparison] * u[comparison, prompt]
-    pb, pa = _cell_probs(z, truth.kappa[comparison])
-    r = rng.random(comparison.shape[0])
-    signed = np.where(r < pb, 1.0, np.where(r < pb + pa, -1.0, 0.0))
-    if random_share > 0:
-        noisy = rng.random(comparison.shape[0]) < random_share
-        signed = np.where(noisy, rng.integers(-1, 2, size=comparison.shape[0]), signed)
-    true_net = truth.net() * (1.0 - random_share)
-    return Log(
-        comparison.astype(np.int64),
-        prompt.astype(np.int64),
-        signed.astype(np.float64),
-        C,
-        num_prompts,
-        true_net,
-    )
-
-
-def semi_synthetic(
-    rng: np.random.Generator, log: Log, truth: CampaignTruth | None = None, prompts_factor: int = 1
-) -> Log:
-    """A campaign with the log's design and fresh outcomes from a fit to it (known truth).
-
-    ``prompts_factor`` k > 1 adds (k - 1) times as many new prompts, each judged
-    as often as the log's cells, so a comparison can go on past the log's size.
-    """
-    truth = truth or fit_truth(log)
-    comp, prompt = log.comparison, log.prompt
-    if prompts_factor > 1:
-        comp = np.concatenate([log.comparison] * prompts_factor)
-        prompt = np.concatenate([log.prompt + k * log.num_prompts for k in range(prompts_factor)])
-    return simulate_log(rng, truth, comp, prompt, log.num_prompts * prompts_factor)
-
-
-def synthetic_campaign(
-    rng: np.random.Generator,
-    net: Sequence[float] | np.ndarray,
-    *,
-    num_prompts: int = 500,
-    per_cell: int = 1,
-    tie_share: float = 0.25,
-    spread: float = 0.5,
-    random_share: float = 0.0,
-) -> Log:
-    """A campaign with given true Δ per comparison (a regime study).
-
-    theta of each comparison is solved so that the true Δ (with the given tie
-    share and prompt spread) equals ``net``.
-    """
-    net = np.asarray(net, np.float64)
-    C = net.shape[0]
-    kappa0 = np.log((1.0 + tie_share) / (1.0 - tie_share))  # tie share at theta = 0, no spread
-    theta = np.zeros(C)
-
-    def gap(t: float, target: float) -> float:
-        one = CampaignTruth(np.array([t]), np.array([kappa0]), np.array([spread]))
-        return float(one.net()[0]) - target
-
-    for c in range(C):
-        if net[c] != 0:
-            theta[c] = optimize.brentq(gap, -20, 20, args=(net[c] / (1.0 - random_share),))
-    truth = CampaignTruth(theta, np.full(C, kappa0), np.full(C, spread))
-    comp = np.repeat(np.arange(C), num_prompts * per_cell)
-    prompt = np.tile(np.repeat(np.arange(num_prompts), per_cell), C)
-    perm = rng.permutation(comp.shape[0])
-    return simulate_log(
-        rng, truth, comp[perm], prompt[perm], num_prompts, random_share=random_share
-    )

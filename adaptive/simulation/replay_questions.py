@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from adaptive.simulation.replay_log import Log, decision_sign, full_log_sign
 from adaptive.stopping.decisions import A_BETTER, B_BETTER, EQUIVALENT, OUTCOME_NAMES, Decisions
 from adaptive.stopping.questions import Answer, answer_question, resolve
 
 if TYPE_CHECKING:
-    from adaptive.simulation.replay import Log
     from adaptive.simulation.replay_config import ReplayConfig
 
 
@@ -87,14 +87,28 @@ class QuestionReplay:
         self.claims = np.zeros(log.num_comparisons, bool)
         self.answered_at = np.inf
         self.last: tuple[Answer, Decisions] | None = None
+        self.unit = config.rule.unit
+        self.burn_in = config.burn_in
 
     @classmethod
     def of(cls, log: Log, config: ReplayConfig, *, oracle: bool = False) -> QuestionReplay | None:
         return None if config.question is None else cls(log, config, oracle=oracle)
 
-    def look(self, decisions: Decisions, movable: np.ndarray, used: int) -> np.ndarray:
-        """Read the answer after a batch; the (C,) comparisons a policy may still serve."""
+    def look(
+        self, decisions: Decisions, movable: np.ndarray, used: int, fresh: np.ndarray
+    ) -> np.ndarray:
+        """Read the answer after a batch; the (C,) comparisons a policy may still serve.
+
+        ``fresh``: (C,) cells each comparison can still draw. With the prompt as the unit, a
+        comparison past its burn-in whose best-case need exceeds them cannot close (the
+        recommender's own test, :func:`adaptive.recommend.allocate`): the answer then looks
+        for the next statement it can still make (top-k: the smallest separable set above k).
+        """
         log = self.log
+        if self.unit == "prompt" and decisions.needed_possible is not None:
+            best = np.asarray(decisions.needed_possible, np.float64)
+            past = decisions.num_obs >= self.burn_in
+            movable = movable & ~(past & (np.ceil(best * 0.99) > fresh))
         assert log.pair_a is not None and log.pair_b is not None
         K = log.num_systems
         answer = answer_question(
@@ -138,8 +152,6 @@ def wrong_claims(outcome: np.ndarray, claims: np.ndarray, log: Log, margin: floa
     sign wrong), an equivalence is wrong when |Δ| >= margin. On a real log a sign is wrong
     when the full log's own prompt-level sign is the other one; equivalence is not judged.
     """
-    from adaptive.simulation.replay import decision_sign, full_log_sign
-
     got = decision_sign(outcome)
     if log.true_net is not None:
         truth = np.sign(log.true_net)
@@ -168,37 +180,3 @@ def summarize_question(traces, logs: Sequence[Log], margin: float) -> dict:
         "wrong_answers": int(sum(w > 0 for w in wrong)),
         "wrong_answer_rate": float(np.mean([w > 0 for w in wrong])),
     }
-
-
-def system_campaign(
-    rng: np.random.Generator,
-    strengths: Sequence[float],
-    *,
-    num_prompts: int = 500,
-    tie_share: float = 0.25,
-    spread: float = 0.5,
-    names: Sequence[str] = (),
-) -> Log:
-    """A simulated campaign over every pair of systems whose true Δ is a difference of strengths.
-
-    Comparison (a, b) of systems a < b has true Δ = strength[b] - strength[a] (so |Δ| <= 1
-    needs strengths within 1 of each other), ``num_prompts`` prompts, one judgment per cell
-    (:func:`adaptive.simulation.replay.synthetic_campaign`). Every answer has a known truth.
-
-    Example:
-        >>> log = system_campaign(np.random.default_rng(0), [0.2, 0.0, -0.2], num_prompts=10)
-        >>> log.num_comparisons, log.num_judgments, log.true_net.round(2).tolist()
-        (3, 30, [-0.2, -0.4, -0.2])
-    """
-    from adaptive.simulation.replay import synthetic_campaign
-
-    s = np.asarray(strengths, np.float64)
-    pair_a, pair_b = np.triu_indices(len(s), 1)
-    log = synthetic_campaign(
-        rng, s[pair_b] - s[pair_a], num_prompts=num_prompts, tie_share=tie_share, spread=spread
-    )
-    return log._replace(
-        pair_a=pair_a.astype(np.int64),
-        pair_b=pair_b.astype(np.int64),
-        systems=tuple(names) or tuple(f"s{i}" for i in range(len(s))),
-    )

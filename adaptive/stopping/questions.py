@@ -325,16 +325,21 @@ def answer_question(
     verdicts: tuple[tuple[int, int, str], ...] = ()
     if kind in ("top-k", "ranking"):
         blocked = _blocked_cuts(order, index, equal, can, open_)
-        for t in np.flatnonzero(cuts):
-            above, below = _cross(order, int(t) + 1)
-            claims[index[np.ix_(above, below)].ravel()] = True
+        made = [int(t) + 1 for t in np.flatnonzero(cuts)]
+        stated = made  # a ranking states every cut
         if kind == "top-k":
             k = question.k
             answered = bool(cuts[k - 1])
-            made = np.flatnonzero(cuts) + 1
-            top = tuple(order[: max([t for t in made if t <= k], default=0)].tolist())
-            above_k = [t for t in made if t >= k]
-            among = tuple(order[: min(above_k)].tolist()) if above_k else ()
+            below_k = max([t for t in made if t <= k], default=0)
+            above_k = min([t for t in made if t >= k], default=0)
+            top = tuple(order[:below_k].tolist())
+            among = tuple(order[:above_k].tolist())
+            # top-k states the set of k, or the separated sets just below and above k
+            stated = [t for t in {below_k, above_k} if t]
+        for t in stated:
+            above, below = _cross(order, t)
+            claims[index[np.ix_(above, below)].ravel()] = True
+        if kind == "top-k":
             if not answered:
                 goal = next((t for t in range(k, K) if not blocked[t - 1]), None)
                 if goal is not None:

@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "services.cli.server": ("serve", "token", "import", "export"),
     "services.cli.recommend": ("recommend", "replay"),
     "services.cli.decisions": ("decisions",),
+    "services.cli.questions": ("answer",),
     "services.cli.crowd": ("crowd",),
     "services.cli.plot": ("plot",),
 }

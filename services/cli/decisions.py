@@ -21,6 +21,7 @@ from services.cli.errors import CliError
 if TYPE_CHECKING:
     import polars as pl
 
+    from adaptive.stopping.questions import Question
     from adaptive.stopping.rule import DecisionRule
 
 DECISION_COLUMNS = (
@@ -40,6 +41,8 @@ DECISION_COLUMNS = (
     "needed",
     "needs_new_prompts",
 )
+#: with --question: which decisions the answer rests on
+QUESTION_DECISION_COLUMNS = (*DECISION_COLUMNS, "question_role")
 #: the table of hybrid decisions (``--judge-data``)
 HYBRID_DECISION_COLUMNS = (
     "dimension",
@@ -125,6 +128,16 @@ def rule_from_args(args: argparse.Namespace) -> DecisionRule:
         raise CliError(f"{exc.args[0]} (--pairs wants SYSTEM_A:SYSTEM_B pairs)") from exc
 
 
+def parse_question(text: str | None) -> Question:
+    """The question of ``--question``, or a one-line error."""
+    from adaptive.stopping.questions import Question
+
+    try:
+        return Question.parse(text)
+    except ValueError as exc:
+        raise CliError(f"--question: {exc}") from exc
+
+
 def run_decisions(args: argparse.Namespace) -> int:
     from adaptive.core.data import filter_judgments, read_judgments
     from evalset.decide import decide_judgments
@@ -133,8 +146,21 @@ def run_decisions(args: argparse.Namespace) -> int:
     if args.dimension:
         judgments = filter_judgments(judgments, dimensions=[args.dimension])
     if args.judge_data:
+        if args.question:
+            raise CliError("--question reads human decisions only: leave out --judge-data")
         return _hybrid_decisions(args, judgments)
-    report = decide_judgments(judgments, rule_from_args(args))
+    if args.question:
+        from evalset.questions import answer_judgments
+
+        try:
+            asked = answer_judgments(judgments, rule_from_args(args), parse_question(args.question))
+        except ValueError as exc:
+            raise CliError(str(exc)) from exc
+        report = asked.decisions
+        for row in asked.answers:
+            log(f"question {row['question']} ({row['dimension']}): {row['answer']}")
+    else:
+        report = decide_judgments(judgments, rule_from_args(args))
     rows = report.rows
     log(f"family: {report.family.describe()}")
     if report.outside:
@@ -149,7 +175,8 @@ def run_decisions(args: argparse.Namespace) -> int:
                 f"note: {short} undecided comparisons likely need more judgments than they have "
                 "unused prompts (needs_new_prompts): closing them needs new prompts"
             )
-    emit(rows, args.format, columns=DECISION_COLUMNS if args.format == "table" else None)
+    columns = QUESTION_DECISION_COLUMNS if args.question else DECISION_COLUMNS
+    emit(rows, args.format, columns=columns if args.format == "table" else None)
     return 0
 
 
@@ -195,6 +222,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--judge",
         help="with --judge-data naming several judges: the one to use (default: the only one)",
+    )
+    p.add_argument(
+        "--question",
+        help="the campaign's question (top-k:K, ranking, versus:REF,..., equivalence:A,B): its "
+        "family's decisions, each row's question_role (claim / pending), the answer on stderr "
+        "(evalset answer; docs/decisions.md, 'Questions')",
     )
     add_rule_args(p, with_family=True)
     p.set_defaults(func=run_decisions)

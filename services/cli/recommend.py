@@ -206,84 +206,60 @@ REPLAY_COLUMNS = (
     "wrong_sign_rate",
     "wrong_equivalence_rate",
 )
+#: with --question: how often, how soon and what it answered
+QUESTION_COLUMNS = (
+    "question",
+    "answered_share",
+    "answered_judgments_mean",
+    "answer",
+    "answer_share",
+    "wrong_answers",
+    "ratio_to_oracle",
+)
+#: every policy a replay compares by default
+DEFAULT_POLICIES = ("adaptive", "uniform", "round_robin", "arena")
 
 
 def run_replay(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from adaptive.core.cells import build_cells
     from adaptive.core.data import read_judgments
-    from adaptive.simulation.replay import (
-        POLICIES,
-        ReplayConfig,
-        fit_truth,
-        log_from_cells,
-        replay,
-        semi_synthetic,
-        summarize_replays,
-    )
-    from services.cli.decisions import rule_from_args
+    from evalset.replays import replay_rows
+    from services.cli.decisions import parse_question, rule_from_args
 
     if args.judge_data:
+        if args.question:
+            raise CliError("--question replays human judgments only: leave out --judge-data")
         return _replay_with_judge(args)
     policies = []
-    for part in args.policy or list(POLICIES):
+    for part in args.policy or list(DEFAULT_POLICIES):
         policies += [p.strip() for p in part.split(",") if p.strip()]
-    unknown = sorted(set(policies) - set(POLICIES))
-    if unknown:
-        raise CliError(f"unknown policies {unknown}; expected some of {list(POLICIES)}")
-    if args.seeds < 1:
-        raise CliError("--seeds must be at least 1")
+    question = parse_question(args.question) if args.question else None
     judgments = read_judgments(args.data)
-    dims = args.dimension or dimensions_of(judgments)
     rule = rule_from_args(args)
-    rows = []
-    for dim in dims:
-        cells = build_cells(judgments, dimension=dim)
-        log_ = log_from_cells(cells)
-        # the family alpha is split over: the log's comparisons, or every pair of its systems
-        num_systems = len(cells.systems)
-        family_size = (
-            num_systems * (num_systems - 1) // 2
-            if args.family == "all-pairs"
-            else log_.num_comparisons
+    try:
+        rows = replay_rows(
+            judgments,
+            policies=policies,
+            seeds=args.seeds,
+            seed=args.seed,
+            batch_size=args.batch_size,
+            budget=args.budget,
+            rule=rule,
+            question=question,
+            semi_synthetic=args.semi_synthetic,
+            prompts_factor=args.prompts_factor,
+            dimensions=args.dimension or dimensions_of(judgments),
+            progress=lambda label, total: _progress(label, total, args.quiet),
+            say=None if args.quiet else log,
         )
-        config = ReplayConfig(
-            batch_size=args.batch_size, budget=args.budget, rule=rule, num_tests=family_size
-        )
-        truth = fit_truth(log_) if args.semi_synthetic else None
-        kind = "semi-synthetic" if truth is not None else "log"
-        if not args.quiet:
-            log(
-                f"{dim} ({kind}): {log_.num_comparisons} comparisons, "
-                f"{log_.num_judgments} judgments, {log_.num_prompts} prompts"
-            )
-        by_policy = {}
-        for policy in policies:
-            traces, replayed = [], []
-            progress = _progress(f"{dim} {policy}", args.seeds, args.quiet)
-            for seed in range(args.seed, args.seed + args.seeds):
-                last = log_
-                if truth is not None:
-                    # one fresh campaign per seed, the same for every policy
-                    rng = np.random.default_rng([seed, 1])
-                    last = semi_synthetic(rng, log_, truth, prompts_factor=args.prompts_factor)
-                replayed.append(last)
-                traces.append(replay(seed, last, policy, config))
-                progress()
-            by_policy[policy] = summarize_replays(traces, replayed, rule)
-        base = by_policy.get("uniform", {}).get("judgments_mean")
-        for summary in by_policy.values():
-            row = {"dimension": dim, "data": kind, "unit": rule.unit, **summary}
-            row |= {"family": args.family, "family_size": family_size}
-            row["ratio_to_uniform"] = row["judgments_mean"] / base if base else None
-            rows.append(row)
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
     if args.format == "json":
         emit(rows, "json")
     else:
-        emit(rows, args.format, columns=REPLAY_COLUMNS)
+        columns = REPLAY_COLUMNS + (QUESTION_COLUMNS if question else ())
+        emit(rows, args.format, columns=columns)
     if not args.quiet and rows:
-        log(f"rule: {rule.describe(rows[0]['family_size'])}")
+        log(f"rule: {rows[0]['rule']}")
     if args.plot:
         plot_anytime(rows, args.plot, title=Path(args.data).parent.name)
     return 0
@@ -446,7 +422,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r.add_argument(
         "--policy",
         action="append",
-        help="adaptive, uniform, round_robin, arena (repeatable or comma-separated; default all)",
+        help="adaptive, uniform, round_robin, arena, and oracle with --semi-synthetic "
+        "(repeatable or comma-separated; default: the first four)",
+    )
+    r.add_argument(
+        "--question",
+        help="replay until the campaign's question is answered: top-k:K, ranking, "
+        "versus:REF,..., equivalence:A,B (default: every comparison's sign; docs/replay.md)",
     )
     r.add_argument("--seeds", type=int, default=20, help="replays per policy (default: 20)")
     r.add_argument("--seed", type=int, default=0, help="first seed (default: 0)")

@@ -11,8 +11,9 @@ from adaptive.simulation.replay import (
     ReplayConfig,
     replay,
     summarize_replays,
+    system_campaign,
 )
-from adaptive.simulation.replay_questions import system_campaign, true_order, wrong_claims
+from adaptive.simulation.replay_questions import true_order, wrong_claims
 from adaptive.stopping.decisions import A_BETTER, B_BETTER, EQUIVALENT, UNDECIDED
 from adaptive.stopping.questions import Question
 from adaptive.stopping.rule import DecisionRule

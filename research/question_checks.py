@@ -1,0 +1,146 @@
+"""Questions (top-k, ranking, versus) on simulated campaigns with known truth and on the logs.
+
+Each row replays one policy on fresh simulated campaigns (one per seed, the same campaigns for
+every policy; :func:`adaptive.simulation.replay_questions.system_campaign`) under the
+product's decision rule (Bonferroni at 0.05 over the question's family), reading the answer
+after every batch of 100 judgments until it is settled or the log runs out:
+
+* ``wrong_answer_rate``: campaigns in which any statement, at any look, contradicted the truth
+  (the guarantee: at most the level, 0.05);
+* ``judgments_mean`` and ``answered_share``; ``ratio_to_uniform`` and ``ratio_to_oracle``
+  (policies in the same setting; the oracle knows the true order and serves only the pairs
+  the true answer needs).
+
+Settings (strengths s; comparison (a, b) has true Δ = s_b - s_a; 25% ties, prompt spread 0.5,
+one judgment per cell):
+
+* ``null``: 6 systems, all equal (no statement is true but "not separated");
+* ``top-gap-G``: 6 systems, the best k = 2 spaced 0.1 apart, a gap G below the second, the
+  rest spaced 0.1 apart (G = 0.02, 0.1, 0.3);
+* ``spread``: 6 systems spaced 0.1 apart (a ranking that can be separated);
+* ``near-tie``: 6 systems spaced 0.1 apart but the top two 0.01 apart;
+* ``versus``: a new system and three references, Δ(new vs r) = 0.15, -0.05, -0.25 (4 systems);
+  ``versus-null``: the four equal.
+
+Run (the rows go to ``research/questions/checks.jsonl``, appended with their command):
+
+    nice python research/question_checks.py --settings null --questions top-k:1 top-k:2 ranking \
+        --policies adaptive --campaigns 500
+    nice python research/question_checks.py --settings top-gap-0.1 spread near-tie \
+        --questions top-k:1 top-k:2 ranking --policies adaptive uniform round_robin oracle \
+        --campaigns 50
+    nice python research/question_checks.py --settings versus --questions versus:r1,r2,r3 \
+        all-pairs --policies adaptive uniform --campaigns 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from adaptive.simulation.campaigns import system_campaign
+from adaptive.simulation.replay import ReplayConfig, replay, summarize_replays
+from adaptive.stopping.questions import Question
+from adaptive.stopping.rule import DecisionRule
+
+OUT = Path(__file__).parent / "questions" / "checks.jsonl"
+
+
+def strengths(setting: str) -> tuple[list[float], list[str]]:
+    """The systems' strengths and names of a setting."""
+    if setting == "null":
+        return [0.0] * 6, []
+    if setting.startswith("top-gap-"):
+        gap = float(setting.removeprefix("top-gap-"))
+        top = [gap + 0.1, gap]
+        return [*top, 0.0, -0.1, -0.2, -0.3], []
+    if setting == "spread":
+        return [0.25, 0.15, 0.05, -0.05, -0.15, -0.25], []
+    if setting == "near-tie":
+        return [0.26, 0.25, 0.15, 0.05, -0.05, -0.15], []
+    if setting == "versus":
+        return [0.0, -0.15, 0.05, 0.25], ["new", "r1", "r2", "r3"]
+    if setting == "versus-null":
+        return [0.0] * 4, ["new", "r1", "r2", "r3"]
+    raise ValueError(f"unknown setting {setting!r}")
+
+
+def run(
+    setting: str, question: str, policy: str, campaigns: int, num_prompts: int, batch: int
+) -> dict:
+    s, names = strengths(setting)
+    q = Question.parse(question)
+    K = len(s)
+    pairs = K * (K - 1) // 2
+    systems = tuple(names) or tuple(f"s{i}" for i in range(K))
+    rule = q.rule_for(DecisionRule(family="all-pairs"), systems)
+    num_tests = len(rule.pairs) if rule.family == "registered" else pairs
+    config = ReplayConfig(batch_size=batch, rule=rule, num_tests=num_tests, question=q)
+    traces, logs = [], []
+    start = time.perf_counter()
+    for seed in range(campaigns):
+        log = system_campaign(
+            np.random.default_rng([seed, 7]), s, num_prompts=num_prompts, names=names
+        )
+        logs.append(log)
+        traces.append(replay(seed, log, policy, config))
+    row = summarize_replays(traces, logs, rule)
+    row.pop("curve", None)
+    return {
+        "setting": setting,
+        "question": question,
+        "strengths": s,
+        "prompts_per_pair": num_prompts,
+        "batch": batch,
+        "family_size": num_tests,
+        "seconds": round(time.perf_counter() - start, 1),
+        **row,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--settings", nargs="+", required=True)
+    p.add_argument("--questions", nargs="+", required=True)
+    p.add_argument("--policies", nargs="+", default=["adaptive"])
+    p.add_argument("--campaigns", type=int, default=50)
+    p.add_argument("--prompts", type=int, default=1500, help="prompts per pair in the log")
+    p.add_argument("--batch", type=int, default=100)
+    p.add_argument("--out", default=str(OUT))
+    args = p.parse_args(argv)
+    command = "python research/question_checks.py " + " ".join(argv or sys.argv[1:])
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    for setting in args.settings:
+        for question in args.questions:
+            rows = {}
+            for policy in args.policies:
+                rows[policy] = run(
+                    setting, question, policy, args.campaigns, args.prompts, args.batch
+                )
+            base = rows.get("uniform", {}).get("judgments_mean")
+            oracle = rows.get("oracle", {}).get("judgments_mean")
+            for policy, row in rows.items():
+                row["ratio_to_uniform"] = row["judgments_mean"] / base if base else None
+                row["ratio_to_oracle"] = row["judgments_mean"] / oracle if oracle else None
+                row["command"] = command
+                with open(args.out, "a") as fh:
+                    fh.write(json.dumps(row) + "\n")
+                keys = ("judgments_mean", "answered_share", "wrong_answer_rate")
+                shown = " ".join(f"{k}={row[k]:.3g}" for k in keys if row[k] is not None)
+                ratios = f"x uniform {row['ratio_to_uniform'] or float('nan'):.2f}"
+                ratios += f", x oracle {row['ratio_to_oracle'] or float('nan'):.2f}"
+                print(
+                    f"{setting:12s} {question:14s} {policy:11s} {shown} {ratios} "
+                    f"answer={row['answer']!r} ({row['answer_share']:.2f}) {row['seconds']}s",
+                    flush=True,
+                )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
