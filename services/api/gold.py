@@ -11,7 +11,8 @@ next batch, their judgments kept apart and scored (docs/gold.md).
 ``POST /projects/{p}/next-batch`` asks :func:`plan_gold` which gold cells it may serve
 (``gold_share``), keeps every gold cell out of its recommendations and lets
 :meth:`GoldPlan.mix` draw them, from a secret source, among the comparisons its ordinary
-cells serve, shuffling the whole batch; the lease marks them, the answer does not. With an
+cells serve, shuffling the whole batch; the lease marks them, the answer does not. A gold
+cell goes to one annotator, as an ordinary cell does (:func:`repo.gold_cells_taken`). With an
 admin token set, only it opens the routes above (``services.api.deps.gold_project``).
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import math
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
@@ -225,12 +227,16 @@ class GoldPlan:
         ]
 
     def mix(
-        self, batch: list[repo.LeasedCellRow], rng: np.random.Generator
+        self,
+        batch: list[repo.LeasedCellRow],
+        rng: np.random.Generator,
+        leased: Sequence[repo.LeasedCellRow] = (),
     ) -> tuple[list[repo.LeasedCellRow], int]:
         """``batch`` with gold cells mixed in, and how many of ``wanted`` are unserved.
 
-        A gold cell is drawn only from the comparisons (dimension, pair in either order)
-        ``batch`` serves, and reads as one of its comparison's cells: the orientation,
+        A gold cell held under any of the active leases ``leased`` is not drawn (one
+        annotator at a time, as an ordinary cell). It is drawn only from the comparisons
+        (dimension, pair in either order) ``batch`` serves, and reads as one of its comparison's cells: the orientation,
         ``reason`` and ``needed`` of one of them drawn at random. With ``n`` of the
         ``size - reserve`` ordinary cells served, at most round-half-up(``reserve`` x n /
         (size - reserve)) gold cells are served, so a short batch keeps the share asked.
@@ -242,7 +248,17 @@ class GoldPlan:
         for cell in batch:
             pair = frozenset((cell["system_a"], cell["system_b"]))
             by_comparison.setdefault((cell["dimension"], pair), []).append(cell)
-        open_ = [c for c in self.candidates if (c[0], frozenset(c[2:])) in by_comparison]
+        held = {
+            (c["dimension"], c["item_id"], frozenset((c["system_a"], c["system_b"])))
+            for c in leased
+            if c.get("gold")
+        }
+        open_ = [
+            c
+            for c in self.candidates
+            if (c[0], frozenset(c[2:])) in by_comparison
+            and (c[0], c[1], frozenset(c[2:])) not in held
+        ]
         ordinary = self.size - self.reserve
         cap = round_half_up(self.reserve * len(batch) / ordinary) if ordinary > 0 else 0
         count = min(self.reserve, cap, len(open_))
@@ -283,15 +299,14 @@ def plan_gold(
     state: ServiceState,
     project_id: str,
     *,
-    annotator_id: str,
     share: float,
     size: int,
     dimensions: list[str],
     now: datetime,
 ) -> GoldPlan:
-    """The gold cells a batch of ``size`` may serve: those in ``dimensions`` the annotator
-    neither judged nor holds under an active lease; :meth:`GoldPlan.mix` draws from them
-    once the ordinary cells are chosen."""
+    """The gold cells a batch of ``size`` may serve: those in ``dimensions`` nobody judged
+    or holds under an active lease (each goes to one annotator, as an ordinary cell does);
+    :meth:`GoldPlan.mix` draws from them once the ordinary cells are chosen."""
     wanted = round_half_up(share * size)
     with state.store.read() as conn:
         cells = repo.list_gold_cells(conn=conn, project_id=project_id)
@@ -303,9 +318,7 @@ def plan_gold(
         )
         if not wanted:
             return GoldPlan(keys, (), share, wanted, 0, size)
-        done = repo.gold_cells_done_by(
-            conn=conn, project_id=project_id, annotator_id=annotator_id, now=now
-        )
+        done = repo.gold_cells_taken(conn=conn, project_id=project_id, now=now)
         responses = repo.prompt_responses(
             conn=conn, project_id=project_id, items={c["item_id"] for c in cells}
         )

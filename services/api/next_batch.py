@@ -374,7 +374,6 @@ def next_batch(
     gold = plan_gold(
         state,
         project_id,
-        annotator_id=body.annotator_id,
         share=body.gold_share,
         size=body.size,
         dimensions=list(dims),
@@ -451,6 +450,7 @@ def next_batch(
                 for cell in batch
             ],
             rng,
+            leased,
         )
         return mixed
 

@@ -96,8 +96,8 @@ class NextBatchCreate(BaseModel):
         default=0.0,
         ge=0.0,
         le=1.0,
-        description="share of the batch given to gold (attention-check) cells the annotator "
-        "has not judged (POST .../gold registers them; docs/gold.md), among ordinary cells of "
+        description="share of the batch given to gold (attention-check) cells nobody has "
+        "judged or holds (POST .../gold registers them; docs/gold.md), among ordinary cells of "
         "their own comparisons, the batch shuffled, "
         "not marked in this answer (the lease records them); needs annotator_id",
     )

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, TypedDict, cast
 
 from pydantic import ValidationError
-from sqlalchemy import Connection, and_, func, select
+from sqlalchemy import Connection, func, select
 
 from adaptive.core.data import JUDGMENT_FIELDS
 from services.schemas_gold import gold_cells
@@ -269,32 +269,27 @@ def count_gold_judgments(*, conn: Connection, project_id: str) -> int:
     return int(conn.scalar(select(func.count()).where(g.project_id == project_id)) or 0)
 
 
-def gold_cells_done_by(
-    *, conn: Connection, project_id: str, annotator_id: str, now: datetime
-) -> set[GoldKey]:
-    """(dimension, item, pair) of the gold cells ``annotator_id`` judged, or holds under an
-    active lease (the next batch serves neither again)."""
+def gold_cells_taken(*, conn: Connection, project_id: str, now: datetime) -> set[GoldKey]:
+    """(dimension, item, pair) of the gold cells anyone judged, or holds under an active lease.
+
+    A next batch serves none of them: a gold cell goes to one annotator, as an ordinary
+    cell does, and back to the pool only when its lease expires unjudged, so a cell served
+    to two annotators is no more often gold than ordinary (docs/gold.md)."""
     g = t.gold_judgments.c
-    done = {
+    taken = {
         (d, i, frozenset((a, b)))
         for d, i, a, b in conn.execute(
-            select(g.dimension, g.item_id, g.system_a, g.system_b).where(
-                g.project_id == project_id, g.annotator_id == annotator_id
-            )
+            select(g.dimension, g.item_id, g.system_a, g.system_b)
+            .where(g.project_id == project_id)
+            .distinct()
         )
     }
-    c = t.leases.c
-    for (cells,) in conn.execute(
-        select(c.cells).where(
-            and_(c.project_id == project_id, c.annotator_id == annotator_id, c.expires_at > now)
-        )
-    ):
-        done.update(
-            _key(x["dimension"], x["item_id"], x["system_a"], x["system_b"])
-            for x in cells or ()
-            if x.get("gold")
-        )
-    return done
+    taken.update(
+        _key(x["dimension"], x["item_id"], x["system_a"], x["system_b"])
+        for x in active_leased_cells(conn=conn, project_id=project_id, now=now)
+        if x.get("gold")
+    )
+    return taken
 
 
 def prompt_responses(

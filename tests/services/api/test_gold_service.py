@@ -370,12 +370,16 @@ def test_next_batch_mixes_gold_cells_in_blind_and_records_them_in_the_lease(api,
     assert {_cell(c) for c in marked2} <= GOLD_CELLS
     assert second["gold_unserved"] == 5 - len(marked2)
     _assert_gold_rule(cells2, reserve=3, asked=7, left=GOLD_CELLS - {_cell(c) for c in marked})
-    # another annotator: the rule again, on whatever ordinary cells are left
+    # another annotator: the rule again, on whatever cells are left; the gold cells w9 holds
+    # are not among them (a gold cell goes to one annotator, as an ordinary one does)
+    held = {_cell(c) for c in [*marked, *marked2]}
     body = {"size": 4, "annotator_id": "w8", "gold_share": 0.5, "idempotency_key": "g3"}
     third = api.post(url, json=body, headers=headers).json()
     cells3 = _lease(server, project_id, "g3")["cells"]
+    assert not {_cell(c) for c in cells3} & held
     assert third["gold_unserved"] == 2 - sum(bool(c.get("gold")) for c in cells3)
-    _assert_gold_rule(cells3, reserve=2, asked=2, left=GOLD_CELLS)
+    reserve = min(2, len(GOLD_CELLS - held))
+    _assert_gold_rule(cells3, reserve=reserve, asked=4 - reserve, left=GOLD_CELLS - held)
 
 
 def _assert_gold_rule(cells: list, *, reserve: int, asked: int, left: set) -> None:
