@@ -294,7 +294,7 @@ def recommend(
     that matter, as ``("A", "B")`` or ``"A:B"``. ``options``: the fields of
     :class:`evalset.batch.RecommendRequest` (``size`` 20, ``seed`` 0, ``adjacent``,
     ``tier``, ``burn_in``, ``max_per_cell``, ``annotator``, ``parameterization``,
-    ``draws``) and of its decision rule (``alpha``, ``margin``, ``unit``, ``correction``);
+    ``draws``, ``question``: only what can still change its answer) and of its decision rule (``alpha``, ``margin``, ``unit``, ``correction``);
     the defaults are those types'. What the batch leaves out (comparisons its prompts cannot
     close, a short batch) is printed to stderr, as the command line does.
     """

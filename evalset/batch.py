@@ -37,6 +37,9 @@ class RecommendRequest:
         annotator: never give this annotator a cell they already judged.
         parameterization: ``comparison`` or ``system`` (the fit's theta).
         draws: Laplace draws of the fit.
+        question: the campaign's question (``top-k:2``, ``ranking``, ``versus:R``, ...; docs/
+            decisions.md, "Questions"): the batch serves only the comparisons that can still
+            change its answer (``pending``), none once it is answered.
     """
 
     size: int = 20
@@ -50,10 +53,13 @@ class RecommendRequest:
     annotator: str | None = None
     parameterization: str = "comparison"
     draws: int = DEFAULT_DRAWS
+    question: str = ""
 
     def __post_init__(self) -> None:
         if self.size <= 0:
             raise ValueError("size must be positive")
+        if self.question and (self.targets or self.adjacent or self.tier):
+            raise ValueError("a question chooses the comparisons: leave out targets/adjacent/tier")
 
 
 def recommend_fits(
@@ -164,6 +170,8 @@ def recommend_batch(
         )
     except UnknownName as exc:
         raise ValueError(exc.args[0]) from exc
+    if request.question:
+        chosen = question_targets(judgments, request, names.comparisons, tell)
     batch, info = recommend_named(
         request.seed,
         snapshot,
@@ -217,6 +225,46 @@ def recommend_batch(
             }
         )
     return out
+
+
+def question_targets(
+    judgments: pl.DataFrame,
+    request: RecommendRequest,
+    comparisons: Sequence[tuple[str, str, str]],
+    tell: Callable[[str], None],
+) -> tuple[int, ...]:
+    """The recommender's comparisons (indices into ``comparisons``) that the question pends on.
+
+    The answer is read with the question's family (:func:`evalset.questions.answer_judgments`);
+    its ``pending`` comparisons are the ones a judgment can still move toward an answer. A
+    pending pair the judgments never compared has no cell here and is named in a note.
+    """
+    from evalset.questions import answer_judgments
+
+    asked = answer_judgments(judgments, request.rule, request.question)
+    for row in asked.answers:
+        need = "out of sight" if row["needed"] is None else f"~{row['needed']} judgments"
+        tell(
+            f"question {row['question']} ({row['dimension']}): {row['answer']}; "
+            f"{row['pending']} comparisons pending, {need} likely still needed"
+        )
+    where = {(d, frozenset((a, b))): c for c, (d, a, b) in enumerate(comparisons)}
+    out, missing = [], []
+    for r in asked.decisions.rows:
+        if r["question_role"] != "pending":
+            continue
+        c = where.get((r["dimension"], frozenset((r["system_a"], r["system_b"]))))
+        if c is None:
+            missing.append(f"{r['system_a']} vs {r['system_b']}")
+        else:
+            out.append(c)
+    if missing:
+        tell(
+            f"note: the question also pends on {len(missing)} pairs nobody compared yet "
+            f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}): a batch from "
+            "a file serves compared pairs only (a served project serves them all)"
+        )
+    return tuple(sorted(out))
 
 
 Texts = dict[tuple[str, ...], str]

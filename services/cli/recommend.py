@@ -41,7 +41,7 @@ def recommend_from_file(args: argparse.Namespace) -> list[dict[str, Any]]:
     (:func:`evalset.batch.recommend_batch`)."""
     from adaptive.core.data import filter_judgments, read_judgments
     from evalset.batch import RecommendRequest, recommend_batch, side_tables
-    from services.cli.decisions import rule_from_args
+    from services.cli.decisions import parse_question, rule_from_args
 
     judgments = read_judgments(args.data)
     if args.dimension:
@@ -77,6 +77,7 @@ def recommend_from_file(args: argparse.Namespace) -> list[dict[str, Any]]:
         annotator=args.annotator,
         parameterization=args.parameterization,
         draws=args.draws,
+        question=str(parse_question(args.question)) if args.question else "",
     )
     try:
         return recommend_batch(
@@ -113,6 +114,11 @@ def recommend_from_project(args: argparse.Namespace) -> list[dict[str, Any]]:
         body["annotator_id"] = args.annotator
     if args.dimension:
         body["dimensions"] = args.dimension
+    if args.question:
+        raise CliError(
+            "--question works with --data; a served project's next batch does not take a "
+            "question yet (serve every open comparison, or name them with --targets)"
+        )
     if args.targets:
         body["targets"] = [list(p) for p in _pairs(args.targets)]
     if args.idempotency_key:
@@ -377,6 +383,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--annotator", help="never give this annotator a cell they already judged")
     p.add_argument("--dimension", action="append", help="only this dimension (repeatable)")
     p.add_argument("--targets", help="comparisons that matter: A:B,C:D (default: the undecided)")
+    p.add_argument(
+        "--question",
+        help="serve only what can still change the campaign's answer: top-k:K, ranking, "
+        "versus:REF,..., equivalence:A,B (with --data; docs/decisions.md, 'Questions')",
+    )
     p.add_argument("--adjacent", action="store_true", help="target leaderboard neighbours")
     p.add_argument("--tier", help="target the comparisons within this tier: SYS1,SYS2,...")
     p.add_argument(

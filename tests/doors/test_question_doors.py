@@ -74,3 +74,24 @@ def test_a_bad_question_is_a_one_line_error(argv, words, capsys):
         == 2
     )
     assert words in capsys.readouterr().err
+
+
+def test_a_batch_for_a_question_serves_only_its_pending_comparisons(capsys):
+    pending = evalset.decisions(MTBENCH, question="top-1")
+    pending = pending.filter(pending["question_role"] == "pending")
+    want = {frozenset((r["system_a"], r["system_b"])) for r in pending.iter_rows(named=True)}
+    assert want == {frozenset(("gpt-4", "claude-v1")), frozenset(("gpt-4", "gpt-3.5-turbo"))}
+    argv = ["recommend", "--data", str(MTBENCH), "--question", "top-1"]
+    assert main([*argv, "--size", "12", "--format", "json", "--draws", "50"]) == 0
+    out = capsys.readouterr()
+    tasks = json.loads(out.out)
+    assert len(tasks) == 12
+    assert {frozenset((t["system_a"], t["system_b"])) for t in tasks} <= want
+    assert "question top-k:1 (overall): top 1 not yet separated" in out.err
+    # the same batch from Python
+    rows = evalset.recommend(MTBENCH, question="top-1", size=12, draws=50).to_dicts()
+    same_rows(tasks, rows)
+    # an answered question serves nothing
+    answered = ["recommend", "--data", str(MTBENCH), "--question", "top-3", "--size", "5"]
+    assert main([*answered, "--format", "json", "--draws", "50"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
