@@ -78,6 +78,7 @@ def prune_judgments(
             comparison_names=cells.comparison_names(),
             num_tiers=config.num_tiers,
             se_ratios=[p.se_ratio for p in precisions],
+            shared=_shared_comparisons(data, config),
         )
     rows.sort(
         key=lambda r: (
@@ -96,8 +97,9 @@ def describe_precision(precision: Any) -> str:
     p = precision
     if not np.isfinite(p.se_ratio):
         return (
-            "SE ratio vs the full set on fresh judgments not measurable here (no comparison "
-            f"has judgments in both folds); the model's in-sample figure {p.in_sample:.2f}"
+            "SE ratio vs the full set on fresh judgments not measurable here (too few prompts "
+            "or judgments in a half of the judgments to measure a comparison's SE); the "
+            f"model's in-sample figure {p.in_sample:.2f}"
         )
     return (
         f"SE ratio vs the full set on fresh judgments {p.se_ratio:.2f} (90% interval "
@@ -113,10 +115,10 @@ def describe_headroom(precision: Any) -> str:
     """What pruning can gain in a tier, and the verdict when it cannot help."""
     p = precision
     share = "not measurable" if not np.isfinite(p.between_share) else f"{p.between_share:.0%}"
-    gain = "unknown" if not np.isfinite(p.best_gain) else f"{p.best_gain:.1f}"
-    text = (
-        f"between-prompt share of a judgment's variance {share}; the best subset of this size "
-        f"could be worth {gain} random prompts each"
+    text = f"between-prompt share of a judgment's variance {share}; " + (
+        "the best subset's gain not measurable (no clearly signed comparison)"
+        if not np.isfinite(p.best_gain)
+        else f"the best subset of this size could be worth {p.best_gain:.1f} random prompts each"
     )
     if p.verdict == "keep them all":
         return text + (
@@ -128,3 +130,13 @@ def describe_headroom(precision: Any) -> str:
             "; the kept prompts do no better than random ones on fresh judgments: prune at random"
         )
     return text
+
+
+def _shared_comparisons(data: Any, config: PruneConfig) -> Callable[[int, int], tuple[int, float]]:
+    """(comparisons two prompts share, their centred correlation), for redundancy reasons."""
+    from adaptive.prompts.redundancy import matrix_correlation
+
+    r, n = matrix_correlation(
+        data.rating, data.rating_mask, min_overlap=config.redundancy_min_shared
+    )
+    return lambda p, q: (int(n[p, q]), float(r[p, q]))

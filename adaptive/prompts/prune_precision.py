@@ -111,7 +111,7 @@ class Precision:
         judgments) or ``keep them all`` (no subset can beat random here)."""
         if np.isfinite(self.best_gain) and self.best_gain < MIN_GAIN:
             return "keep them all"
-        if not self.worth_random > 1.0:
+        if np.isfinite(self.se_ratio) and not self.worth_random > 1.0:
             return "prune at random"
         return "prune"
 
@@ -206,7 +206,8 @@ def best_gain(
 def headroom(table: CellTable, comparisons: np.ndarray, share_kept: float) -> tuple[float, float]:
     """A tier's median between-prompt share of a judgment's variance and its median best gain.
 
-    Over the tier's clearly signed comparisons (all, if none is), from all the judgments.
+    The share over the comparisons where it is measurable (cells with several judgments),
+    the gain over the clearly signed ones (NaN if none), from all the judgments.
     """
     if not len(comparisons):
         return (np.nan, np.nan)
@@ -223,12 +224,11 @@ def headroom(table: CellTable, comparisons: np.ndarray, share_kept: float) -> tu
         cell_noise = np.where(obs, noise / np.maximum(sub.count, 1), 0.0).sum(axis=0) / n
         share = tau2 / (tau2 + noise)
     gain = best_gain(centre, tau2, cell_noise, share_kept)
+    # the gain of a comparison near a tie is unbounded (its random SNR is ~0): clear ones only
     use = clearly_signed(full, CLEAR_SNR) & np.isfinite(gain)
-    if not use.any():
-        use = np.isfinite(gain)
-    if not use.any():
-        return (float(np.nanmedian(share)) if np.isfinite(share).any() else np.nan, np.nan)
-    return (float(np.median(share[use])), float(np.median(gain[use])))
+    measured = np.isfinite(share)
+    median_share = float(np.median(share[measured])) if measured.any() else np.nan
+    return (median_share, float(np.median(gain[use])) if use.any() else np.nan)
 
 
 __all__ = [

@@ -4,9 +4,11 @@ For each tier (systems split by ability, :mod:`adaptive.prompts.tiers`):
 
 1. item parameters are re-estimated from the comparisons inside the tier
    (global ones when the tier has fewer than ``min_tier_comparisons``);
-2. redundant prompts (judgments correlate > threshold with another prompt,
-   :mod:`adaptive.prompts.redundancy`) are dropped except the most informative
-   member of each group: reason ``(REDUNDANT, representative)``;
+2. redundant prompts (judgments correlate > threshold with another prompt on at least
+   ``redundancy_min_shared`` shared comparisons, :mod:`adaptive.prompts.redundancy`) are
+   dropped except the most informative member of each group: reason
+   ``(REDUNDANT, representative)``, worded as what was measured (how many comparisons the
+   two share and their correlation), not as a duplicate;
 3. the rest are ranked by Fisher information at the tier's ability draws;
 4. the kept set is the top ``keep`` prompts, or the smallest top-k whose
    expected SE stays within ``target_se_ratio`` of the full set; the others
@@ -29,7 +31,7 @@ judgments do not enter the within-tier item fits.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import jax
@@ -59,6 +61,10 @@ from stan_free_models.information import information_matrix
 COVERS = 4
 #: reason code of a kept prompt chosen for its information: (SELECTED, rank)
 SELECTED = 5
+#: comparisons two prompts must share before their correlation can make them redundant: on
+#: a sparse log (prompts judged on 4-10 of 10 pairs) every prompt that ranks the systems the
+#: consensus way correlates ~1 with every other on the few pairs they share
+MIN_SHARED_COMPARISONS = 10
 #: seed of the key :func:`plan_tier` hands its ranking; the ranking's steps (drop_redundant,
 #: rank_by_information) draw nothing, so every key gives the same plan (a test checks this)
 RANKING_SEED = 0
@@ -189,6 +195,7 @@ class PruneConfig:
     min_tier_comparisons: int = 2
     redundancy_threshold: float | None = DEFAULT_THRESHOLD
     redundancy_fdr: float | None = DEFAULT_FDR
+    redundancy_min_shared: int = MIN_SHARED_COMPARISONS
     num_draws: int = 400
     num_info_draws: int = 100
     seed: int = 0
@@ -229,7 +236,11 @@ def fit_tiers(
     )
     tiers = split_by_options(data, fit, config)
     groups = redundancy_groups(
-        data, judged, threshold=config.redundancy_threshold, fdr=config.redundancy_fdr
+        data,
+        judged,
+        threshold=config.redundancy_threshold,
+        fdr=config.redundancy_fdr,
+        min_overlap=config.redundancy_min_shared,
     )
     # comparisons evaluated with each tier's prompts: within-tier, and across tiers the weaker one's
     ta, tb = tiers.system_tier[data.pair_a], tiers.system_tier[data.pair_b]
@@ -325,12 +336,15 @@ def plan_rows(
     comparison_names: list[tuple[str, str]],
     num_tiers: int,
     se_ratios: Sequence[float] | None = None,
+    shared: Callable[[int, int], tuple[int, float]] | None = None,
 ) -> list[dict]:
     """One row per tier and prompt: kept or dropped, and why in words.
 
     Keys: ``dimension, item_id, tier, kept, reason, rank, information, se_ratio``;
     ``se_ratio`` is the tier's entry of ``se_ratios`` (the cross-fitted figure of
-    :mod:`adaptive.prompts.prune_crossfit`) where finite, else the plan's in-sample one.
+    :mod:`adaptive.prompts.prune_crossfit`) where finite, else the plan's in-sample one;
+    ``shared(p, q)`` gives the comparisons two prompts share and their correlation, for the
+    reason of a prompt dropped as redundant.
     """
     from adaptive.prompts.selection import describe_reason
     from adaptive.prompts.tiers import tier_names
@@ -350,6 +364,13 @@ def plan_rows(
             elif kind == COVERS:
                 a, b = comparison_names[arg]
                 reason = f"only kept prompt judged for {a} vs {b}"
+            elif kind == REDUNDANT and shared is not None:
+                n, r = shared(p, arg)
+                reason = (
+                    f"ranks the {n} comparisons it shares with {prompts[arg]} like it "
+                    f"(r = {r:.2f} with each comparison's mean removed; {prompts[arg]} is kept "
+                    "for the group)"
+                )
             else:
                 reason = describe_reason((kind, arg), prompts, names)
             rows.append(

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 import jax
 import numpy as np
 
-from adaptive.prompts.redundancy import redundant_pairs_matrix
+from adaptive.prompts.redundancy import DEFAULT_MIN_OVERLAP, redundant_pairs_matrix
 from adaptive.prompts.tiers import Tiers, split_tiers
 from stan_free_models.inference import GRMData
 from stan_free_models.information import expected_information
@@ -166,13 +166,22 @@ def information_score(fit: ItemFit, num_info_draws: int) -> np.ndarray:
 
 
 def redundancy_groups(
-    data: LocoData, comparisons: np.ndarray, *, threshold: float | None, fdr: float | None
+    data: LocoData,
+    comparisons: np.ndarray,
+    *,
+    threshold: float | None,
+    fdr: float | None,
+    min_overlap: int = DEFAULT_MIN_OVERLAP,
 ) -> list[list[int]]:
     """Redundant prompt groups from the judgments of ``comparisons`` only; none without a threshold."""
     if threshold is None:
         return []
     groups, _ = redundant_pairs_matrix(
-        data.rating[:, comparisons], data.rating_mask[:, comparisons], threshold=threshold, fdr=fdr
+        data.rating[:, comparisons],
+        data.rating_mask[:, comparisons],
+        threshold=threshold,
+        fdr=fdr,
+        min_overlap=min_overlap,
     )
     return groups
 

@@ -17,7 +17,7 @@ from adaptive.prompts.loco_data import (
     DEFAULT_TIERS,
 )
 from adaptive.prompts.redundancy import DEFAULT_FDR, DEFAULT_THRESHOLD
-from services.cli.common import add_data_args, dimensions_of, emit, log, progress_bar
+from services.cli.common import FORMATS, add_data_args, dimensions_of, emit, log, progress_bar
 
 LOCO_COLUMNS = (
     "dimension",
@@ -214,8 +214,21 @@ def run_prune_command(args: argparse.Namespace) -> int:
                 curves += [{"prompts": name, **row} for row in curve.to_dicts()]
         emit(curves, args.format)
         return 0
+    if args.format == "list":
+        print("\n".join(kept_list(rows)))
+        return 0
     emit(rows, args.format, columns=PRUNE_COLUMNS if args.format != "json" else None)
     return 0
+
+
+def kept_list(rows: list[dict[str, Any]]) -> list[str]:
+    """The prompts kept in some tier (the union over tiers), per dimension, by name.
+
+    With one dimension a line is the prompt id, otherwise ``dimension<TAB>prompt id``.
+    """
+    kept = sorted({(r["dimension"], r["item_id"]) for r in rows if r["kept"]})
+    several = len({d for d, _ in kept}) > 1
+    return [f"{d}\t{p}" if several else p for d, p in kept]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -269,15 +282,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run_loco_command)
 
     p = sub.add_parser(
-        "prune", help="kept and dropped prompts per model tier, with reasons and expected SE"
+        "prune",
+        help="kept and dropped prompts per model tier, with reasons and the SE ratio on fresh "
+        "judgments",
     )
-    add_data_args(p)
+    add_data_args(p, formats=(*FORMATS, "list"))
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--keep", type=int, help="keep this many prompts per tier")
     group.add_argument(
         "--target-se-ratio",
         type=float,
-        help="keep the fewest prompts whose expected SE is within this ratio of the full set",
+        help="keep the fewest prompts whose SE ratio vs the full set, cross-fitted on fresh "
+        "judgments, is within this ratio",
     )
     _add_selection_args(p)
     p.add_argument(

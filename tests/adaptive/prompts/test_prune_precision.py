@@ -130,3 +130,77 @@ def test_the_printed_ratio_is_what_fresh_judgments_give_when_prompts_are_alike()
     assert any("pruning cannot help here" in m for m in messages), messages
     assert any("60 prompts kept in some tier" in m or "of 60 prompts kept" in m for m in messages)
     assert evalset is not None
+
+
+def _twins(shared: int):  # type: ignore[no-untyped-def]
+    """Prompts 0 and 1 rate identically on ``shared`` of 12 comparisons; 18 others at random."""
+    from dataclasses import replace
+
+    from tests.factories import tiny_loco_data
+
+    rng = np.random.default_rng(3)
+    rating = rng.integers(-3, 4, size=(20, 12)).astype(float)
+    rating[1] = rating[0]
+    mask = np.ones((20, 12), dtype=bool)
+    mask[0, shared:] = False
+    base = tiny_loco_data(0)
+    return replace(base, rating=rating, rating_mask=mask)
+
+
+@pytest.mark.parametrize("shared, grouped", [(6, False), (12, True)])
+def test_a_redundant_group_needs_enough_shared_comparisons(shared, grouped):
+    from adaptive.prompts.pruning import PruneConfig
+    from adaptive.prompts.tier_plan import redundancy_groups
+
+    data = _twins(shared)
+    groups = redundancy_groups(
+        data,
+        np.arange(12),
+        threshold=0.6,
+        fdr=0.05,
+        min_overlap=PruneConfig().redundancy_min_shared,
+    )
+    assert ([0, 1] in groups) == grouped
+    if shared == 6:  # the filter's old minimum of 5 shared comparisons grouped them
+        assert [0, 1] in redundancy_groups(data, np.arange(12), threshold=0.6, fdr=0.05)
+
+
+def test_a_redundant_prompts_reason_says_what_was_measured():
+    from adaptive.prompts.pruning import REDUNDANT, SELECTED, TierPlan, plan_rows
+
+    plan = TierPlan(
+        tier=0,
+        kept=np.array([0]),
+        reasons={0: (SELECTED, 0), 1: (REDUNDANT, 0)},
+        order=np.array([0]),
+        information=np.array([1.0, 0.5]),
+        se_curve=np.array([1.0]),
+        se_full=1.0,
+        se_kept=1.0,
+        comparisons=np.array([0]),
+        info={"k_selected": 1.0},
+    )
+    rows = plan_rows(
+        [plan],
+        dimension="d",
+        prompts=("p084", "p101"),
+        comparison_names=[("a", "b")],
+        num_tiers=1,
+        shared=lambda p, q: (6, 0.97),
+    )
+    assert rows[1]["reason"].startswith("ranks the 6 comparisons it shares with p084 like it")
+    assert "r = 0.97" in rows[1]["reason"]
+
+
+def test_prune_lists_the_kept_prompts_of_every_tier(capsys):
+    from services.cli import main
+
+    argv = ["prune", "--data", "tests/fixtures/rankings/rankings.csv", "--keep", "4"]
+    assert main([*argv, "--format", "json", "--quiet"]) == 0
+    import json
+
+    rows = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--format", "list", "--quiet"]) == 0
+    listed = capsys.readouterr().out.split()
+    assert listed == sorted({r["item_id"] for r in rows if r["kept"]})
+    assert len(listed) > 4  # the union over the two tiers
