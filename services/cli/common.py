@@ -78,8 +78,10 @@ def apply_map(args: argparse.Namespace) -> argparse.Namespace:
     from adaptive.core.column_map import ColumnMap
 
     dest = getattr(args, "map_dest", None)
-    if dest is None or not getattr(args, "map", None) or getattr(args, dest, None) is None:
+    if dest is None or not getattr(args, "map", None):
         return args
+    if getattr(args, dest, None) is None:
+        raise ValueError(f"--map maps the columns of a file: give it with --{dest}")
     path = MappedPath(getattr(args, dest))
     path.column_map = ColumnMap.of(args.map)
     setattr(args, dest, path)

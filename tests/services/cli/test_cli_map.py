@@ -101,3 +101,9 @@ def test_import_names_the_line_of_a_row_the_store_refuses(tmp_path):
     out = evalset("import", str(new), "--project", "p", "--strict", "--database-url", db)
     assert out.returncode == 2
     assert "line 3" in out.stderr, out.stderr
+
+
+def test_a_map_without_a_file_is_refused_not_ignored():
+    out = evalset("recommend", "--project", "p", "--size", "3", "--map", "item_id=idx")
+    assert out.returncode == 2
+    assert "--map maps the columns of a file: give it with --data" in out.stderr
