@@ -216,3 +216,26 @@ def test_a_survey_participant_given_as_an_object_is_refused():
     results = pl.DataFrame({"PROLIFIC_PID": [{"id": [1]}], "task_id": ["t1"], "choice": ["First"]})
     with pytest.raises(DataError, match=r"row 1, column 'PROLIFIC_PID'.*not an object"):
         read_parsed_results(results, tasks, "survey")
+
+
+def test_mturk_results_with_the_systems_as_inputs_load_without_a_map(tmp_path):
+    path = tmp_path / "Batch_1_batch_results.csv"
+    path.write_text(
+        "HITId,AssignmentId,WorkerId,AssignmentStatus,SubmitTime,Input.item_id,"
+        "Input.system_a,Input.system_b,Input.shown_first,Answer.preference.label\n"
+        "H1,A1,W1,Approved,Fri Mar 16 04:58:03 PDT 2018,p1,x,y,b,First\n"
+        "H1,A2,W2,Rejected,Fri Mar 16 04:59:03 PDT 2018,p1,x,y,b,Second\n"
+        "H2,A3,W1,Submitted,Fri Mar 16 05:00:00 PST 2018,p2,x,y,a,Tie\n"
+    )
+    frame = read_judgments(path)
+    assert frame.select("item_id", "annotator_id", "winner", "judgment_id", "row").rows() == [
+        ("p1", "W1", "b", "mturk:A1", 1),  # First = the side shown first, b
+        ("p2", "W1", "tie", "mturk:A3", 3),  # the rejected assignment is left out
+    ]
+    assert frame["timestamp"].to_list() == [
+        "2018-03-16T04:58:03-07:00",
+        "2018-03-16T05:00:00-08:00",
+    ]
+    path.write_text(path.read_text().replace(",Tie\n", ",Maybe\n"))
+    with pytest.raises(DataError, match=r"line 4, column 'choice': got 'Maybe'"):
+        read_judgments(path)
