@@ -9,7 +9,9 @@ after every batch of 100 judgments until it is settled or the log runs out:
   (the guarantee: at most the level, 0.05);
 * ``judgments_mean`` and ``answered_share``; ``ratio_to_uniform`` and ``ratio_to_oracle``
   (policies in the same setting; the oracle knows the true order and serves only the pairs
-  the true answer needs).
+  the true answer needs); ``lower_bound``: the judgments any policy needs in expectation to
+  state the true answer at the level (Kaufmann, Cappé & Garivier 2016;
+  :func:`adaptive.simulation.replay_questions.lower_bound`).
 
 Settings (strengths s; comparison (a, b) has true Δ = s_b - s_a; 25% ties, prompt spread 0.5,
 one judgment per cell):
@@ -130,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                 row["command"] = command
                 with open(args.out, "a") as fh:
                     fh.write(json.dumps(row) + "\n")
-                keys = ("judgments_mean", "answered_share", "wrong_answer_rate")
+                keys = ("judgments_mean", "answered_share", "wrong_answer_rate", "lower_bound")
                 shown = " ".join(f"{k}={row[k]:.3g}" for k in keys if row[k] is not None)
                 ratios = f"x uniform {row['ratio_to_uniform'] or float('nan'):.2f}"
                 ratios += f", x oracle {row['ratio_to_oracle'] or float('nan'):.2f}"

@@ -125,6 +125,7 @@ def simulate_log(
         noisy = rng.random(comparison.shape[0]) < random_share
         signed = np.where(noisy, rng.integers(-1, 2, size=comparison.shape[0]), signed)
     true_net = truth.net() * (1.0 - random_share)
+    true_ties = truth.tie_share() * (1.0 - random_share) + random_share / 3.0
     return Log(
         comparison.astype(np.int64),
         prompt.astype(np.int64),
@@ -132,6 +133,7 @@ def simulate_log(
         C,
         num_prompts,
         true_net,
+        true_ties=true_ties,
     )
 
 

@@ -16,7 +16,8 @@ CLEAR_Z = 3.2905267314919255
 class Log(NamedTuple):
     """One dimension's judgments as index arrays (row order = arrival order).
 
-    ``true_net`` is the known Δ of each comparison in a simulated log, else None.
+    ``true_net`` is the known Δ of each comparison in a simulated log, else None;
+    ``true_ties`` its known share of ties (a fresh prompt's judgment).
     """
 
     comparison: np.ndarray
@@ -28,6 +29,7 @@ class Log(NamedTuple):
     pair_a: np.ndarray | None = None  # (C,) systems of each comparison (questions need them)
     pair_b: np.ndarray | None = None
     systems: tuple[str, ...] = ()
+    true_ties: np.ndarray | None = None
 
     @property
     def num_judgments(self) -> int:

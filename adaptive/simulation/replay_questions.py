@@ -17,7 +17,7 @@ import numpy as np
 
 from adaptive.simulation.replay_log import Log, decision_sign, full_log_sign
 from adaptive.stopping.decisions import A_BETTER, B_BETTER, EQUIVALENT, OUTCOME_NAMES, Decisions
-from adaptive.stopping.questions import Answer, answer_question, resolve
+from adaptive.stopping.questions import Answer, Resolved, answer_question, resolve
 
 if TYPE_CHECKING:
     from adaptive.simulation.replay_config import ReplayConfig
@@ -37,6 +37,7 @@ class QuestionTrace(NamedTuple):
     answered_at: float
     claims: np.ndarray
     answer: str
+    lower_bound: float | None = None
 
 
 def true_order(log: Log) -> np.ndarray:
@@ -88,6 +89,7 @@ class QuestionReplay:
         self.answered_at = np.inf
         self.last: tuple[Answer, Decisions] | None = None
         self.unit = config.rule.unit
+        self.alpha = config.rule.alpha
         self.burn_in = config.burn_in
 
     @classmethod
@@ -142,6 +144,7 @@ class QuestionReplay:
             self.answered_at,
             self.claims.copy(),
             summary(answer, decisions, self.log, self.names),
+            lower_bound(self.question, self.log, self.alpha),
         )
 
 
@@ -162,12 +165,18 @@ def wrong_claims(outcome: np.ndarray, claims: np.ndarray, log: Log, margin: floa
     return int((claims & (got * sign < 0)).sum())
 
 
-def summarize_question(traces, logs: Sequence[Log], margin: float) -> dict:
-    """The question's columns of a replay row: answered share, answer, wrong answers."""
+def summarize_question(
+    traces, logs: Sequence[Log], margin: float, bound: float | None = None
+) -> dict:
+    """The question's columns of a replay row: answered share, answer, wrong answers
+    (and ``lower_bound``, :func:`lower_bound` averaged over the logs, when given)."""
     answers = [t.answer for t in traces]
     wrong = [
         wrong_claims(t.outcome, a.claims, log, margin) for t, a, log in zip(traces, answers, logs)
     ]
+    bounds = [a.lower_bound for a in answers if a.lower_bound is not None]
+    if bound is None and bounds:
+        bound = float(np.mean(bounds))
     at = np.array([a.answered_at for a in answers], np.float64)
     common, count = Counter(a.answer for a in answers).most_common(1)[0]
     return {
@@ -179,4 +188,49 @@ def summarize_question(traces, logs: Sequence[Log], margin: float) -> dict:
         "answer_share": count / len(answers),
         "wrong_answers": int(sum(w > 0 for w in wrong)),
         "wrong_answer_rate": float(np.mean([w > 0 for w in wrong])),
+        "lower_bound": bound,
     }
+
+
+def lower_bound(question: Resolved, log: Log, alpha: float) -> float | None:
+    """Judgments any policy needs, in expectation, to state the true answer at level ``alpha``.
+
+    The true answer rests on the sign of each pair it states (top-k: the true cross pairs;
+    ranking: the pairs across its true cuts; versus: the named pairs), and flipping any one
+    of those signs makes it false, so by the change-of-measure argument of Kaufmann, Cappé &
+    Garivier (2016, Lemma 1) each such pair c needs, in expectation, at least
+    ``log(1 / (2.4 alpha)) / KL_c`` judgments of fresh prompts, where ``KL_c = (1 - t_c)
+    kl(q_c, 1/2)`` is the divergence of a judgment (A, tie, B; ties ``t_c``, B's share of the
+    others ``q_c``) from the closest law with no preference. Their sum bounds any policy
+    that learns from pairwise judgments; the product's rule pays more (its per-pair level is
+    ``alpha / (2 x family)``, and it does not know the effects). None without a known truth
+    or for ``all-pairs`` / ``equivalence`` (whose equivalence outcomes are other tests).
+    """
+    from adaptive.stopping.decisions import Decisions
+
+    if (
+        log.true_net is None
+        or log.true_ties is None
+        or question.kind in ("all-pairs", "equivalence")
+    ):
+        return None
+    assert log.pair_a is not None and log.pair_b is not None
+    net = np.asarray(log.true_net, np.float64)
+    C = len(net)
+    zeros = np.zeros(C)
+    outcome = np.where(net > 0, B_BETTER, np.where(net < 0, A_BETTER, 0)).astype(np.int64)
+    known = Decisions(
+        outcome, zeros.astype(np.int64), net, zeros, zeros, zeros, zeros,
+        zeros.astype(np.int64), zeros.astype(np.int64), zeros.astype(np.int64), zeros, alpha, "",
+    )  # fmt: skip
+    truth = answer_question(question, known, log.pair_a, log.pair_b, log.num_systems)
+    if not truth.answered:
+        return float("inf")
+    ties = np.asarray(log.true_ties, np.float64)
+    decisive = 1.0 - ties
+    q = np.clip(0.5 + net / (2.0 * np.maximum(decisive, 1e-12)), 1e-12, 1 - 1e-12)
+    kl = decisive * (q * np.log(2 * q) + (1 - q) * np.log(2 * (1 - q)))
+    stated = truth.claims
+    if (kl[stated] <= 0).any():
+        return float("inf")
+    return float((np.log(1.0 / (2.4 * alpha)) / kl[stated]).sum())

@@ -221,6 +221,7 @@ QUESTION_COLUMNS = (
     "answer_share",
     "wrong_answers",
     "ratio_to_oracle",
+    "lower_bound",
 )
 #: every policy a replay compares by default
 DEFAULT_POLICIES = ("adaptive", "uniform", "round_robin", "arena")

@@ -13,9 +13,9 @@ from adaptive.simulation.replay import (
     summarize_replays,
     system_campaign,
 )
-from adaptive.simulation.replay_questions import true_order, wrong_claims
+from adaptive.simulation.replay_questions import lower_bound, true_order, wrong_claims
 from adaptive.stopping.decisions import A_BETTER, B_BETTER, EQUIVALENT, UNDECIDED
-from adaptive.stopping.questions import Question
+from adaptive.stopping.questions import Question, resolve
 from adaptive.stopping.rule import DecisionRule
 
 SPREAD = [0.6, 0.35, 0.05, -0.05, -0.2, -0.3]
@@ -108,3 +108,22 @@ def test_a_question_needs_a_log_that_knows_its_systems():
     log = Log(np.array([0]), np.array([0]), np.array([1.0]), 1, 1)
     with pytest.raises(ValueError, match="knows its systems"):
         replay(0, log, "adaptive", _config("top-1", 2))
+
+
+def test_the_lower_bound_sums_each_stated_pairs_divergence_from_no_preference():
+    log = system_campaign(np.random.default_rng(2), [0.3, 0.0, -0.3], num_prompts=5)
+    q = resolve(Question.parse("top-1"), log.systems)
+    bound = lower_bound(q, log, 0.05)
+    # by hand: the best (s0) against s1 and s2, each pair's KL from "no preference"
+    total = 0.0
+    for c in (0, 1):  # pairs (0, 1) and (0, 2)
+        d, t = log.true_net[c], log.true_ties[c]
+        p = 0.5 + d / (2 * (1 - t))
+        kl = (1 - t) * (p * np.log(2 * p) + (1 - p) * np.log(2 * (1 - p)))
+        total += np.log(1 / (2.4 * 0.05)) / kl
+    assert bound == pytest.approx(total)
+    # every policy in the replay pays at least that (here, far more: Bonferroni's level)
+    row, _ = _runs("top-1", ORACLE, [0.3, 0.0, -0.3], seeds=range(3), prompts=600)
+    assert row["lower_bound"] < row["judgments_mean"]
+    tie = system_campaign(np.random.default_rng(2), [0.3, 0.3, -0.3], num_prompts=5)
+    assert lower_bound(q, tie, 0.05) == float("inf")  # the top 1 does not exist
