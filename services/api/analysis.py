@@ -394,17 +394,19 @@ def pruning(
         Query(
             ge=1.0,
             le=10.0,
-            description="keep the fewest prompts whose expected SE stays within this ratio "
-            "of the full set's (default 1.05 when keep is not given)",
+            description="keep the fewest prompts whose SE ratio vs the full set on fresh "
+            "judgments (cross-fitted) stays within this ratio (default 1.05 when keep is not "
+            "given)",
         ),
     ] = None,
     tiers: Annotated[int, Query(ge=1, le=5, description="model tiers")] = 2,
 ) -> s.PruningPublic:
     """Which prompts to keep or drop for each model tier, with a reason for every prompt.
 
-    Runs ``adaptive.prompts.pruning`` (fast item fits per tier) on the stored judgments on a
-    background thread: the first request answers 409 ``pruning_pending``, later ones
-    the result (cached per judgments seen and options).
+    Runs ``adaptive.prompts.pruning`` (fast item fits per tier, and again on two halves of
+    the judgments for the rows' cross-fitted ``se_ratio``, docs/selection.md) on the stored
+    judgments on a background thread: the first request answers 409 ``pruning_pending``,
+    later ones the result (cached per judgments seen and options).
     """
     if (keep is None) == (target_se_ratio is None):
         if keep is not None:
