@@ -21,6 +21,8 @@ one judgment per cell):
   rest spaced 0.1 apart (G = 0.02, 0.1, 0.3);
 * ``spread``: 6 systems spaced 0.1 apart (a ranking that can be separated);
 * ``near-tie``: 6 systems spaced 0.1 apart but the top two 0.01 apart;
+* ``late``: ``spread``'s first five and a sixth, the best (0.35), whose comparisons open only
+  after 2,000 judgments (a system entering late; every pair is in the family from the start);
 * ``versus``: a new system and three references, Δ(new vs r) = 0.15, -0.05, -0.25 (4 systems);
   ``versus-null``: the four equal.
 
@@ -41,6 +43,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +70,8 @@ def strengths(setting: str) -> tuple[list[float], list[str]]:
         return [0.26, 0.25, 0.15, 0.05, -0.05, -0.15], []
     if setting == "versus":
         return [0.0, -0.15, 0.05, 0.25], ["new", "r1", "r2", "r3"]
+    if setting == "late":
+        return [0.25, 0.15, 0.05, -0.05, -0.15, 0.35], []
     if setting == "versus-null":
         return [0.0] * 4, ["new", "r1", "r2", "r3"]
     raise ValueError(f"unknown setting {setting!r}")
@@ -83,6 +88,10 @@ def run(
     rule = q.rule_for(DecisionRule(family="all-pairs"), systems)
     num_tests = len(rule.pairs) if rule.family == "registered" else pairs
     config = ReplayConfig(batch_size=batch, rule=rule, num_tests=num_tests, question=q)
+    if setting == "late":
+        pair_a, pair_b = np.triu_indices(K, 1)
+        late = tuple(int(c) for c in np.flatnonzero((pair_a == K - 1) | (pair_b == K - 1)))
+        config = replace(config, late=late, late_after=2000)
     traces, logs = [], []
     start = time.perf_counter()
     for seed in range(campaigns):

@@ -147,6 +147,9 @@ def replay(seed: int, log: Log, policy: str, config: ReplayConfig | None = None)
     num_tests = C if config.num_tests is None else max(int(config.num_tests), C)
     state = start(C, P, config.rule, num_tests=num_tests)
     fresh_rows: list[int] = []
+    late_mask = np.zeros(C, bool)
+    late_mask[list(config.late)] = True
+    opened = False
     budget = config.budget if config.budget is not None else log.num_judgments
     steps, closed_counts = [], []
     step = spent_on_closed = 0
@@ -155,18 +158,30 @@ def replay(seed: int, log: Log, policy: str, config: ReplayConfig | None = None)
         state = update(state, log.comparison[rows], log.prompt[rows], log.signed[rows])
         fresh_rows = []
         dec = decisions_of(state)
-        movable = ~dec.closed & (useful_count > 0)
+        waiting = late_mask if len(seq) < config.late_after and not opened else None
+        if waiting is not None:
+            # a late system's cells cannot be asked for yet; its comparisons will open
+            useful_now, count_now = useful & ~waiting[:, None], useful_count * ~waiting
+        else:
+            useful_now, count_now = useful, useful_count
+        movable = ~dec.closed & (count_now > 0)
         if step > 0:
             steps.append(len(seq))
             closed_counts.append(int(dec.closed.sum()))
-        relevant = None if asking is None else asking.look(dec, movable, len(seq), useful_count)
+        closable = movable if waiting is None else movable | (~dec.closed & waiting)
+        relevant = None if asking is None else asking.look(dec, closable, len(seq), useful_count)
         if relevant is not None:
             movable &= relevant
+        if waiting is not None and relevant is not None and (relevant & waiting).any():
+            movable |= relevant & waiting  # keep going: the late comparisons will open
         if not movable.any() or len(seq) >= budget:
             break
-        view = View(dec, useful, left, judged, stats, step, useful_count, relevant)
+        view = View(dec, useful_now, left, judged, stats, step, count_now, relevant)
         size = min(config.batch_size, budget - len(seq))
         comp, prompt = choose(rng, view, size)
+        if len(comp) == 0 and waiting is not None:
+            opened = True  # nothing else to ask for: the campaign waits for the late system
+            continue
         if len(comp) == 0:
             break
         for c, p in zip(comp.tolist(), prompt.tolist()):

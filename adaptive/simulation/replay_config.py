@@ -24,6 +24,10 @@ class ReplayConfig:
             none: every comparison's sign, as ``all-pairs``): the replay stops when it is
             settled, and question-aware policies serve only the comparisons that can
             still change its answer. The log must know its systems (``Log.pair_a``).
+        late: comparisons whose judgments cannot be had before ``late_after`` judgments were
+            spent (a system that enters the campaign late); meanwhile they count as able
+            to close, so a question waits for them instead of settling without them.
+        late_after: judgments spent before the ``late`` comparisons open.
     """
 
     batch_size: int = 100
@@ -33,6 +37,8 @@ class ReplayConfig:
     need_share: float = DEFAULT_NEED_SHARE
     num_tests: int | None = None
     question: Question | None = None
+    late: tuple[int, ...] = ()
+    late_after: int = 0
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:

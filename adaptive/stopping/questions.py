@@ -341,7 +341,12 @@ def answer_question(
             claims[index[np.ix_(above, below)].ravel()] = True
         if kind == "top-k":
             if not answered:
-                goal = next((t for t in range(k, K) if not blocked[t - 1]), None)
+                # a cut with a cross pair decided the other way cannot be made in this
+                # order: look at the next larger set (its decisions reorder the systems)
+                upset = [bool(ordered_beats[t:, :t].any()) for t in range(1, K)]
+                goal = next(
+                    (t for t in range(k, K) if not blocked[t - 1] and not upset[t - 1]), None
+                )
                 if goal is not None:
                     above, below = _cross(order, goal)
                     comps = index[np.ix_(above, below)].ravel()

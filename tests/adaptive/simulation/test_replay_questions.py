@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -127,3 +129,17 @@ def test_the_lower_bound_sums_each_stated_pairs_divergence_from_no_preference():
     assert row["lower_bound"] < row["judgments_mean"]
     tie = system_campaign(np.random.default_rng(2), [0.3, 0.3, -0.3], num_prompts=5)
     assert lower_bound(q, tie, 0.05) == float("inf")  # the top 1 does not exist
+
+
+def test_a_system_entering_late_is_waited_for_and_can_take_the_top():
+    # s3 is the best, but its comparisons open only after 200 judgments
+    strengths = [0.2, 0.0, -0.2, 0.5]
+    log = system_campaign(np.random.default_rng(5), strengths, num_prompts=1500)
+    late = tuple(int(c) for c in np.flatnonzero((log.pair_a == 3) | (log.pair_b == 3)))
+    config = replace(_config("top-1", 4), late=late, late_after=200)
+    trace = replay(0, log, "adaptive", config)
+    assert trace.answer.answered and trace.answer.answer == "{s3}"
+    # nothing of s3 was asked for before it entered: its pairs closed after the 200th judgment
+    closed = trace.closed_total[list(late)]
+    assert np.all(closed[np.isfinite(closed)] > 200) and np.isfinite(closed).sum() == 3
+    assert wrong_claims(trace.outcome, trace.answer.claims, log, 0.1) == 0
