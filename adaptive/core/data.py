@@ -72,6 +72,7 @@ from adaptive.core.arena import ARENA_COLUMNS as ARENA_COLUMNS
 from adaptive.core.arena import ARENA_READ, arena_to_judgments, is_arena
 from adaptive.core.arena import ARENA_WINNERS as ARENA_WINNERS
 from adaptive.core.column_map import ColumnMap, MapError
+from adaptive.core.csv_safe import unescape_frame
 from adaptive.core.ids import id_problem, timestamp_problem
 from adaptive.core.rankings import RANKING_READ, expand_rankings, is_ranking
 
@@ -298,7 +299,9 @@ def _read_file(path: Path, wanted: Callable[[str], bool]) -> tuple[pl.DataFrame,
             junk = raw_files.csv_junk(path, separator)
             message = str(junk or f"could not parse the file: {exc}")
             raise DataError(str(path), message=message) from None
-        return frame, lambda: raw_files.csv_lines(path, separator)
+        # a CSV the product wrote escaped formula-leading cells (adaptive.core.csv_safe):
+        # reading it back restores them, so an export re-imports as it was stored
+        return unescape_frame(frame), lambda: raw_files.csv_lines(path, separator)
     if suffix in {".json", ".jsonl", ".ndjson"}:
         return _read_records(path, wanted)
     if suffix in {".parquet", ".pq"}:

@@ -24,6 +24,7 @@ from adaptive.core.csv_safe import (
     escape_text,
     unescape_frame,
     unescape_text,
+    write_csv,
 )
 from services.cli import main
 from services.crowd import read_tasks, write_export
@@ -160,3 +161,23 @@ def test_the_judgments_file_of_crowd_import_keeps_numbers(tmp_path, suffix, caps
     assert main(argv) == 0
     frame = pl.read_csv(out, infer_schema=False) if suffix == ".csv" else pl.read_parquet(out)
     assert set(frame["annotator_id"]) == {"-1"}  # a number is not a formula
+
+
+def test_an_exported_csv_imports_back_as_it_was_stored(tmp_path):
+    """The escape is for spreadsheets: reading the product's own CSV restores every value."""
+    from adaptive.core.data import read_judgments
+
+    ids = ["=cmd|' /C calc'!A0", "+SUM(1+1)", "@x", "'=kept", "-2+3"]
+    frame = pl.DataFrame(
+        {
+            "item_id": ids,
+            "system_a": ["a"] * 5,
+            "system_b": ["b"] * 5,
+            "annotator_id": ["w"] * 5,
+            "winner": ["a", "b", "tie", "a", "b"],
+        }
+    )
+    path = tmp_path / "out.csv"
+    write_csv(frame, path)
+    assert "'=cmd" in path.read_text()  # escaped on disk
+    assert read_judgments(path)["item_id"].to_list() == ids
