@@ -7,7 +7,6 @@ The fast tests keep to one padded shape bucket (200..256 judgments, 12 prompts,
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import numpy as np
 import polars as pl
@@ -15,12 +14,10 @@ import pytest
 
 from adaptive.estimation import streaming as st
 from services.answers import item_rows, leaderboard_rows, pair_rows
-from services.api.refresher import (
-    Refresher,
-)
+from services.api.refresher import Refresher, RefreshEvent
 from services.settings import Settings
 from stan_free_models.inference import TRACE_COUNTS
-from tests.factories import SYSTEMS, simulate
+from tests.factories import STUCK_SECONDS, SYSTEMS, simulate, wait_for
 
 
 class Memory:
@@ -328,10 +325,10 @@ def test_background_worker_publishes_after_notify() -> None:
     try:
         memory.visible = 200
         refresher.notify("k", last_seq=200)
-        assert refresher.wait_idle(120)
+        assert refresher.wait_idle(STUCK_SECONDS)
         memory.visible = 240
         refresher.notify("k", last_seq=240)
-        assert refresher.wait_idle(120)
+        assert refresher.wait_idle(STUCK_SECONDS)
     finally:
         refresher.stop()
     assert memory.published[-1].num_judgments == 240
@@ -406,11 +403,8 @@ def test_skill_updates_hold_items_until_an_items_refresh_replaces_them() -> None
     snap = refresher.update("k")
     assert snap is not None and snap.diagnostics["items_num_judgments"] == 200
     # the items refresh is a full fit (with its compile) on a thread of its own: on a loaded
-    # 2-core machine it took over 120 s
-    deadline = time.monotonic() + 420
-    while time.monotonic() < deadline and not any(e.kind == "items" for e in refresher.events):
-        time.sleep(0.05)
-    assert any(e.kind == "items" for e in refresher.events), refresher.events
+    # 2-core machine it took over 120 s, so the test waits for its event, not for a time
+    assert _items_refreshed(refresher).kind == "items", refresher.events
     # ... and the next update (even without new judgments) publishes on the new items
     snap = refresher.update("k")
     assert snap is not None and snap.num_judgments == 320
@@ -418,6 +412,17 @@ def test_skill_updates_hold_items_until_an_items_refresh_replaces_them() -> None
     assert snap.diagnostics["items_num_judgments"] == 320
     assert not np.array_equal(snap.alpha, first.alpha)
     assert refresher.update("k") is None  # nothing new
+
+
+def _items_refreshed(refresher: Refresher) -> RefreshEvent:
+    """The event that ends the items refresh running on its thread: ``items`` when it
+    fitted a new base, ``failed`` or ``rejected`` when it did not."""
+    return wait_for(
+        lambda: next(
+            (e for e in refresher.events if e.kind in ("items", "failed", "rejected")), None
+        ),
+        "the items refresh's event",
+    )
 
 
 def test_judgments_on_a_new_prompt_wait_for_the_items_refresh() -> None:
@@ -447,9 +452,7 @@ def test_judgments_on_a_new_prompt_wait_for_the_items_refresh() -> None:
     assert snap.diagnostics["held_back"] == 10
     assert snap.num_judgments == 230 and snap.last_seq == 210  # seq 211 is the first held back
     assert "q_new" not in snap.items
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not any(e.kind == "items" for e in refresher.events):
-        time.sleep(0.05)
+    assert _items_refreshed(refresher).kind == "items", refresher.events
     snap = refresher.update("k")
     assert snap is not None and snap.diagnostics["held_back"] == 0
     assert snap.num_judgments == 240 and snap.last_seq == 240 and "q_new" in snap.items

@@ -18,6 +18,7 @@ from services.schemas import MAX_BATCH
 from services.settings import Settings
 from services.store import tables as t
 from tests.factories import (
+    STUCK_SECONDS,
     SYSTEMS,
     ProcessServer,
     ThreadServer,
@@ -25,6 +26,8 @@ from tests.factories import (
     judgments,
     new_project,
     simulate,
+    wait_for,
+    when_ready,
 )
 
 
@@ -65,13 +68,11 @@ def count(api: httpx.Client, project_id: str, headers: dict) -> int:
 
 
 def wait_for_snapshot(api: httpx.Client, project_id: str, headers: dict, num: int) -> dict:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+    def published() -> dict | None:
         snaps = api.get(f"/projects/{project_id}", headers=headers).json()["snapshots"]
-        if snaps and snaps[0]["num_judgments"] >= num:
-            return snaps[0]
-        time.sleep(0.05)
-    raise AssertionError("no snapshot with the batch")
+        return snaps[0] if snaps and snaps[0]["num_judgments"] >= num else None
+
+    return wait_for(published, f"a snapshot of {num} judgments")
 
 
 def test_openapi_and_docs(api: httpx.Client) -> None:
@@ -336,10 +337,8 @@ def test_a_worker_process_re_estimates_outside_the_api_process(database_url: str
         state = api.server.state  # type: ignore[attr-defined]
         worker = state._worker
         assert worker is not None and state.refresher is None
-        deadline = time.monotonic() + 30  # the worker starts a moment after the service
-        while not worker.alive() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert worker.alive() and worker.process.pid != os.getpid()
+        wait_for(worker.alive, "the worker process")  # it starts a moment after the service
+        assert worker.process.pid != os.getpid()
         assert api.get("/health").json()["streaming"] is True
         project_id, headers = new_project(api)
         api.post(
@@ -381,11 +380,7 @@ def test_served_worker_process_dies_with_a_killed_server(tmp_path: Path) -> None
     try:
         assert httpx.get(server.url + "/health").json()["streaming"] is True
         pid = server.proc.pid  # type: ignore[union-attr]
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not _children(pid):
-            time.sleep(0.1)
-        children = _children(pid)
-        assert children, "no worker process"
+        children = wait_for(lambda: _children(pid), "the worker process", every=0.1)
         server.kill()
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and any(Path(f"/proc/{c}").exists() for c in children):
@@ -414,7 +409,7 @@ def test_restart_restores_the_latest_snapshot(database_url: str) -> None:
     for api in _serve(database_url):
         state = api.server.state  # type: ignore[attr-defined]
         time.sleep(0.3)
-        assert state.refresher.wait_idle(60)
+        assert state.refresher.wait_idle(STUCK_SECONDS)
         after = api.get(f"/projects/{project_id}/leaderboard", headers=headers).json()
         snaps = api.get(f"/projects/{project_id}/snapshots", headers=headers).json()["snapshots"]
         # the restored warm start: the next batch is a warm update, not a cold fit
@@ -480,13 +475,11 @@ def test_pruning_runs_in_the_background(streaming_api: httpx.Client) -> None:
         headers=headers,
     )
     assert both.status_code == 422
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        r = api.get(f"/projects/{project_id}/pruning", params={"keep": 4}, headers=headers)
-        if r.status_code == 200:
-            break
-        assert r.json()["error"]["code"] == "pruning_pending"
-        time.sleep(0.5)
+    r = when_ready(
+        lambda: api.get(f"/projects/{project_id}/pruning", params={"keep": 4}, headers=headers),
+        "pruning_pending",
+    )
+    assert r.status_code == 200, r.text
     body = r.json()
     assert body["num_judgments"] == 240
     kept = [row for row in body["rows"] if row["kept"]]

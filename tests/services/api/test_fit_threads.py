@@ -33,7 +33,7 @@ from services.settings import Settings
 from services.store import Store
 from services.store import repository as repo
 from stan_free_models import threadsafe
-from tests.factories import SYSTEMS, ThreadServer, judgments, simulate
+from tests.factories import SYSTEMS, ThreadServer, judgments, simulate, wait_for
 
 
 def test_the_engine_makes_numpyros_handler_stack_per_thread() -> None:
@@ -271,11 +271,12 @@ def test_a_failed_fit_shows_in_health_as_counts_and_by_name_only_to_the_admin(
             f"/projects/{project_id}/judgments", json={"judgments": judgments(40)}, headers=headers
         )
         assert r.status_code == 200, r.text
-        deadline = time.monotonic() + 30
-        health = client.get("/health").json()
-        while time.monotonic() < deadline and not health["fits"]["failing"]:
-            time.sleep(0.05)
+
+        def failing() -> dict | None:
             health = client.get("/health").json()
+            return health if health["fits"]["failing"] else None
+
+        health = wait_for(failing, "a failing fit in /health")
         # anonymous: degraded, with counts only (no project, dimension or error text)
         assert health["status"] == "degraded", health
         fits = health["fits"]

@@ -19,7 +19,7 @@ from services.api.refresher import RefreshEvent
 from services.settings import Settings
 from services.store import Store
 from services.store import repository as repo
-from tests.factories import ProcessServer, ThreadServer, new_project
+from tests.factories import ProcessServer, ThreadServer, new_project, wait_for
 
 
 def _settings(url: str, **overrides: object) -> Settings:
@@ -64,16 +64,18 @@ def test_a_dead_worker_is_restarted_without_traffic(tmp_path: Path) -> None:
             "restarts": 0,
             "last_restart_at": None,
         }
-        deadline = time.monotonic() + 30  # the worker starts a moment after the service
-        while srv.state._worker.process.pid is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        os.kill(srv.state._worker.process.pid, signal.SIGKILL)
+        # the worker starts a moment after the service
+        pid = wait_for(lambda: srv.state._worker.process.pid, "the worker process")
+        os.kill(pid, signal.SIGKILL)
         start = time.monotonic()
-        while time.monotonic() - start < 10:
+
+        def restarted() -> dict | None:
             health = client.get("/health").json()
-            if health["worker"]["restarts"] == 1 and health["worker"]["alive"]:
-                break
-            time.sleep(0.05)
+            return (
+                health if health["worker"]["restarts"] == 1 and health["worker"]["alive"] else None
+            )
+
+        health = wait_for(restarted, "the worker's restart")
         seconds = time.monotonic() - start
         print(f"worker restarted {seconds:.2f} s after SIGKILL (supervision every 0.5 s)")
         assert health["worker"]["alive"] and health["worker"]["restarts"] == 1, health
@@ -93,13 +95,9 @@ def test_the_worker_process_leaves_the_requests_a_cpu(tmp_path: Path) -> None:
     expected = worker_cpu_set(os.sched_getaffinity(0), 0)
     assert len(expected) == max(1, len(os.sched_getaffinity(0)) - 1)
     with ThreadServer(settings) as srv:
-        deadline = time.monotonic() + 30  # the worker starts a moment after the service
-        while srv.state._worker.process.pid is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        pid = srv.state._worker.process.pid
-        while time.monotonic() < deadline and os.sched_getscheduler(pid) != os.SCHED_BATCH:
-            time.sleep(0.05)
-        assert os.sched_getscheduler(pid) == os.SCHED_BATCH
+        # the worker starts a moment after the service, and then sets its own scheduling
+        pid = wait_for(lambda: srv.state._worker.process.pid, "the worker process")
+        wait_for(lambda: os.sched_getscheduler(pid) == os.SCHED_BATCH, "SCHED_BATCH")
         assert os.sched_getaffinity(pid) == expected
         # os.nice adds to the server's own niceness (a suite run under nice starts above 0)
         own = os.getpriority(os.PRIO_PROCESS, 0)
@@ -122,11 +120,13 @@ def test_refit_events_are_stored_and_readable(tmp_path: Path) -> None:
         refresher._record(
             RefreshEvent((project_id, "overall"), "published", "laplace", 3, 120, 0.1)
         )
-        deadline = time.monotonic() + 10
-        events: list = []
-        while time.monotonic() < deadline and len(events) < 2:
-            events = client.get(f"/projects/{project_id}/events", headers=headers).json()["events"]
-            time.sleep(0.05)
+
+        def stored() -> list | None:
+            url = f"/projects/{project_id}/events"
+            events = client.get(url, headers=headers).json()["events"]
+            return events if len(events) >= 2 else None
+
+        events = wait_for(stored, "the two events in the store")
         assert [e["kind"] for e in events] == ["rejected", "published"]
         assert events[0]["method"] == "nuts" and events[0]["detail"] == reason
         assert events[0]["replica"].endswith(f":{os.getpid()}")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from adaptive.estimation import streaming as st
@@ -13,7 +11,7 @@ from services.settings import Settings
 from stan_free_models import robust
 from stan_free_models.engine import TRACE_COUNTS
 from stan_free_models.inference import OBS_BUCKET_MINIMUM, bucket
-from tests.factories import SYSTEMS, simulate
+from tests.factories import SYSTEMS, simulate, wait_for
 
 
 def test_next_shapes_are_due_past_their_share_and_once() -> None:
@@ -59,11 +57,12 @@ def _prepared(campaign: Grows) -> tuple[Refresher, object]:
     assert worker.update("k") is not None
     campaign.num += 2
     assert worker.update("k") is not None
-    deadline = time.monotonic() + 300
-    while not any(e.kind == "prepared" for e in worker.events) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    prepared = [e for e in worker.events if e.kind == "prepared"]
-    return worker, prepared[0]
+    prepared = wait_for(
+        lambda: next((e for e in worker.events if e.kind == "prepared"), None),
+        "the next padded size's compile",
+        every=0.1,
+    )
+    return worker, prepared
 
 
 def _compiles() -> tuple[int, int]:

@@ -7,7 +7,6 @@ intervals take each screen's pairs as one unit."""
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pytest
 from adaptive.core.data import read_judgments
 from services.cli import main
 from services.settings import Settings
-from tests.factories import ThreadServer
+from tests.factories import ThreadServer, when_ready
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "rankings" / "rankings.csv"
 
@@ -94,17 +93,14 @@ def test_a_ranked_campaign_gets_the_command_lines_significance(tmp_path, capsys)
                 f"/projects/{project_id}/judgments", json={"judgments": pairs}, headers=headers
             )
             assert r.status_code == 200, r.text
-            deadline = time.monotonic() + 180
-            while True:
-                r = api.get(
+            r = when_ready(
+                lambda: api.get(
                     f"/projects/{project_id}/significance",
                     params={"model": "default"},
                     headers=headers,
-                )
-                if r.status_code != 409:
-                    break
-                assert time.monotonic() < deadline, r.text
-                time.sleep(0.2)
+                ),
+                "significance_pending",
+            )
             assert r.status_code == 200, r.text
             rows = r.json()["rows"]
     assert len(rows) == len(cli)
