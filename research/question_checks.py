@@ -26,6 +26,10 @@ one judgment per cell):
 * ``versus``: a new system and three references, Δ(new vs r) = 0.15, -0.05, -0.25 (4 systems);
   ``versus-null``: the four equal.
 
+``--logs`` replays the same questions on bundled logs instead (the log itself, or fresh
+campaigns simulated from a fit to it with ``--semi-synthetic --prompts-factor K``, where the
+oracle and the lower bound apply).
+
 Run (the rows go to ``research/questions/checks.jsonl``, appended with their command):
 
     nice python research/question_checks.py --settings null --questions top-k:1 top-k:2 ranking \
@@ -114,9 +118,52 @@ def run(
     }
 
 
+LOGS = {
+    "mtbench": "data/mtbench/judgments.csv",
+    "ai_teacher_test": "data/ai_teacher_test/judgments.csv",
+    "chateval_ncm": "data/chateval_ncm/judgments.csv",
+}
+
+
+def run_logs(args: argparse.Namespace, command: str) -> None:
+    """The same questions replayed on bundled logs (``--logs``), through evalset.replays."""
+    from adaptive.core.data import read_judgments
+    from evalset.replays import replay_rows
+
+    root = Path(__file__).resolve().parents[1]
+    for name in args.logs:
+        judgments = read_judgments(root / LOGS[name])
+        for question in args.questions:
+            rows = replay_rows(
+                judgments,
+                policies=args.policies,
+                seeds=args.campaigns,
+                batch_size=args.batch,
+                question=question,
+                semi_synthetic=args.semi_synthetic,
+                prompts_factor=args.prompts_factor,
+            )
+            for row in rows:
+                row.pop("curve", None)
+                row |= {"log": name, "command": command}
+                with open(args.out, "a") as fh:
+                    fh.write(json.dumps(row) + "\n")
+                print(
+                    f"{name:15s} {row['dimension']:14s} {question:12s} {row['policy']:11s} "
+                    f"judgments={row['judgments_mean']:.0f} answered={row['answered_share']:.2f} "
+                    f"wrong={row['wrong_answers']} x uniform {row['ratio_to_uniform'] or 0:.2f} "
+                    f"x oracle {row.get('ratio_to_oracle') or 0:.2f} "
+                    f"bound={row.get('lower_bound')} answer={row['answer']!r}",
+                    flush=True,
+                )
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--settings", nargs="+", required=True)
+    p.add_argument("--settings", nargs="+", default=[])
+    p.add_argument("--logs", nargs="+", default=[], choices=sorted(LOGS))
+    p.add_argument("--semi-synthetic", action="store_true", help="with --logs")
+    p.add_argument("--prompts-factor", type=int, default=1, help="with --semi-synthetic")
     p.add_argument("--questions", nargs="+", required=True)
     p.add_argument("--policies", nargs="+", default=["adaptive"])
     p.add_argument("--campaigns", type=int, default=50)
@@ -126,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     command = "python research/question_checks.py " + " ".join(argv or sys.argv[1:])
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    if args.logs:
+        run_logs(args, command)
     for setting in args.settings:
         for question in args.questions:
             rows = {}
