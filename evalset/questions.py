@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import polars as pl
 
-from adaptive.stopping.questions import Question, answer_question, describe, resolve
+from adaptive.stopping.answers import answer_question, describe
+from adaptive.stopping.questions import Question, resolve
 from adaptive.stopping.rule import (
     DEFAULT_CORRECTION,
     DEFAULT_LEVEL,

@@ -62,15 +62,7 @@ def replay_rows(
         Rows with ``ratio_to_uniform`` (and ``ratio_to_oracle``) beside each policy.
     """
     from adaptive.core.cells import build_cells
-    from adaptive.simulation.replay import (
-        POLICIES,
-        ReplayConfig,
-        fit_truth,
-        log_from_cells,
-        summarize_replays,
-    )
-    from adaptive.simulation.replay import replay as replay_log
-    from adaptive.simulation.replay import semi_synthetic as simulate
+    from adaptive.simulation.replay import POLICIES
 
     allowed = (*POLICIES, ORACLE) if semi_synthetic else POLICIES
     unknown = sorted(set(policies) - set(allowed))
@@ -84,44 +76,84 @@ def replay_rows(
     dims = list(dimensions or judgments["dimension"].unique(maintain_order=True).to_list())
     rows: list[dict[str, Any]] = []
     for dim in dims:
-        cells = build_cells(judgments, dimension=dim)
-        log = log_from_cells(cells)
-        dim_rule = asked.rule_for(base_rule, cells.systems) if asked else base_rule
-        size = family_size(dim_rule, len(cells.systems), log.num_comparisons)
-        config = ReplayConfig(
-            batch_size=batch_size, budget=budget, rule=dim_rule, num_tests=size, question=asked
+        rows += _replay_dimension(
+            build_cells(judgments, dimension=dim),
+            policies,
+            range(seed, seed + seeds),
+            base_rule,
+            asked,
+            batch_size=batch_size,
+            budget=budget,
+            semi_synthetic=semi_synthetic,
+            prompts_factor=prompts_factor,
+            progress=progress,
+            say=say,
         )
-        truth = fit_truth(log) if semi_synthetic else None
-        kind = "semi-synthetic" if truth is not None else "log"
-        if say:
-            say(
-                f"{dim} ({kind}): {log.num_comparisons} comparisons, {log.num_judgments} "
-                f"judgments, {log.num_prompts} prompts"
-            )
-        by_policy = {}
-        for policy in policies:
-            traces, replayed = [], []
-            step = progress(f"{dim} {policy}", seeds) if progress else (lambda: None)
-            for s in range(seed, seed + seeds):
-                last = log
-                if truth is not None:
-                    rng = np.random.default_rng([s, 1])
-                    last = simulate(rng, log, truth, prompts_factor=prompts_factor)._replace(
-                        pair_a=log.pair_a, pair_b=log.pair_b, systems=log.systems
-                    )
-                replayed.append(last)
-                traces.append(replay_log(s, last, policy, config))
-                step()
-            by_policy[policy] = summarize_replays(traces, replayed, dim_rule)
-        uniform = by_policy.get("uniform", {}).get("judgments_mean")
-        oracle = by_policy.get(ORACLE, {}).get("judgments_mean")
-        for summary in by_policy.values():
-            row = {"dimension": dim, "data": kind, "unit": dim_rule.unit, **summary}
-            row |= {"family": dim_rule.family, "family_size": size, "rule": dim_rule.describe(size)}
-            if asked:
-                row["question"] = str(asked)
-            row["ratio_to_uniform"] = row["judgments_mean"] / uniform if uniform else None
-            if oracle:
-                row["ratio_to_oracle"] = row["judgments_mean"] / oracle
-            rows.append(row)
+    return rows
+
+
+def _replay_dimension(
+    cells: Any,
+    policies: Sequence[str],
+    seeds: range,
+    base_rule: DecisionRule,
+    asked: Question | None,
+    *,
+    batch_size: int,
+    budget: int | None,
+    semi_synthetic: bool,
+    prompts_factor: int,
+    progress: Callable[[str, int], Callable[[], None]] | None,
+    say: Callable[[str], None] | None,
+) -> list[dict[str, Any]]:
+    """:func:`replay_rows` of one dimension's cells."""
+    from adaptive.simulation.replay import (
+        ReplayConfig,
+        fit_truth,
+        log_from_cells,
+        summarize_replays,
+    )
+    from adaptive.simulation.replay import replay as replay_log
+    from adaptive.simulation.replay import semi_synthetic as simulate
+
+    dim, log = cells.dimension, log_from_cells(cells)
+    dim_rule = asked.rule_for(base_rule, cells.systems) if asked else base_rule
+    size = family_size(dim_rule, len(cells.systems), log.num_comparisons)
+    config = ReplayConfig(
+        batch_size=batch_size, budget=budget, rule=dim_rule, num_tests=size, question=asked
+    )
+    truth = fit_truth(log) if semi_synthetic else None
+    kind = "semi-synthetic" if truth is not None else "log"
+    if say:
+        say(
+            f"{dim} ({kind}): {log.num_comparisons} comparisons, {log.num_judgments} "
+            f"judgments, {log.num_prompts} prompts"
+        )
+    by_policy = {}
+    for policy in policies:
+        traces, replayed = [], []
+        step = progress(f"{dim} {policy}", len(seeds)) if progress else (lambda: None)
+        for s in seeds:
+            last = log
+            if truth is not None:  # one fresh campaign per seed, the same for every policy
+                rng = np.random.default_rng([s, 1])
+                last = simulate(rng, log, truth, prompts_factor=prompts_factor)._replace(
+                    pair_a=log.pair_a, pair_b=log.pair_b, systems=log.systems
+                )
+            replayed.append(last)
+            traces.append(replay_log(s, last, policy, config))
+            step()
+        by_policy[policy] = summarize_replays(traces, replayed, dim_rule)
+    uniform = by_policy.get("uniform", {}).get("judgments_mean")
+    oracle = by_policy.get(ORACLE, {}).get("judgments_mean")
+    rows = []
+    for summary in by_policy.values():
+        row = {"dimension": dim, "data": kind, "unit": dim_rule.unit, **summary}
+        row |= {"family": dim_rule.family, "family_size": size, "rule": dim_rule.describe(size)}
+        if asked:
+            row["question"] = str(asked)
+        row["ratio_to_uniform"] = row["judgments_mean"] / uniform if uniform else None
+        if oracle:
+            row["ratio_to_oracle"] = row["judgments_mean"] / oracle
+        rows.append(row)
     return rows

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from adaptive.simulation.replay_log import Log, decision_sign, full_log_sign
+from adaptive.stopping.answers import Answer, answer_question
 from adaptive.stopping.decisions import A_BETTER, B_BETTER, EQUIVALENT, OUTCOME_NAMES, Decisions
-from adaptive.stopping.questions import Answer, Resolved, answer_question, resolve
+from adaptive.stopping.questions import Resolved, resolve
 
 if TYPE_CHECKING:
     from adaptive.simulation.replay_config import ReplayConfig

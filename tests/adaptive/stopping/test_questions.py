@@ -5,14 +5,9 @@ from itertools import combinations
 import numpy as np
 import pytest
 
+from adaptive.stopping.answers import answer_question, describe, system_order
 from adaptive.stopping.decisions import decide
-from adaptive.stopping.questions import (
-    Question,
-    answer_question,
-    describe,
-    resolve,
-    system_order,
-)
+from adaptive.stopping.questions import Question, resolve
 from adaptive.stopping.rule import DecisionRule, comparison_family
 
 
