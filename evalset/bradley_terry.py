@@ -9,12 +9,24 @@ import polars as pl
 from evalset._common import _dims, _method, read
 
 
-def _bt_fit(judgments: pl.DataFrame, dim: str, method: str, ties: str, seed: int, **kw: Any) -> Any:
+def _bt_fit(
+    judgments: pl.DataFrame, dim: str, method: str, ties: str, seed: int,
+    weight: Any = None, **kw: Any,
+) -> Any:  # fmt: skip
     from adaptive.leaderboards.bt import BTConfig, fit_dimension
 
     bt_method = {"fast": "laplace", "nuts": "nuts"}[_method(method)]
-    return fit_dimension(judgments, dim, BTConfig(by="pooled", method=bt_method, ties=ties,
-                                                   seed=seed, **kw))  # fmt: skip
+    config = BTConfig(by="pooled", method=bt_method, ties=ties, seed=seed, **kw)
+    return fit_dimension(judgments, dim, config, weight=weight)
+
+
+def cell_weights(judgments: pl.DataFrame) -> Any:
+    """Each judgment's weight 1 / (judgments of its cell): a (dimension, pair of systems,
+    prompt) cell counts once, however many annotators judged it (the decisions' unit)."""
+    low = pl.min_horizontal("system_a", "system_b")
+    high = pl.max_horizontal("system_a", "system_b")
+    size = pl.len().over("dimension", low, high, "item_id")
+    return judgments.select(1.0 / size).to_series().to_numpy()
 
 
 def leaderboard(
@@ -26,6 +38,7 @@ def leaderboard(
     reference: str | None = None,
     level: float = 0.95,
     seed: int = 0,
+    unit: str = "prompt",
 ) -> pl.DataFrame:
     """Pooled Bradley-Terry abilities with a position effect, best first.
 
@@ -33,6 +46,11 @@ def leaderboard(
     (the average system is 0) or, with ``reference``, relative to that system (its
     ability is 0 and every interval is of the difference from it). The ``scale``
     column says which. Also ``rank_mean``, ``p_best`` and ``n_judgments``.
+    ``unit``: ``prompt`` (default) weighs each judgment 1 / (judgments of its cell, a pair's
+    prompt), so a cell judged by three annotators counts once, as in the decisions;
+    ``judgment`` counts every judgment as independent. ``decided_group, decided_ranks,
+    note``: the decisions' ``ranking`` answer at ``1 - level`` beside the row; the note names
+    the systems the decisions do not put below one whose ``p_best`` reaches ``level``.
 
     Example:
         >>> from evalset import example
@@ -41,11 +59,17 @@ def leaderboard(
         (['s2', 's1', 's0'], 'sum-to-zero')
     """
     from adaptive.leaderboards.bt import hdi
+    from evalset.ranking_beside import decided_ranking
 
+    if unit not in ("prompt", "judgment"):
+        raise ValueError(f"unit must be 'prompt' or 'judgment' (got {unit!r})")
     judgments = read(data)
+    weight = cell_weights(judgments) if unit == "prompt" else None
+    dims = _dims(judgments, dimension)
+    decided = decided_ranking(judgments.filter(pl.col("dimension").is_in(dims)), level)
     rows = []
-    for dim in _dims(judgments, dimension):
-        result = _bt_fit(judgments, dim, method, ties, seed)
+    for dim in dims:
+        result = _bt_fit(judgments, dim, method, ties, seed, weight)
         names = [s for _, s in result.input.players]
         draws = result.ability_draws()
         if reference is None:
@@ -58,8 +82,9 @@ def leaderboard(
             scale = f"relative to {reference}"
         low, high = hdi(draws, level)
         ranks = 1 + (draws[:, None, :] > draws[:, :, None]).sum(axis=2)
+        board = []
         for i, name in enumerate(names):
-            rows.append(
+            board.append(
                 {
                     "dimension": dim,
                     "system": name,
@@ -74,7 +99,19 @@ def leaderboard(
                     "method": result.posterior.method,
                 }
             )
+        rows += _beside_bt(decided, dim, board, level)
     return pl.DataFrame(rows).sort(["dimension", "ability"], descending=[False, True])
+
+
+def _beside_bt(
+    decided: Any, dim: str, board: list[dict[str, Any]], level: float
+) -> list[dict[str, Any]]:
+    """Bradley-Terry rows with the decided ranking's columns."""
+    from evalset.ranking_beside import best_notes, group_columns
+
+    notes = best_notes(decided, dim, board, level)
+    return [r | group_columns(decided, dim, r["system"]) | {"note": n}
+            for r, n in zip(board, notes, strict=True)]  # fmt: skip
 
 
 def annotators(
@@ -122,20 +159,24 @@ def elo(
     level: float = 0.95,
     seed: int = 0,
     anchor: tuple[str, float] | None = None,
-    bootstrap: str = "judgment",
+    bootstrap: str = "prompt",
 ) -> pl.DataFrame:
     """Arena-style Elo leaderboard (:mod:`adaptive.leaderboards.elo`): maximum-likelihood ratings on the Elo
     scale (the average system at 1000, ties half a win), bootstrap percentile intervals over
     ``rounds`` resamples, and each system's rank interval; best first.
 
     Columns ``dimension, rank, system, elo, ci_low, ci_high, rank_best, rank_worst,
-    n_judgments``. ``ci_low, ci_high``: each rating's percentile interval at ``level`` (as
-    Arena reports them). ``rank_best, rank_worst``: ranks that hold for every system at once
-    at ``level``, from intervals at ``1 - (1 - level) / systems`` (Bonferroni). ``anchor``:
-    ``(system, rating)`` shifts every rating (and interval) so that system has that rating
-    (Arena anchors one model). ``bootstrap``: ``judgment`` resamples battles (the notebook's
-    method: ``tests/adaptive/leaderboards/test_elo.py`` compares them), ``prompt`` resamples whole prompts (their
-    judgments are not independent). Every judgment is one battle (no position effect).
+    n_judgments, decided_group, decided_ranks, note``. ``ci_low, ci_high``: each rating's
+    percentile interval at ``level`` (as Arena reports them). ``rank_best, rank_worst``: ranks
+    that hold for every system at once at ``level``, from intervals at
+    ``1 - (1 - level) / systems`` (Bonferroni). ``anchor``: ``(system, rating)`` shifts every
+    rating (and interval) so that system has that rating (Arena anchors one model).
+    ``bootstrap``: ``prompt`` (default) resamples whole prompts with all their judgments (a
+    prompt's judgments are not independent: the decisions' unit), ``judgment`` resamples
+    battles (the notebook's method: ``tests/adaptive/leaderboards/test_elo.py`` compares
+    them). Every judgment is one battle (no position effect). ``decided_group,
+    decided_ranks, note``: the decisions' ``ranking`` answer at ``1 - level`` beside the row
+    (:mod:`evalset.ranking_beside`).
 
     Example:
         >>> from evalset import example
@@ -159,9 +200,16 @@ def elo(
         raise ValueError("level must be between 0.5 and 1")
     if bootstrap not in ("judgment", "prompt"):
         raise ValueError(f"bootstrap must be 'judgment' or 'prompt' (got {bootstrap!r})")
+    from evalset.ranking_beside import decided_ranking
+
     judgments = read(data)
+    dims = _dims(judgments, dimension)
+    present = judgments["dimension"].unique().to_list()
+    if dimension is not None and dimension not in present:
+        raise ValueError(f"no judgments for dimension {dimension!r} (the data has {present})")
+    decided = decided_ranking(judgments.filter(pl.col("dimension").is_in(dims)), level)
     rows: list[dict[str, Any]] = []
-    for dim in _dims(judgments, dimension):
+    for dim in dims:
         frame = judgments.filter(pl.col("dimension") == dim)
         battles = battles_of(
             frame["system_a"].to_list(), frame["system_b"].to_list(), frame["winner"].to_list()
@@ -185,8 +233,9 @@ def elo(
         low, high = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2], axis=0)
         counts = np.bincount(np.concatenate([battles.a, battles.b]), minlength=len(systems))
         order = np.argsort(-ratings, kind="stable")
+        board = []
         for rank, i in enumerate(order, start=1):
-            rows.append(
+            board.append(
                 {
                     "dimension": dim,
                     "rank": rank,
@@ -199,4 +248,14 @@ def elo(
                     "n_judgments": int(counts[i]),
                 }
             )
+        rows += _beside_elo(decided, dim, board)
     return pl.DataFrame(rows)
+
+
+def _beside_elo(decided: Any, dim: str, board: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Elo rows with the decided ranking's columns."""
+    from evalset.ranking_beside import elo_notes, group_columns
+
+    notes = elo_notes(decided, dim, board)
+    return [r | group_columns(decided, dim, r["system"]) | {"note": n}
+            for r, n in zip(board, notes, strict=True)]  # fmt: skip

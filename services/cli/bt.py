@@ -430,7 +430,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "elo",
         help="Arena-style Elo leaderboard: maximum-likelihood ratings (ties half a win), "
         "bootstrap intervals and rank intervals (Chatbot Arena's method)",
-        description="Arena-style Elo leaderboard (Chatbot Arena's method). The service gives "
+        description="Arena-style Elo leaderboard (Chatbot Arena's method), with the decisions' "
+        "ranking beside each row (decided_group, decided_ranks, and a note where the two "
+        "differ). The service gives "
         "the same rows for its stored judgments: GET /projects/P/elo, or "
         "GET /projects/P/leaderboard?scale=elo with the same options (anchor_system and "
         "anchor_rating for --anchor); its dashboard shows them with the defaults.",
@@ -444,8 +446,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--bootstrap",
         choices=["judgment", "prompt"],
-        default="judgment",
-        help="resample battles (Arena's notebook) or whole prompts (default: %(default)s)",
+        default="prompt",
+        help="resample whole prompts with all their judgments (the decisions' unit) or single "
+        "battles (Arena's notebook) (default: %(default)s)",
     )
     p.set_defaults(func=run_elo)
 

@@ -88,7 +88,7 @@ def test_the_maximum_likelihood_elo_is_the_notebooks(battles) -> None:  # noqa: 
     assert list(want.index) == list(bt.systems)
     np.testing.assert_allclose(got, want.to_numpy(), atol=1e-6)
     # and the leaderboard's ratings are those, best first
-    board = evalset.elo(MTBENCH, rounds=20)
+    board = evalset.elo(MTBENCH, rounds=20, bootstrap="judgment")
     assert board["elo"].to_list() == sorted(got, reverse=True)
     assert board["system"][0] == bt.systems[int(np.argmax(got))]
 
@@ -127,7 +127,8 @@ def test_rank_intervals_and_the_leaderboard_rows() -> None:
     assert best.tolist() == [1, 1, 3] and worst.tolist() == [2, 2, 3]
     board = evalset.elo(MTBENCH, rounds=50, seed=3)
     assert board.columns == ["dimension", "rank", "system", "elo", "ci_low", "ci_high",
-                             "rank_best", "rank_worst", "n_judgments"]  # fmt: skip
+                             "rank_best", "rank_worst", "n_judgments",
+                             "decided_group", "decided_ranks", "note"]  # fmt: skip
     assert (board["ci_low"] <= board["elo"]).all() and (board["elo"] <= board["ci_high"]).all()
     assert (board["rank_best"] <= board["rank"]).all() and (
         board["rank"] <= board["rank_worst"]
@@ -163,8 +164,10 @@ def test_the_command_line_prints_the_same_rows(capsys) -> None:  # noqa: ANN001
 
 
 def test_an_anchor_shifts_ratings_not_ranks_and_a_prompt_bootstrap_resamples_prompts() -> None:
-    plain = evalset.elo(MTBENCH, rounds=100, seed=5)
-    anchored = evalset.elo(MTBENCH, rounds=100, seed=5, anchor=("gpt-3.5-turbo", 1100.0))
+    plain = evalset.elo(MTBENCH, rounds=100, seed=5, bootstrap="judgment")
+    anchored = evalset.elo(
+        MTBENCH, rounds=100, seed=5, anchor=("gpt-3.5-turbo", 1100.0), bootstrap="judgment"
+    )
     row = anchored.filter(pl.col("system") == "gpt-3.5-turbo").row(0, named=True)
     assert row["elo"] == pytest.approx(1100.0) and row["ci_low"] == row["ci_high"] == row["elo"]
     np.testing.assert_allclose(
