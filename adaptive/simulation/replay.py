@@ -35,7 +35,9 @@ Policies (``policy(rng, view, size) -> (comparison, prompt)``, view: :class:`Vie
 A reference, not a policy: ``oracle`` (simulated logs only) knows the true Δ and
 serves the open comparisons largest |Δ| first, each until it closes, with no
 burn-in: no policy that has to learn the effects can close the first half of
-them much sooner, so its anytime curve bounds what ordering can buy.
+them much sooner, so its anytime curve bounds what ordering can buy. With a question
+(``ReplayConfig.question``) the oracle is the recommender told the true order: it serves only
+the pairs the true answer needs, so its cost is what not knowing the order costs.
 
 Uniform and arena keep spending on closed comparisons; that, not the order, is
 what the adaptive policy saves. The order decides how early decisions arrive:
@@ -121,7 +123,9 @@ def replay(seed: int, log: Log, policy: str, config: ReplayConfig | None = None)
     if policy == ORACLE:
         if log.true_net is None:
             raise ValueError("the oracle needs a simulated log (one with true_net)")
-        choose = oracle_policy(log.true_net)
+        # with a question the oracle is the recommender told the true order: it serves the
+        # pairs the true answer needs (QuestionReplay.look), by the recommender's allocation
+        choose = policy_fn("adaptive", config) if config.question else oracle_policy(log.true_net)
     else:
         choose = policy_fn(policy, config)
     asking = QuestionReplay.of(log, config, oracle=policy == ORACLE)
