@@ -82,6 +82,17 @@ def seeded_server(url: str) -> Iterator[tuple[str, str, dict]]:
         client.post(
             "/projects/fuzz/judgments", json={"judgments": rows}, headers=headers
         ).raise_for_status()
+        # a judge's verdict on each judged cell: the hybrid decisions get past "no verdicts"
+        # and read the generated rules (pairs) against real data
+        cells = {(r["item_id"], *sorted((r["system_a"], r["system_b"]))) for r in rows}
+        verdicts = [
+            {"judgment_id": f"v{k}", "item_id": item, "system_a": a, "system_b": b}
+            | {"winner": "ab"[k % 2], "annotator_id": "judge", "dimension": "overall"}
+            for k, (item, a, b) in enumerate(sorted(cells))
+        ]
+        client.post(
+            "/projects/fuzz/judge-verdicts", json={"verdicts": verdicts}, headers=headers
+        ).raise_for_status()
         snap = streaming.fit_snapshot(
             frame,
             dimension="overall",
