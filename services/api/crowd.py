@@ -186,12 +186,13 @@ def _label_studio_tasks(content: str | list[LabelStudioTask]) -> list[LabelStudi
     try:
         data = parse_json_text(content)
     except JsonTextError as exc:
-        task = "" if exc.row is None else f" in task {exc.row} (0-based)"
+        task = "" if exc.row is None else f" (task {exc.row}, 0-based)"
+        where = f"{exc.reason} at line {exc.line} column {exc.column}{task}"
         raise ApiError(
             422,
             "validation_error",
-            f"content is not JSON{task}: {exc}; nothing was stored",
-            [{"row": exc.row, "field": "content", "message": str(exc)}],
+            f"content is not JSON: {where}; nothing was stored",
+            [{"row": exc.row, "field": "content", "message": where}],
         ) from exc
     if not isinstance(data, list):
         raise ApiError(
