@@ -43,8 +43,8 @@ def prune_judgments(
 
     from adaptive.core.cells import build_cells
     from adaptive.prompts.loco import loco_data
-    from adaptive.prompts.prune_crossfit import crossfit
-    from adaptive.prompts.prune_folds import judged_from_cells
+    from adaptive.prompts.prune_folds import cell_table, judged_from_cells
+    from adaptive.prompts.prune_predict import predict_precision
     from adaptive.prompts.pruning import fit_tiers, plan_rows
     from adaptive.prompts.tiers import tier_names
 
@@ -54,9 +54,10 @@ def prune_judgments(
     for dim in _dims(judgments, dimension):
         cells = build_cells(judgments, dimension=dim)
         data = loco_data(cells)
-        say(f"prune {dim!r}: fitting, tiers and information, then the same on 2 x 2 folds ...")
+        say(f"prune {dim!r}: fitting, tiers and information ...")
         fits = fit_tiers(data, config, jax.random.PRNGKey(config.seed))
-        plans, precisions = crossfit(data, judged_from_cells(cells), config, fits)
+        table = cell_table(judged_from_cells(cells))
+        plans, precisions = predict_precision(table, config, fits)
         kept: set[int] = set()
         for plan, precision in zip(plans, precisions):
             members = [s for s, t in zip(cells.systems, fits.tiers.system_tier) if t == plan.tier]
@@ -93,20 +94,21 @@ def prune_judgments(
 
 
 def describe_precision(precision: Any) -> str:
-    """The cross-fitted SE ratio of a tier's kept prompts, its interval and estimand, in words."""
+    """The predicted fresh SE ratio of a tier's kept prompts, its interval and estimand, in words."""
     p = precision
     if not np.isfinite(p.se_ratio):
         return (
             "SE ratio vs the full set on fresh judgments not measurable here (too few prompts "
-            "or judgments in a half of the judgments to measure a comparison's SE); the "
-            f"model's in-sample figure {p.in_sample:.2f}"
+            "or comparisons to measure a comparison's SE); the model's in-sample figure "
+            f"{p.in_sample:.2f}"
         )
     return (
         f"SE ratio vs the full set on fresh judgments {p.se_ratio:.2f} (90% interval "
         f"{p.low:.2f}-{p.high:.2f}; each comparison's SNR with all prompts over its SNR with "
-        f"the kept ones, median over {p.num_comparisons} comparisons, selected on one half of "
-        f"the judgments and measured on the other, {p.evaluations} times; the model's "
-        f"in-sample figure {p.in_sample:.2f}); the kept prompts are worth "
+        "the kept ones, median over the clearly signed of its "
+        f"{p.num_comparisons} comparisons, for a new round of judgments laid out like this "
+        "one, the kept prompts' cell means shrunk for their selection on these judgments; "
+        f"the model's in-sample figure {p.in_sample:.2f}); the kept prompts are worth "
         f"{p.worth_random:.1f} random prompts each"
     )
 

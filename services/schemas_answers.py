@@ -135,7 +135,11 @@ class PruningRow(BaseModel):
     reason: str
     rank: int | None
     information: float
-    se_ratio: float = Field(description="expected SE with the kept prompts / with all prompts")
+    se_ratio: float = Field(
+        description="the tier's SE ratio of the kept prompts against all prompts on fresh "
+        "judgments: per comparison its SNR with all prompts over its SNR with the kept ones, "
+        "median over the clearly signed comparisons (docs/selection.md)"
+    )
 
 
 class PruningPublic(BaseModel):

@@ -341,8 +341,8 @@ def plan_rows(
     """One row per tier and prompt: kept or dropped, and why in words.
 
     Keys: ``dimension, item_id, tier, kept, reason, rank, information, se_ratio``;
-    ``se_ratio`` is the tier's entry of ``se_ratios`` (the cross-fitted figure of
-    :mod:`adaptive.prompts.prune_crossfit`) where finite, else the plan's in-sample one;
+    ``se_ratio`` is the tier's entry of ``se_ratios`` (the fresh-judgment figure of
+    :mod:`adaptive.prompts.prune_predict`) where finite, else the plan's in-sample one;
     ``shared(p, q)`` gives the comparisons two prompts share and their correlation, for the
     reason of a prompt dropped as redundant.
     """

@@ -395,16 +395,16 @@ def pruning(
             ge=1.0,
             le=10.0,
             description="keep the fewest prompts whose SE ratio vs the full set on fresh "
-            "judgments (cross-fitted) stays within this ratio (default 1.05 when keep is not "
-            "given)",
+            "judgments (predicted with the kept prompts shrunk for their selection) stays "
+            "within this ratio (default 1.05 when keep is not given)",
         ),
     ] = None,
     tiers: Annotated[int, Query(ge=1, le=5, description="model tiers")] = 2,
 ) -> s.PruningPublic:
     """Which prompts to keep or drop for each model tier, with a reason for every prompt.
 
-    Runs ``adaptive.prompts.pruning`` (fast item fits per tier, and again on two halves of
-    the judgments for the rows' cross-fitted ``se_ratio``, docs/selection.md) on the stored
+    Runs ``adaptive.prompts.pruning`` (fast item fits per tier; the rows' ``se_ratio`` is
+    predicted for fresh judgments, docs/selection.md) on the stored
     judgments on a background thread: the first request answers 409 ``pruning_pending``,
     later ones the result (cached per judgments seen and options).
     """
