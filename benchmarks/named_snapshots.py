@@ -1,6 +1,6 @@
 """Name-keyed preparation of a recommender snapshot from fitted posteriors, for the
 benchmarks (benchmarks/scale.py, benchmarks/recommend_latency.py). The service and the
-command line map names through :mod:`services.recommend_adapter`."""
+command line map names through :mod:`evalset.recommend_adapter`."""
 
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ function                  what
                           until its question is answered)
 :func:`fit`               the graded-response fit itself (for :func:`inference_data`)
 :func:`inference_data`    an ArviZ ``InferenceData`` with named coordinates
-``plot_*``                the pictures of :mod:`services.plots` (PNG or SVG)
+``plot_*``                the pictures of :mod:`evalset.plots` (PNG or SVG)
 ========================= =============================================================
 
 ``method="fast"`` (MAP + Laplace, seconds to a minute) is the default here, ``"nuts"`` the full
@@ -381,7 +381,7 @@ def replay(
 
 def plot_forest(data: Any, path: str | Path, **options: Any) -> Path:
     """Leaderboard forest plot (intervals, coloured by the decision against the leader)."""
-    from services.plots import plot_leaderboard
+    from evalset.plots import plot_leaderboard
 
     judgments = read(data)
     return plot_leaderboard(leaderboard(judgments), decisions(judgments), path, **options)
@@ -400,7 +400,7 @@ def plot_annotators(
     """Each annotator's position bias (interval) and agreement with the others
     (:func:`annotators`'s screens; ``assume_a_first`` as ``evalset plot annotators
     --assume-a-first``: without a ``shown_first`` column, response a was shown first)."""
-    from services.plots import plot_annotators as draw
+    from evalset.plots import plot_annotators as draw
 
     table = annotators(
         data, dimension=dimension, method=method, assume_a_first=assume_a_first, seed=seed
@@ -414,7 +414,7 @@ def plot_item_information(data: Any, path: str | Path, **options: Any) -> Path:
     ``data``: :func:`fit`'s result (drawn as it is) or judgments (fitted first with
     ``dimension``, ``method``, ``preset``, ... from ``options``, as :func:`fit` takes them).
     """
-    from services.plots import plot_item_information as draw
+    from evalset.plots import plot_item_information as draw
 
     if hasattr(data, "posterior") and hasattr(data, "cells"):  # a fit: no second fit
         return draw(data, path, **options)
@@ -424,7 +424,7 @@ def plot_item_information(data: Any, path: str | Path, **options: Any) -> Path:
 
 def plot_matrices(data: Any, path: str | Path, **options: Any) -> Path:
     """Win-rate and judgment-count matrices of the systems."""
-    from services.plots import plot_matrices as draw
+    from evalset.plots import plot_matrices as draw
 
     return draw(read(data), path, **options)
 
@@ -432,13 +432,13 @@ def plot_matrices(data: Any, path: str | Path, **options: Any) -> Path:
 def plot_evidence(data: Any, path: str | Path, **options: Any) -> Path:
     """Each comparison's e-values over its judgments, the decision boundary and where it
     closed."""
-    from services.plots import plot_evidence as draw
+    from evalset.plots import plot_evidence as draw
 
     return draw(evidence(data, dimension=options.pop("dimension", None)), path, **options)
 
 
 def plot_progress(data: Any, path: str | Path, **options: Any) -> Path:
     """Campaign progress: closed / open comparisons, judgments per comparison, judgments left."""
-    from services.plots import plot_progress as draw
+    from evalset.plots import plot_progress as draw
 
     return draw(decisions(data, dimension=options.pop("dimension", None)), path, **options)

@@ -69,10 +69,10 @@ def recommend_fits(
     log: Callable[[str], None] | None = None,
 ) -> list[Any]:
     """The recommender's fit of each dimension of the judgments (fast path, the request's
-    parameterization, draws and seed), as :class:`services.recommend_adapter.NamedFit`."""
+    parameterization, draws and seed), as :class:`evalset.recommend_adapter.NamedFit`."""
     from adaptive.core.cells import build_cells
     from adaptive.estimation.fitting import FitConfig, fit_cells
-    from services.recommend_adapter import NamedFit
+    from evalset.recommend_adapter import NamedFit
 
     say = log or (lambda _: None)
     config = FitConfig(
@@ -107,7 +107,7 @@ def recommend_state(
     snapshot (its decisions under ``request.rule``, every compared comparison one family),
     the names, the cells' state (display counts, annotatable cells) and the cells
     ``request.annotator`` judged (None without one)."""
-    from services.recommend_adapter import cell_state, prepare
+    from evalset.recommend_adapter import cell_state, prepare
 
     dims = judgments["dimension"].unique(maintain_order=True).to_list()
     rows = list(judgments.iter_rows(named=True))
@@ -152,7 +152,7 @@ def recommend_batch(
         ValueError: a target names a system or pair the data do not have.
     """
     from adaptive.recommend import Request
-    from services.recommend_adapter import UnknownName, not_served, recommend_named, targets
+    from evalset.recommend_adapter import UnknownName, not_served, recommend_named, targets
 
     say = log or (lambda _: None)
     tell = note or say

@@ -439,3 +439,47 @@ def test_adaptive_families_import_downward_only():
     assert upward == []
     cycles = [" -> ".join(cycle) for cycle in _cycles(graph)]
     assert cycles == [], "\n".join(cycles)
+
+
+# ---------------------------------------------------------------- the service's house
+
+
+#: the HTTP door: its schemas (``services/schemas*.py``) and routes; the store below them
+#: takes rows checked by the core's own checks
+def _http(module: str) -> bool:
+    return module.startswith("services.schemas") or _under(module, "services.api")
+
+
+def _graph() -> dict[str, set[str]]:
+    paths = {_module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+    return {m: _imports(p, set(paths)) for m, p in paths.items()}
+
+
+def _under(module: str, *packages: str) -> bool:
+    return any(module == p or module.startswith(f"{p}.") for p in packages)
+
+
+def test_evalset_never_imports_the_services():
+    """The use cases sit below the doors: the CLI and the API import evalset, never back."""
+    graph = _graph()
+    up = [
+        f"{module} imports {target}"
+        for module, targets in sorted(graph.items())
+        if _under(module, "evalset")
+        for target in sorted(targets)
+        if _under(target, "services")
+    ]
+    assert up == []
+
+
+def test_the_store_imports_no_http_schema():
+    """The store checks rows with the core's checks; the HTTP schemas sit above it."""
+    graph = _graph()
+    up = [
+        f"{module} imports {target}"
+        for module, targets in sorted(graph.items())
+        if _under(module, "services.store")
+        for target in sorted(targets)
+        if _http(target)
+    ]
+    assert up == []

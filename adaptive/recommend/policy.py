@@ -22,7 +22,7 @@ def recommend_key(seed: int, version: int) -> jax.Array:
     """The recommender's key for a snapshot version: ``fold_in(PRNGKey(seed), version)``.
 
     The same seed and snapshot version give the same key, so any batch can be
-    replayed exactly (STYLE.md, rule 2); :mod:`services.recommend_adapter`
+    replayed exactly (STYLE.md, rule 2); :mod:`evalset.recommend_adapter`
     derives its key the same way. Seeds and versions in int32 take one compiled
     call (the two eager operations cost a next-batch request milliseconds when its
     threads share the CPU); larger ones the same operations eagerly.
@@ -68,7 +68,7 @@ def recommend(
         rng_key: a JAX PRNG key, the only source of the batch's randomness. (An int
             seed is still accepted, with a DeprecationWarning, for callers not yet
             moved: it seeds numpy directly, as before.)
-        snapshot: from :func:`snapshot_from_draws` (names: services.recommend_adapter).
+        snapshot: from :func:`snapshot_from_draws` (names: evalset.recommend_adapter).
         cells: the cell state.
         request: the request.
 

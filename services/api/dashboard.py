@@ -165,8 +165,8 @@ def _annotators(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def _leader_standing(
     board: list[dict[str, Any]], decisions: list[dict[str, Any]]
 ) -> dict[str, str]:
-    """Each judged system's standing against the leader (services.plots.leader_decisions)."""
-    from services.plots import leader_decisions
+    """Each judged system's standing against the leader (evalset.plots.leader_decisions)."""
+    from evalset.plots import leader_decisions
 
     judged = [{"system": r["system_id"]} for r in board if r["judged"]]
     if not judged:

@@ -22,7 +22,7 @@ __all__ = ["collect_item_fit", "information_svg", "item_fit_section", "slopes_sv
 
 #: flagged prompts listed on the card at most (worst fit first)
 MAX_FLAGGED = 25
-#: the flag colour of ``services.plots.plot_item_fit``
+#: the flag colour of ``evalset.plots.plot_item_fit``
 FLAGGED = "#D55E00"
 FITS = "#999999"
 CURVE = "#0072B2"

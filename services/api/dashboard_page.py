@@ -15,11 +15,11 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
-from services.colors import DECISION_COLORS
+from evalset.colors import DECISION_COLORS
 
 __all__ = ["COLORS", "FAVICON", "forest_svg", "judgments_svg", "outcomes_svg", "render_dashboard"]
 
-#: the decision colours of every figure (services.colors)
+#: the decision colours of every figure (evalset.colors)
 COLORS = DECISION_COLORS
 #: comparisons drawn in the judgments chart (open ones closest to a decision first)
 MAX_BARS = 60

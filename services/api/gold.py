@@ -49,8 +49,8 @@ from services.schemas_gold import (
 from services.store import repository as repo
 
 if TYPE_CHECKING:
+    from evalset.recommend_adapter import CellNames
     from services.api.state import ServiceState
-    from services.recommend_adapter import CellNames
 
 router = APIRouter()
 

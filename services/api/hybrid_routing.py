@@ -26,8 +26,8 @@ from services.store import repository as repo
 from services.store.repository.verdicts import cells_judged_by
 
 if TYPE_CHECKING:
+    from evalset.cells import NamedCell
     from services.api.state import ServiceState
-    from services.cells import NamedCell
     from services.store.repository.rows import LeasedCellRow
 
 #: a rate vector per verdict code, A and B swapped (the other orientation of a pair)
@@ -50,8 +50,8 @@ def route_cells(
 ) -> list[NamedCell]:
     """``batch`` with the cells of the comparisons ``judge`` judged drawn by its routing."""
     from adaptive.judge.hybrid_decisions import draw_routed
+    from evalset.cells import annotatable_cells
     from services.api.hybrid import stored_report
-    from services.cells import annotatable_cells
 
     if not batch:
         return batch

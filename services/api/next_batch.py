@@ -35,10 +35,10 @@ from services.store import repository as repo
 from services.store.validation import id_problem
 
 if TYPE_CHECKING:
+    from evalset.recommend_adapter import CellNames
     from services.api.state import ServiceState
-    from services.recommend_adapter import CellNames
 
-# services.recommend_adapter (and with it JAX, a second to import) loads at the first
+# evalset.recommend_adapter (and with it JAX, a second to import) loads at the first
 # request, not when the service starts: /health answers sooner after a restart
 
 router = APIRouter()
@@ -187,7 +187,7 @@ def _base(
     seed: int,
 ) -> tuple[RecommenderState, CellNames, CellState]:
     """The recommender snapshot of the posteriors, its names and the cells' responses."""
-    from services.recommend_adapter import NamedFit, cell_state, prepare
+    from evalset.recommend_adapter import NamedFit, cell_state, prepare
 
     prompt_rows = state.tallies.prompts(state.store, project_id)
     # every pair of known systems is a comparison of the snapshot (the leaderboard's
@@ -325,14 +325,14 @@ def next_batch(
     Cells that cannot be annotated (a system without a response to the prompt, or
     two identical responses) are never served. The cells are leased until
     ``expires_at`` and handed to nobody else meanwhile."""
-    from services.api.hybrid_routing import route_cells
-    from services.recommend_adapter import (
+    from evalset.recommend_adapter import (
         UnknownName,
         hold_leased,
         not_served,
         recommend_named,
         targets,
     )
+    from services.api.hybrid_routing import route_cells
 
     key = body.idempotency_key or idempotency_key
     if key is not None and (problem := id_problem(key)) is not None:

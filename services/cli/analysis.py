@@ -371,7 +371,7 @@ def run_items(args: argparse.Namespace) -> int:
         rows.extend(item_rows)
     emit(curves if args.information else rows, args.format)
     if args.plot:
-        from services.plots import plot_item_fit
+        from evalset.plots import plot_item_fit
 
         result, info = fits[0]
         plot_item_fit(result, info, curves, args.plot)

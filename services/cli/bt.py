@@ -254,7 +254,7 @@ def run_bt(args: argparse.Namespace) -> int:
         rows = sorted(rows, key=lambda r: (r["dimension"], r["item_id"], r["rank_mean"]))
     if args.plot:
         import evalset
-        from services.plots import plot_leaderboard
+        from evalset.plots import plot_leaderboard
 
         pooled = [r for f in fits for r in anchored_rows(f, args.reference)]
         plot_leaderboard(pooled, evalset.decisions(judgments), args.plot)
@@ -284,7 +284,7 @@ def run_annotators(args: argparse.Namespace) -> int:
             log(f"{key}: {value}")
         log(f"flagged {sum(r['flagged'] for r in rows)} of {len(rows)} annotators")
     if args.plot:
-        from services.plots import plot_annotators
+        from evalset.plots import plot_annotators
 
         plot_annotators(rows, args.plot)
         if not args.quiet:

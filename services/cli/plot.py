@@ -20,7 +20,7 @@ KINDS = ("leaderboard", "annotators", "items", "matrices", "progress", "evidence
 
 def run_plot(args: argparse.Namespace) -> int:
     import evalset
-    from services import plots
+    from evalset import plots
 
     judgments = evalset.read(args.data)
     dim = args.dimension

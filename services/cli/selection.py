@@ -168,7 +168,7 @@ def run_loco_command(args: argparse.Namespace) -> int:
         for row in summarize_folds(results, config):
             rows.append({"dimension": dim, **row})
     if args.plot:
-        from services.plots import plot_se_curve
+        from evalset.plots import plot_se_curve
 
         plot_se_curve(
             [r for r in rows if r["dimension"] == rows[0]["dimension"]],

@@ -33,7 +33,7 @@ def test_plot_item_information_draws_the_fit_it_is_given(df, tmp_path, monkeypat
 
 
 def test_plot_annotators_takes_assume_a_first_as_the_command_line_does(df, tmp_path, monkeypatch):
-    import services.plots
+    import evalset.plots
 
     seen = {}
 
@@ -41,7 +41,7 @@ def test_plot_annotators_takes_assume_a_first_as_the_command_line_does(df, tmp_p
         seen["table"] = table
         return Path(path)
 
-    monkeypatch.setattr(services.plots, "plot_annotators", capture)
+    monkeypatch.setattr(evalset.plots, "plot_annotators", capture)
     frame = df.drop("shown_first")
     evalset.plot_annotators(frame, tmp_path / "a.png", assume_a_first=True)
     screened = seen["table"]["position_intercept"]

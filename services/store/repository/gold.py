@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TypedDict, cast
 
-from pydantic import ValidationError
+import polars as pl
 from sqlalchemy import Connection, func, select
 
+from adaptive.annotation.gold import GoldCellError, read_gold
 from adaptive.core.data import JUDGMENT_FIELDS
-from services.schemas_gold import gold_cells
 from services.store import tables as t
 from services.store.repository._common import (
     StoreError,
@@ -103,6 +103,17 @@ def _judged(conn: Connection, project_id: str, items: set[str]) -> dict[GoldKey,
     return out
 
 
+def _checked(cells: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``cells`` by the gold files' own check (ids stripped, answers lowercased): the one the
+    HTTP door's schema runs too, so a row is refused for the same reason through every door."""
+    columns = ("item_id", "system_a", "system_b", "dimension", "answer")
+    frame = pl.DataFrame(
+        [{k: cell.get(k) for k in columns} for cell in cells],
+        schema=dict.fromkeys(columns, pl.Utf8),
+    )
+    return read_gold(frame).to_dicts()
+
+
 def add_gold_cells(
     *,
     conn: Connection,
@@ -113,7 +124,7 @@ def add_gold_cells(
     """Register gold cells, all or nothing; returns (created, unchanged).
 
     A cell registered before with the same answer (in either order) is a no-op. Each row
-    is checked as a gold file's (:class:`services.schemas_gold.GoldCellsCreate`), its
+    is checked as a gold file's (:func:`adaptive.annotation.gold.read_gold`), its
     systems, prompt and dimension must be registered, and its cell must have no stored
     judgment (the running tallies counted those as ordinary ones) nor be held as an
     ordinary cell under an active lease.
@@ -126,17 +137,10 @@ def add_gold_cells(
     """
     now = now or utcnow()
     try:
-        rows = gold_cells(list(cells))
-    except ValidationError as exc:
-        invalid = [
-            {
-                "row": e["loc"][1] if len(e["loc"]) > 1 else None,
-                "field": str(e["loc"][-1]),
-                "message": e["msg"],
-            }
-            for e in exc.errors()
-        ]
-        raise _refused("validation_error", "invalid gold row(s)", invalid) from None
+        rows = _checked(cells)
+    except GoldCellError as exc:
+        bad = {"row": exc.row - 1, "field": exc.column, "message": str(exc)}
+        raise _refused("validation_error", "invalid gold row(s)", [bad]) from None
     # one writer with the judgment batches: no judgment of a cell lands between the check
     # that it has none and its registration as gold
     lock_judgments(conn=conn, project_id=project_id)

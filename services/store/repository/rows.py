@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal, NotRequired, TypedDict
 
-from services.cells import NamedCell
+from evalset.cells import NamedCell
 
 
 class ProjectRow(TypedDict):

@@ -271,8 +271,8 @@ def test_latency_benchmark_runs_with_tiny_settings():
 
 
 def test_the_key_is_folded_from_the_seed_and_the_snapshot_version():
-    """STYLE.md rule 2, and the derivation the CLI and the API use (services.recommend_adapter)."""
-    from services.recommend_adapter import rng_key as adapter_key
+    """STYLE.md rule 2, and the derivation the CLI and the API use (evalset.recommend_adapter)."""
+    from evalset.recommend_adapter import rng_key as adapter_key
 
     snap = make_snapshot(np.zeros(2), [4, 4], num_prompts=6)
     key = recommend_key(5, snap.version)

@@ -207,8 +207,8 @@ def test_dashboard_authentication(server):
 
 
 def test_dashboard_colours_follow_the_figures():
+    from evalset.plots import DECISION_COLORS
     from services.api.dashboard_page import COLORS
-    from services.plots import DECISION_COLORS
 
     assert COLORS == DECISION_COLORS
 

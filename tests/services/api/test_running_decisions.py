@@ -14,8 +14,8 @@ import pytest
 from adaptive.estimation.streaming import Snapshot as StreamSnapshot
 from adaptive.stopping.decisions import DecisionRule
 from evalset.decide import decide_judgments
+from evalset.recommend_adapter import NamedFit, cell_state, prepare
 from services.api import next_batch as nb
-from services.recommend_adapter import NamedFit, cell_state, prepare
 from services.settings import Settings
 from services.store import repository as repo
 from tests.factories import SYSTEMS, ThreadServer, fresh_pg_database, judgments, new_project

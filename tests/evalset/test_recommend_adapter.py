@@ -14,7 +14,7 @@ import pytest
 from adaptive.core.cells import build_cells
 from adaptive.core.data import read_judgments
 from adaptive.estimation.streaming import Snapshot as StreamSnapshot
-from services.recommend_adapter import CellNames, canonical
+from evalset.recommend_adapter import CellNames, canonical
 from services.settings import Settings
 from tests.factories import ThreadServer
 

@@ -28,7 +28,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from services.colors import DECISION_COLORS  # noqa: E402
+from evalset.colors import DECISION_COLORS  # noqa: E402
 
 IMAGE_FORMATS = (".png", ".svg")
 

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 import evalset
-from services import plots
+from evalset import plots
 from services.cli import main
 
 PNG = b"\x89PNG\r\n\x1a\n"

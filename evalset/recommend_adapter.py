@@ -43,7 +43,7 @@ from adaptive.recommend import (
     tier_comparisons,
 )
 from adaptive.stopping.decisions import DecisionRule
-from services.cells import NamedCell, annotatable_cells
+from evalset.cells import NamedCell, annotatable_cells
 
 #: a judgment or leased cell as the CLI's files and the store give it (keys by column name)
 Row = Mapping[str, Any]
@@ -248,7 +248,7 @@ def cell_state(
         rows: judgments (``dimension``, ``item_id``, ``system_a``, ``system_b``,
             optional ``shown_first`` and ``annotator_id``).
         responses: (prompt, system) -> response text, for which cells can be
-            annotated (:func:`services.cells.annotatable_cells`).
+            annotated (:func:`evalset.cells.annotatable_cells`).
         annotator: exclude the cells this annotator judged.
 
     Returns:
