@@ -18,13 +18,7 @@ import polars as pl
 
 from adaptive.stopping.answers import answer_question, describe
 from adaptive.stopping.questions import Question, resolve
-from adaptive.stopping.rule import (
-    DEFAULT_CORRECTION,
-    DEFAULT_LEVEL,
-    DEFAULT_MARGIN,
-    DEFAULT_UNIT,
-    DecisionRule,
-)
+from adaptive.stopping.rule import DecisionRule
 from evalset._common import read
 from evalset.family import DecisionReport, decide_judgments, rule_of
 
@@ -123,14 +117,7 @@ def answer_judgments(
 
 
 def answer(
-    data: Any,
-    question: Question | str,
-    *,
-    dimension: str | None = None,
-    alpha: float = DEFAULT_LEVEL,
-    margin: float = DEFAULT_MARGIN,
-    unit: str = DEFAULT_UNIT,
-    correction: str = DEFAULT_CORRECTION,
+    data: Any, question: Question | str, *, dimension: str | None = None, **rule: Any
 ) -> pl.DataFrame:
     """The campaign's question answered from its judgments, one row per dimension.
 
@@ -141,19 +128,21 @@ def answer(
     least k), ``groups`` (the order in tied groups), ``pending`` (undecided comparisons
     that can still change the answer) and ``needed`` (their judgments likely still
     needed; null when one is out of sight). :func:`evalset.decisions` with the same
-    ``question`` gives the decisions it rests on.
+    ``question`` gives the decisions it rests on. ``rule``: the decision rule's options
+    (``alpha``, ``margin``, ``unit``, ``correction``; the question declares the family).
 
     Example:
         >>> import evalset
-        >>> row = evalset.answer("data/mtbench/judgments.csv", "top-1").row(0, named=True)
+        >>> row = evalset.answer("data/mtbench/judgments.csv", "top-3").row(0, named=True)
         >>> row["answered"], row["top"]
-        (True, ['gpt-4'])
+        (True, ['gpt-4', 'claude-v1', 'gpt-3.5-turbo'])
+        >>> evalset.answer("data/mtbench/judgments.csv", "top-1")["answer"][0]
+        'top 1 not yet separated; the top 1 are among {gpt-4, claude-v1, gpt-3.5-turbo}, at level 0.05, valid at every look'
     """
     judgments = read(data)
     if dimension is not None:
         judgments = judgments.filter(pl.col("dimension") == dimension)
-    rule = rule_of(alpha=alpha, margin=margin, unit=unit, correction=correction)
-    report = answer_judgments(judgments, rule, question)
+    report = answer_judgments(judgments, rule_of(**rule), question)
     return pl.DataFrame(report.answers, infer_schema_length=None)
 
 
