@@ -10,29 +10,18 @@ prompts can close it (``needs_new_prompts``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import polars as pl
 
-from adaptive.stopping.rule import (
-    DEFAULT_CORRECTION,
-    DEFAULT_FAMILY,
-    DEFAULT_LEVEL,
-    DEFAULT_MARGIN,
-    DEFAULT_UNIT,
-    DecisionRule,
-)
+from adaptive.stopping.rule import DecisionRule
 from evalset._common import read
 from evalset.family import DecisionReport as DecisionReport
 from evalset.family import FamilyJudgments as FamilyJudgments
 from evalset.family import decide_judgments as decide_judgments
 from evalset.family import family_judgments as family_judgments
 from evalset.family import rule_of as rule_of
-
-if TYPE_CHECKING:  # adaptive.stopping.decisions loads scipy: imported where it is used
-    pass
 
 
 def _judgments_and_rule(
@@ -49,15 +38,10 @@ def decisions(
     data: Any,
     *,
     dimension: str | None = None,
-    alpha: float = DEFAULT_LEVEL,
-    margin: float = DEFAULT_MARGIN,
-    unit: str = DEFAULT_UNIT,
-    correction: str = DEFAULT_CORRECTION,
-    family: str = DEFAULT_FAMILY,
-    pairs: Sequence[tuple[str, str]] = (),
     judge: Any = None,
     judge_name: str | None = None,
     question: str | None = None,
+    **rule: Any,
 ) -> pl.DataFrame:
     """Per comparison: ``B better``, ``A better``, ``equivalent`` or ``undecided``, valid at
     every look (:mod:`adaptive.stopping.decisions`), from its own judgments in row (arrival) order.
@@ -72,7 +56,9 @@ def decisions(
     (its dimension's unused prompts cannot close it), the e-values, ``alpha_each``,
     ``family`` and ``family_size`` (which comparisons share ``alpha``: ``compared``, the
     comparisons with judgments; ``registered``, the ``pairs`` given; ``all-pairs``) and
-    ``rule``. ``correction``: ``bonferroni``, ``e-holm`` or ``none`` (:mod:`adaptive.stopping.rule`).
+    ``rule``. ``rule``: the :class:`~adaptive.stopping.rule.DecisionRule`'s options
+    (``alpha``, ``margin``, ``unit``, ``correction``: ``bonferroni``, ``e-holm`` or ``none``,
+    ``family``, ``pairs``; :mod:`adaptive.stopping.rule`), its defaults when left out.
 
     ``judge``: an automatic judge's verdicts (a frame or file in the judgments schema whose
     ``annotator_id`` names the judge, optional ``inconsistent``) give hybrid decisions
@@ -93,69 +79,31 @@ def decisions(
     if judge is not None:
         from evalset.hybrid import hybrid_decisions
 
-        report = hybrid_decisions(
-            data,
-            judge,
-            judge=judge_name,
-            dimension=dimension,
-            alpha=alpha,
-            margin=margin,
-            unit=unit,
-            correction=correction,
-            family=family,
-            pairs=pairs,
-        )
+        report = hybrid_decisions(data, judge, judge=judge_name, dimension=dimension, **rule)
         return pl.DataFrame(report.rows, infer_schema_length=None)
-    judgments, rule = _judgments_and_rule(
-        data,
-        dimension,
-        alpha=alpha,
-        margin=margin,
-        unit=unit,
-        correction=correction,
-        family=family,
-        pairs=pairs,
-    )
+    judgments, asked = _judgments_and_rule(data, dimension, **rule)
     if question:
         from evalset.questions import answer_judgments
 
-        rows = answer_judgments(judgments, rule, question).decisions.rows
+        rows = answer_judgments(judgments, asked, question).decisions.rows
         return pl.DataFrame(rows, infer_schema_length=None)
-    return pl.DataFrame(decide_judgments(judgments, rule).rows, infer_schema_length=None)
+    return pl.DataFrame(decide_judgments(judgments, asked).rows, infer_schema_length=None)
 
 
-def evidence(
-    data: Any,
-    *,
-    dimension: str | None = None,
-    alpha: float = DEFAULT_LEVEL,
-    margin: float = DEFAULT_MARGIN,
-    unit: str = DEFAULT_UNIT,
-    correction: str = DEFAULT_CORRECTION,
-    family: str = DEFAULT_FAMILY,
-    pairs: Sequence[tuple[str, str]] = (),
-) -> pl.DataFrame:
+def evidence(data: Any, *, dimension: str | None = None, **options: Any) -> pl.DataFrame:
     """Each comparison's evidence after each of its judgments, as :func:`decisions` sees it.
 
     One row per (comparison, observation the decision uses): ``judgments`` (the
     comparison's judgments so far, the cost), ``log10_e_b`` / ``log10_e_a`` (the
     e-values against "B not better" / "A not better"), ``threshold`` (log10 of the
     level each must reach with Bonferroni's split over the family), ``cs_low``/``cs_high``
-    (the confidence sequence of Δ), ``decision`` (final) and ``closed_at``.
+    (the confidence sequence of Δ), ``decision`` (final) and ``closed_at``. ``options``:
+    the rule's, as :func:`decisions` takes them.
     """
     from adaptive.stopping.decisions import decide, decision_observations
     from adaptive.stopping.evidence import eb_confidence_sequence, log_sign_evalue
 
-    judgments, rule = _judgments_and_rule(
-        data,
-        dimension,
-        alpha=alpha,
-        margin=margin,
-        unit=unit,
-        correction=correction,
-        family=family,
-        pairs=pairs,
-    )
+    judgments, rule = _judgments_and_rule(data, dimension, **options)
     fj = family_judgments(judgments, rule)
     size = fj.family.size
     d = decide(fj.comparison, fj.prompt, fj.signed, size, rule, num_tests=size)

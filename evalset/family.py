@@ -1,4 +1,4 @@
-"""The comparison family a rule declares over a judgments frame, and the rule of keyword options.
+"""The comparison family a rule declares over a judgments frame, and its decisions.
 
 Shared by :mod:`evalset.decide` (human-only decisions) and :mod:`evalset.hybrid` (decisions
 with an automatic judge), so both doors decide the same comparisons under the same rule.
@@ -12,16 +12,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import polars as pl
 
-from adaptive.stopping.rule import (
-    DEFAULT_CORRECTION,
-    DEFAULT_FAMILY,
-    DEFAULT_LEVEL,
-    DEFAULT_MARGIN,
-    DEFAULT_UNIT,
-    DecisionRule,
-    Family,
-    comparison_family,
-)
+from adaptive.stopping.rule import DecisionRule, Family, comparison_family
+from adaptive.stopping.rule_options import rule_of as rule_of
 from evalset._common import _dims
 
 if TYPE_CHECKING:  # adaptive.stopping.decisions loads scipy: imported where it is used
@@ -37,24 +29,32 @@ class FamilyJudgments(NamedTuple):
     signed: np.ndarray
     available_prompts: np.ndarray  # (family size,) prompts of each comparison's dimension
     outside: list[tuple[str, str, str]]  # compared, but not in the family: no decision
+    source: np.ndarray  # (N,) each judgment's row in the frame
 
 
-def family_judgments(judgments: pl.DataFrame, rule: DecisionRule) -> FamilyJudgments:
+def family_judgments(
+    judgments: pl.DataFrame, rule: DecisionRule, *, systems: Sequence[str] = ()
+) -> FamilyJudgments:
     """The family ``rule`` declares over the frame's dimensions, and its judgments.
 
     A comparison of the family oriented the other way round from the data gets its
     judgments with the sign flipped; judgments of comparisons outside it are left out.
+    Judgments come dimension by dimension, in arrival order within each (``source`` is
+    each one's row in the frame). ``systems``: the campaign's systems beyond those judged
+    (the ``all-pairs`` family's; the service passes its registered ones).
     """
     from adaptive.core.cells import build_cells
 
     dims = _dims(judgments, None)
     cells = [build_cells(judgments, dimension=d) for d in dims]
     compared = [(cd.dimension, a, b) for cd in cells for a, b in cd.comparison_names()]
-    systems = sorted(set(judgments["system_a"].to_list()) | set(judgments["system_b"].to_list()))
-    family = comparison_family(rule, compared, systems=systems, dimensions=dims)
+    judged = set(judgments["system_a"].to_list()) | set(judgments["system_b"].to_list())
+    everyone = sorted(judged | set(systems))
+    family = comparison_family(rule, compared, systems=everyone, dimensions=dims)
     where = {(d, frozenset((a, b))): (f, (a, b)) for f, (d, a, b) in enumerate(family.comparisons)}
     available = np.zeros(family.size, np.int64)
-    comp, prompt, signed, outside = [], [], [], []
+    comp, prompt, signed, outside, source = [], [], [], [], []
+    dimension = judgments["dimension"].to_numpy()
     for cd in cells:
         index = np.full(cd.num_comparisons, -1, np.int64)
         flip = np.ones(cd.num_comparisons)
@@ -72,6 +72,7 @@ def family_judgments(judgments: pl.DataFrame, rule: DecisionRule) -> FamilyJudgm
         comp.append(index[j][keep])
         prompt.append(cd.judgment_prompt[keep])
         signed.append((cd.judgment_y[keep].astype(np.float64) - 1.0) * flip[j][keep])
+        source.append(np.flatnonzero(dimension == cd.dimension)[keep])
 
     def cat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
         return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
@@ -83,28 +84,7 @@ def family_judgments(judgments: pl.DataFrame, rule: DecisionRule) -> FamilyJudgm
         cat(signed, np.float64),
         available,
         outside,
-    )
-
-
-def rule_of(
-    *,
-    alpha: float = DEFAULT_LEVEL,
-    margin: float = DEFAULT_MARGIN,
-    unit: str = DEFAULT_UNIT,
-    correction: str = DEFAULT_CORRECTION,
-    family: str = DEFAULT_FAMILY,
-    pairs: Sequence[tuple[str, str]] = (),
-) -> DecisionRule:
-    """A :class:`DecisionRule` from keyword options; registered ``pairs`` imply that family."""
-    if pairs and family == DEFAULT_FAMILY:
-        family = "registered"
-    return DecisionRule(
-        alpha=alpha,
-        margin=margin,
-        unit=unit,
-        correction=correction,
-        family=family,
-        pairs=tuple((a, b) for a, b in pairs),
+        cat(source, np.int64),
     )
 
 

@@ -15,7 +15,6 @@ human judgments: they enter no count of judgments and no human-only decision.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -23,7 +22,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import polars as pl
 
-from adaptive.stopping.rule import DecisionRule
+from adaptive.stopping.corrections import Correction
+from adaptive.stopping.rule import DecisionRule, Family
 from evalset._common import read
 
 #: columns of a hybrid decision row beyond those it shares with the human-only rows
@@ -40,7 +40,12 @@ _FLIP_CODE = {"a": 2, "tie": 1, "b": 0}
 
 
 class JudgeError(ValueError):
-    """Judge verdicts that cannot be used (no judge, an unknown or ambiguous one, bad flags)."""
+    """Judge verdicts that cannot be used (no judge, an unknown or ambiguous one, bad flags),
+    or a rule hybrid decisions do not take; ``field`` names the parameter at fault."""
+
+    def __init__(self, message: str, *, field: str = "judge") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 def read_verdicts(source: Any) -> pl.DataFrame:
@@ -135,7 +140,7 @@ class HybridReport(NamedTuple):
     rows: list[dict[str, Any]]
     rule: DecisionRule
     judge: str
-    family: Any  # adaptive.stopping.rule.Family
+    family: Family
     outside: list[tuple[str, str, str]]
     decisions: Any  # adaptive.judge.hybrid_decisions.HybridDecisions (next_rates: the routing's)
     cells: pl.DataFrame  # the design: comparison (family index), item_id, verdict code
@@ -157,25 +162,24 @@ def _family_table(family: Any) -> pl.DataFrame:
 
 def describe(rule: DecisionRule, judge: str, size: int) -> str:
     """The rule's words for hybrid rows."""
-    each = _alpha_each(rule, size)
-    split = (
-        f"bonferroni: alpha {rule.alpha:g} / {size} comparisons = {each:.3g} each"
-        if rule.correction == "bonferroni"
-        else f"none: alpha {rule.alpha:g} per comparison"
-    )
+    each = rule.alpha_each(size)
     return (
         f"hybrid with judge {judge!r}, on the human judgments corrected by the judge's "
         f"calibrated verdicts: sign by beta({rule.mixture:g}) mixture e-processes at "
         f"{each / 2:.3g} each side; equivalence |delta| < {rule.margin:g} by an "
         f"empirical-Bernstein confidence sequence at {each / 2:.3g} each side; unit "
-        f"{rule.unit}; {split}"
+        f"{rule.unit}; {rule.correction.describe(rule.alpha, size)}"
     )
 
 
-def _alpha_each(rule: DecisionRule, size: int) -> float:
-    if rule.correction == "e-holm":
-        raise JudgeError("hybrid decisions take correction bonferroni or none (not e-holm)")
-    return rule.alpha_each(size) if rule.correction == "bonferroni" else rule.alpha
+def _check_correction(rule: DecisionRule) -> None:
+    """Hybrid decisions split the level as the correction does; they do not close by e-Holm."""
+    if rule.correction.closes_by_e_holm:
+        taken = [c.value for c in Correction if not c.closes_by_e_holm]
+        raise JudgeError(
+            f"hybrid decisions take correction {' or '.join(taken)} (not {rule.correction})",
+            field="correction",
+        )
 
 
 def decide_with_judge(
@@ -193,8 +197,8 @@ def decide_with_judge(
     Args:
         judgments: validated human judgments in arrival order (:func:`evalset.read`).
         verdicts: :func:`read_verdicts`'s frame (one or several judges).
-        rule: the :class:`DecisionRule` (its family, level, margin, unit; correction
-            ``bonferroni`` or ``none``).
+        rule: the :class:`DecisionRule` (its family, level, margin, unit; a correction that
+            does not close by e-Holm).
         judge: which judge (default: the only one).
         routes: the rates cells were served with by the hybrid's routing (the service's next
             batch records them): ``lease_id, annotator_id, dimension, item_id, system_a,
@@ -210,48 +214,74 @@ def decide_with_judge(
             defaults; ``sign="sequence"`` gives the rule before the sign e-processes).
 
     Returns:
-        :class:`HybridReport`; a row per family comparison with the human-only rows'
-        ``dimension, system_a, system_b, decision, net_preference, cs_low, cs_high,
-        n_judgments, n_used, n_prompts, closed_at, e_b_better, e_a_better`` and ``judge,
-        judge_cells, judge_agreement, effective_humans, judge_weight, alpha_each, family,
-        family_size, rule``. As in the human-only rows, a sign is decided by its e-process
-        (``e_b_better`` / ``e_a_better`` now; the decision when one reached
-        ``2 / alpha_each`` at some judgment) and ``cs_low, cs_high`` is the confidence
-        sequence that decides equivalence.
+        :class:`HybridReport`; a row per family comparison (:func:`hybrid_rows`). As in the
+        human-only rows, a sign is decided by its e-process (``e_b_better`` / ``e_a_better``
+        now; the decision when one reached ``2 / alpha_each`` at some judgment) and
+        ``cs_low, cs_high`` is the confidence sequence that decides equivalence.
     """
     from adaptive.judge.hybrid_decisions import decide_hybrid, design_shares
-    from adaptive.stopping.decisions import OUTCOME_NAMES, decision_observations
+    from adaptive.stopping.decisions import decision_observations
     from evalset.family import family_judgments
 
     rule = rule or DecisionRule()
+    _check_correction(rule)
     name = choose_judge(verdicts["annotator_id"].to_list(), judge)
-    family = family_judgments(judgments, rule).family
-    if rule.family == "all-pairs" and systems:
-        # the campaign's systems beyond those judged (the service's registered ones)
-        from adaptive.stopping.rule import comparison_family
-
-        judged_only = family_judgments(judgments, dataclasses.replace(rule, family="compared"))
-        pairs = judged_only.family.comparisons
-        dims = list(dict.fromkeys(d for d, _, _ in pairs))
-        family = comparison_family(rule, pairs, systems=sorted(systems), dimensions=dims)
-    alpha_each = _alpha_each(rule, family.size)
+    fj = family_judgments(judgments, rule, systems=systems)
+    family, R = fj.family, fj.family.size
+    order = np.argsort(fj.source, kind="stable")  # arrival order across the dimensions
+    comp, prompt = fj.comparison[order], fj.prompt[order]
+    humans = _humans(judgments, fj.source[order], comp)
     table = _family_table(family)
-    key = ["dimension", "system_a", "system_b"]
+    cells = _judge_cells(verdicts, name, table)
+    cost = _running_count(comp)
+    joined = humans.select("comparison", "item_id").join(
+        cells, on=["comparison", "item_id"], how="left", maintain_order="left"
+    )
+    verdict = joined["verdict"].to_numpy(allow_copy=True).astype(np.float64)
+    judge_cells = np.bincount(cells["comparison"].to_numpy(), minlength=R)
+    unjudged = judge_cells[comp] == 0
+    in_design = ~np.isnan(verdict) | unjudged
+    verdict = np.where(unjudged, 1, np.nan_to_num(verdict)).astype(np.int64)
+    rates, routed, repeat = _recorded_rates(humans, routes, table, name)
+    keep = (decision_observations(comp, prompt, rule.unit) | routed) & in_design & ~repeat
+    share = design_shares(cells["comparison"].to_numpy(), cells["verdict"].to_numpy(), R)
+    d = decide_hybrid(
+        comp[keep],
+        verdict[keep],
+        fj.signed[order][keep],
+        cost[keep],
+        share,
+        alpha_each=rule.alpha_each(R),
+        margin=rule.margin,
+        config=config,
+        rates=rates[keep] if routed.any() else None,
+        mixture=rule.mixture,
+    )
+    counts = HumanCounts(np.bincount(comp, minlength=R), _prompts_judged(comp, prompt, R))
+    rows = hybrid_rows(d, family, rule, name, judge_cells, counts)
+    return HybridReport(rows, rule, name, family, fj.outside, d, cells)
+
+
+class HumanCounts(NamedTuple):
+    """(family size,) each comparison's human judgments and prompts judged."""
+
+    judgments: np.ndarray
+    prompts: np.ndarray
+
+
+def _humans(judgments: pl.DataFrame, source: np.ndarray, comp: np.ndarray) -> pl.DataFrame:
+    """The family's human judgments (``source``: their rows) with their ``comparison``."""
     leased = ["lease_id"] if "lease_id" in judgments.columns else []
-    humans = (
-        judgments.select([*key, "item_id", "winner", "annotator_id", *leased])
-        .with_row_index("order")
-        .join(table, on=key, how="inner")
-        .sort("order")
-    )
-    sign = pl.col("winner").replace_strict(
-        {"a": -1.0, "tie": 0.0, "b": 1.0}, return_dtype=pl.Float64
-    )
-    humans = humans.with_columns(
-        pl.when(pl.col("flipped")).then(-sign).otherwise(sign).alias("signed")
-    )
+    picked = judgments.select("item_id", "annotator_id", *leased)[source]
+    return picked.with_columns(pl.Series("comparison", comp, pl.Int64))
+
+
+def _judge_cells(verdicts: pl.DataFrame, judge: str, table: pl.DataFrame) -> pl.DataFrame:
+    """The judge's verdict code on each family cell (comparison, item_id), oriented as the
+    family (an inconsistent tie: code 3)."""
+    key = ["dimension", "system_a", "system_b"]
     cells = (
-        verdicts.filter(pl.col("annotator_id") == name)
+        verdicts.filter(pl.col("annotator_id") == judge)
         .select([*key, "item_id", "winner", "inconsistent"])
         .join(table, on=key, how="inner")
         .unique(subset=["comparison", "item_id"], keep="first", maintain_order=True)
@@ -259,82 +289,57 @@ def decide_with_judge(
     forward = pl.col("winner").replace_strict(_CODE, return_dtype=pl.Int64)
     backward = pl.col("winner").replace_strict(_FLIP_CODE, return_dtype=pl.Int64)
     code = pl.when(pl.col("flipped")).then(backward).otherwise(forward)
-    cells = cells.with_columns(
+    return cells.with_columns(
         pl.when(pl.col("inconsistent") & (pl.col("winner") == "tie"))
         .then(pl.lit(3, pl.Int64))
         .otherwise(code)
         .alias("verdict")
     ).select("comparison", "item_id", "verdict")
-    R = family.size
-    comp = humans["comparison"].to_numpy()
-    prompt = humans["item_id"].cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)
-    used = decision_observations(comp, prompt, rule.unit)
-    cost = humans.select(pl.int_range(1, pl.len() + 1).over("comparison").alias("k"))
-    cost_k = cost["k"].to_numpy()
-    joined = humans.select("comparison", "item_id").join(
-        cells, on=["comparison", "item_id"], how="left", maintain_order="left"
-    )
-    verdict = joined["verdict"].to_numpy(allow_copy=True)
-    judge_cells = np.bincount(cells["comparison"].to_numpy(), minlength=R)
-    unjudged = judge_cells[comp] == 0
-    in_design = ~np.isnan(verdict.astype(np.float64)) | unjudged
-    verdict = np.where(unjudged, 1, np.nan_to_num(verdict.astype(np.float64))).astype(np.int64)
-    rates, routed, repeat = _recorded_rates(humans, routes, table, name)
-    keep = (used | routed) & in_design & ~repeat
-    share = design_shares(cells["comparison"].to_numpy(), cells["verdict"].to_numpy(), R)
-    d = decide_hybrid(
-        comp[keep],
-        verdict[keep],
-        humans["signed"].to_numpy()[keep],
-        cost_k[keep],
-        share,
-        alpha_each=alpha_each,
-        margin=rule.margin,
-        config=config,
-        rates=rates[keep] if routed.any() else None,
-        mixture=rule.mixture,
-    )
-    n_judgments = np.bincount(comp, minlength=R)
-    n_prompts = (
-        humans.group_by("comparison")
-        .agg(pl.col("item_id").n_unique().alias("n"))
-        .sort("comparison")
-    )
-    prompts = np.zeros(R, np.int64)
-    prompts[n_prompts["comparison"].to_numpy()] = n_prompts["n"].to_numpy()
-    words = describe(rule, name, R)
+
+
+def _running_count(comp: np.ndarray) -> np.ndarray:
+    """(N,) each judgment's count among its comparison's judgments so far (1, 2, ...)."""
+    by = np.argsort(comp, kind="stable")
+    ranked = comp[by]
+    count = np.empty(comp.shape[0], np.int64)
+    count[by] = np.arange(comp.shape[0]) - np.searchsorted(ranked, ranked, side="left") + 1
+    return count
+
+
+def _prompts_judged(comp: np.ndarray, prompt: np.ndarray, size: int) -> np.ndarray:
+    """(size,) the prompts each comparison has judgments of."""
+    if comp.shape[0] == 0:
+        return np.zeros(size, np.int64)
+    cells = np.unique(np.stack([comp, prompt]), axis=1)
+    return np.bincount(cells[0], minlength=size)
+
+
+def hybrid_rows(
+    d: Any, family: Family, rule: DecisionRule, judge: str, judge_cells: np.ndarray, counts: Any
+) -> list[dict[str, Any]]:
+    """One row per family comparison: the human-only rows' ``dimension, system_a, system_b,
+    decision, net_preference, cs_low, cs_high, n_judgments, n_used, n_prompts, closed_at,
+    e_b_better, e_a_better`` (:mod:`adaptive.stopping.decision_rows`), the judge's ``judge,
+    judge_cells, judge_agreement, effective_humans, judge_weight``, then ``alpha_each,
+    family, family_size, rule``."""
+    from adaptive.stopping.decision_rows import comparison_columns, count_columns, rule_columns
+
+    words, each = describe(rule, judge, family.size), rule.alpha_each(family.size)
     rows = []
-    for c, (dim, a, b) in enumerate(family.comparisons):
+    for c, names in enumerate(family.comparisons):
         judged = bool(judge_cells[c])
-        rows.append(
-            {
-                "dimension": dim,
-                "system_a": a,
-                "system_b": b,
-                "decision": OUTCOME_NAMES[int(d.outcome[c])],
-                "net_preference": _finite(d.estimate[c]),
-                "cs_low": float(d.low[c]),
-                "cs_high": float(d.high[c]),
-                "n_judgments": int(n_judgments[c]),
-                "n_used": int(d.num_used[c]),
-                "n_prompts": int(prompts[c]),
-                "closed_at": int(d.closed_at[c]) or None,
-                "e_b_better": _evalue(d.log_eb[c]),
-                "e_a_better": _evalue(d.log_ea[c]),
-                "judge": name,
-                "judge_cells": int(judge_cells[c]),
-                "judge_agreement": _finite(d.agreement[c]) if judged else None,
-                "effective_humans": _finite(d.effective_humans[c]),
-                "judge_weight": float(d.judge_weight[c]) if judged else None,
-                "alpha_each": float(alpha_each),
-                "family": family.kind,
-                "family_size": R,
-                "rule": words,
-            }
-        )
-    compared = judgments.select(key).unique(maintain_order=True)
-    outside = compared.join(table, on=key, how="anti", maintain_order="left").rows()
-    return HybridReport(rows, rule, name, family, outside, d, cells)
+        row = comparison_columns(names, d.outcome[c], d.estimate[c], d.low[c], d.high[c])
+        row |= count_columns(counts.judgments[c], d.num_used[c], counts.prompts[c], d.closed_at[c])
+        row |= {"e_b_better": _evalue(d.log_eb[c]), "e_a_better": _evalue(d.log_ea[c])}
+        row |= {
+            "judge": judge,
+            "judge_cells": int(judge_cells[c]),
+            "judge_agreement": _finite(d.agreement[c]) if judged else None,
+            "effective_humans": _finite(d.effective_humans[c]),
+            "judge_weight": float(d.judge_weight[c]) if judged else None,
+        }
+        rows.append(row | rule_columns(each, family, words))
+    return rows
 
 
 def _recorded_rates(

@@ -36,7 +36,7 @@ from adaptive.judge.hybrid import (
 )
 from adaptive.stopping.decisions import A_BETTER, B_BETTER, EQUIVALENT, UNDECIDED
 from adaptive.stopping.evidence import SPREAD_TOL
-from adaptive.stopping.rule import DEFAULT_LEVEL, DEFAULT_MARGIN, DEFAULT_MIXTURE
+from adaptive.stopping.rule import DEFAULT_LEVEL, DEFAULT_MARGIN, DEFAULT_MIXTURE, Correction
 
 #: the policies a hybrid replay compares: ``human_only`` is the product's human-only rule
 #: (:func:`run_human_only`), the others :func:`run` with the judge used as configured
@@ -166,7 +166,11 @@ def run_human_only(
     first = np.cumsum(counts) - counts
     cum_human = np.cumsum(pop.cell_prob, axis=1)
     rule = DecisionRule(
-        alpha=alpha_each, margin=margin, unit="judgment", correction="none", mixture=mixture
+        alpha=alpha_each,
+        margin=margin,
+        unit="judgment",
+        correction=Correction.NONE,
+        mixture=mixture,
     )
     state = start_decisions(R, int(counts.max()), rule)
     fed = np.zeros(R, np.int64)

@@ -1,7 +1,10 @@
 """Decisions as rows: one flat dict per comparison, the columns every door shows
-(:mod:`evalset.decide`, ``GET /decisions``, the dashboard)."""
+(:mod:`evalset.decide`, ``GET /decisions``, the dashboard); the hybrid rows
+(:mod:`evalset.hybrid`) share their columns through the same pieces."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -11,6 +14,43 @@ from adaptive.stopping.rule import Family
 
 def _finite(value: float) -> float | None:
     return float(value) if np.isfinite(value) else None
+
+
+def comparison_columns(
+    names: tuple[str, str, str], outcome: int, net: float, cs_low: float, cs_high: float
+) -> dict[str, Any]:
+    """A row's first columns: the comparison, its decision, Δ and its confidence sequence."""
+    dim, a, b = names
+    return {
+        "dimension": dim,
+        "system_a": a,
+        "system_b": b,
+        "decision": OUTCOME_NAMES[int(outcome)],
+        "net_preference": _finite(net),
+        "cs_low": float(cs_low),
+        "cs_high": float(cs_high),
+    }
+
+
+def count_columns(
+    num_judgments: int, num_used: int, num_prompts: int, closed_at: int
+) -> dict[str, Any]:
+    """A row's counts: judgments, those the decision used, prompts, and when it closed."""
+    return {
+        "n_judgments": int(num_judgments),
+        "n_used": int(num_used),
+        "n_prompts": int(num_prompts),
+        "closed_at": int(closed_at) or None,
+    }
+
+
+def rule_columns(alpha_each: float, family: Family | None, words: str) -> dict[str, Any]:
+    """A row's last columns: each comparison's level, the family (if given), the rule in words."""
+    out: dict[str, Any] = {"alpha_each": float(alpha_each)}
+    if family is not None:
+        out |= {"family": family.kind, "family_size": family.size}
+    out["rule"] = words
+    return out
 
 
 def decision_rows(
@@ -42,38 +82,29 @@ def decision_rows(
     share_low = decisions.share_low if decisions.share_low is not None else np.zeros(C)
     share_high = decisions.share_high if decisions.share_high is not None else np.ones(C)
     rows = []
-    for c, (dim, a, b) in enumerate(names):
+    for c, name in enumerate(names):
         needed = float(decisions.needed[c])
-        row = {
-            "dimension": dim,
-            "system_a": a,
-            "system_b": b,
-            "decision": OUTCOME_NAMES[int(decisions.outcome[c])],
-            "net_preference": _finite(net_used[c]),
-            "cs_low": float(decisions.cs_low[c]),
-            "cs_high": float(decisions.cs_high[c]),
+        row = comparison_columns(
+            name, decisions.outcome[c], net_used[c], decisions.cs_low[c], decisions.cs_high[c]
+        )
+        row |= {
             "b_share": _finite(b_share[c]),
             "b_share_low": float(share_low[c]),
             "b_share_high": float(share_high[c]),
-            "n_judgments": int(decisions.num_judgments[c]),
-            "n_used": int(decisions.num_obs[c]),
-            "n_prompts": int(decisions.num_prompts[c]),
-            "closed_at": int(decisions.closed_at[c]) or None,
-            "needed": None if not np.isfinite(needed) else int(round(needed)),
         }
+        row |= count_columns(
+            decisions.num_judgments[c],
+            decisions.num_obs[c],
+            decisions.num_prompts[c],
+            decisions.closed_at[c],
+        )
+        row["needed"] = None if not np.isfinite(needed) else int(round(needed))
         if available_prompts is not None:
             unused = max(int(available_prompts[c]) - int(decisions.num_prompts[c]), 0)
             row["unused_prompts"] = unused
             row["needs_new_prompts"] = bool(
                 decisions.outcome[c] == UNDECIDED and unit == "prompt" and needed > unused
             )
-        row |= {
-            "e_b_better": float(decisions.e_b[c]),
-            "e_a_better": float(decisions.e_a[c]),
-            "alpha_each": float(decisions.alpha_each),
-        }
-        if family is not None:
-            row |= {"family": family.kind, "family_size": family.size}
-        row["rule"] = decisions.rule
-        rows.append(row)
+        row |= {"e_b_better": float(decisions.e_b[c]), "e_a_better": float(decisions.e_a[c])}
+        rows.append(row | rule_columns(decisions.alpha_each, family, decisions.rule))
     return rows

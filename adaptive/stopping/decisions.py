@@ -374,7 +374,7 @@ def update(
         new["low01"][c], new["high01"][c] = low[-1], high[-1]
         new["log_eb"][c], new["log_ea"][c] = log_eb[-1], log_ea[-1]
     _share_bounds(new, counts, rule.mixture, side)
-    if rule.correction == "e-holm":
+    if rule.correction.closes_by_e_holm:
         _close_by_e_holm(new, rule, state.num_tests)
     return DecisionState(rule, state.num_tests, **new, cells=tally, version=tally.version)
 

@@ -1,8 +1,9 @@
 """The decision rule: one definition of each default, the comparison family, the multiplicity rule.
 
 Every door (``evalset decisions``, ``recommend`` and ``replay`` on the command line,
-:func:`evalset.decisions`, the HTTP routes) builds a :class:`DecisionRule` and takes
-its defaults from here: the decision level, the equivalence margin, the unit, the
+:func:`evalset.decisions`, the HTTP routes) builds a :class:`DecisionRule` through the
+parameters :mod:`adaptive.stopping.rule_options` makes of its fields, and takes its defaults
+and valid ranges from here: the decision level, the equivalence margin, the unit, the
 multiplicity rule and the comparison family are each written once, in this module.
 
 **The family** is the set of comparisons whose decisions share the error bound. It is
@@ -14,7 +15,8 @@ a design the team declares:
   dimension, whether judged yet or not;
 * ``all-pairs``: every pair of the systems, in every dimension (a round robin).
 
-**The multiplicity rule** (``correction``) across the family:
+**The multiplicity rule** (``correction``, a :class:`Correction` of
+:mod:`adaptive.stopping.corrections`, which carries each rule's behaviour) across the family:
 
 * ``bonferroni`` (default): each comparison at ``alpha / family size``;
 * ``e-holm``: closed testing with e-values (Vovk & Wang 2021, the arithmetic-mean
@@ -32,25 +34,28 @@ References:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Annotated, Any, Final, Literal, NamedTuple, get_args
 
 import numpy as np
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
+from pydantic.dataclasses import dataclass
+
+from adaptive.stopping.corrections import CORRECTIONS as CORRECTIONS
+from adaptive.stopping.corrections import Correction
 
 #: the campaign-wide error bound of the decisions
 DEFAULT_LEVEL = 0.05
 #: region of practical equivalence, |Δ| < margin (Δ in [-1, 1])
 DEFAULT_MARGIN = 0.1
-UNITS = ("prompt", "judgment")
-DEFAULT_UNIT = "prompt"
-CORRECTIONS = ("bonferroni", "e-holm", "none")
-DEFAULT_CORRECTION = "bonferroni"
-FAMILIES = ("compared", "registered", "all-pairs")
-DEFAULT_FAMILY = "compared"
+DEFAULT_UNIT: Final = "prompt"
+DEFAULT_CORRECTION = Correction.BONFERRONI
+DEFAULT_FAMILY: Final = "compared"
 #: a of the Beta(a, a) mixing prior of the sign e-processes
 DEFAULT_MIXTURE = 5.0
 #: e-values are used up to exp(690) ~ 1e300, so that they stay finite
 LOG_E_CAP = 690.0
+#: the most pairs a registered family lists
+MAX_PAIRS = 10_000
 
 FAMILY_WORDS = {
     "compared": "the comparisons with judgments",
@@ -59,72 +64,127 @@ FAMILY_WORDS = {
 }
 
 
+def _as_pairs(value: Any) -> Any:
+    """Registered pairs from ``(a, b)`` pairs, ``"A:B"`` texts or one ``"A:B,C:D"`` text."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [p for p in value.split(",") if p.strip()]
+    out = []
+    for pair in value:
+        if isinstance(pair, str):
+            a, sep, b = pair.partition(":")
+            if not sep or not a.strip() or not b.strip():
+                raise ValueError(f"{pair!r} is not SYSTEM_A:SYSTEM_B")
+            pair = (a.strip(), b.strip())
+        out.append(pair)
+    return tuple(out)
+
+
+# The rule's parameters, each with its valid range and meaning written once: the doors'
+# parameters (query, body, flags, keywords) are made from these (adaptive.stopping.rule_options).
+Level = Annotated[
+    float,
+    Field(
+        ge=1e-12,
+        lt=1.0,
+        description="decision level: campaign-wide error bound, shared by the comparison family",
+    ),
+]
+Margin = Annotated[
+    float,
+    Field(
+        ge=0.0,
+        lt=1.0,
+        description="equivalence region |net preference| < margin, in [-1, 1] units",
+    ),
+]
+Unit = Annotated[
+    Literal["prompt", "judgment"],
+    Field(
+        description="prompt: the first judgment of each (comparison, prompt) cell, a claim "
+        "about new prompts; judgment: every judgment, a claim about these prompts"
+    ),
+]
+Multiplicity = Annotated[
+    Correction,
+    Field(
+        description="multiplicity rule across the family: "
+        + "; ".join(f"{c.value}: {c.summary}" for c in Correction)
+    ),
+]
+Mixture = Annotated[float, Field(gt=0.0, description="a of the sign e-processes' Beta(a, a) prior")]
+FamilyKind = Annotated[
+    Literal["compared", "registered", "all-pairs"],
+    Field(
+        description="comparisons that share alpha: compared (those with judgments), registered "
+        "(the pairs given) or all-pairs (every pair of the systems)"
+    ),
+]
+Pairs = Annotated[
+    tuple[tuple[str, str], ...],
+    BeforeValidator(_as_pairs),
+    Field(
+        max_length=MAX_PAIRS,
+        validate_default=True,
+        description="the registered family, SYSTEM_A:SYSTEM_B pairs (implies family registered)",
+    ),
+]
+UNITS: tuple[str, ...] = get_args(get_args(Unit)[0])
+FAMILIES: tuple[str, ...] = get_args(get_args(FamilyKind)[0])
+
+
 @dataclass(frozen=True)
 class DecisionRule:
     """How decisions are made (every default of the decisions is this type's).
+
+    Built from its fields' types, which carry their valid ranges (a bad value is a
+    :class:`pydantic.ValidationError`, a ``ValueError``, naming the field).
 
     Attributes:
         alpha: the decision level: campaign-wide error bound (family-wise with
             ``bonferroni`` and ``e-holm``).
         margin: region of practical equivalence, |Δ| < margin (Δ in [-1, 1]).
         unit: ``prompt`` (first judgment of each cell) or ``judgment`` (all).
-        correction: the multiplicity rule across the family, one of :data:`CORRECTIONS`.
+        correction: the multiplicity rule across the family, a :class:`Correction` (or
+            its name).
         mixture: a of the Beta(a, a) mixing prior of the sign e-processes.
             Larger a suits small effects (|q - 1/2| around 1 / sqrt(8a)).
         family: which comparisons share ``alpha``, one of :data:`FAMILIES`.
         pairs: the registered (system_a, system_b) pairs (``family="registered"``).
     """
 
-    alpha: float = DEFAULT_LEVEL
-    margin: float = DEFAULT_MARGIN
-    unit: str = DEFAULT_UNIT
-    correction: str = DEFAULT_CORRECTION
-    mixture: float = DEFAULT_MIXTURE
-    family: str = DEFAULT_FAMILY
-    pairs: tuple[tuple[str, str], ...] = ()
+    alpha: Level = DEFAULT_LEVEL
+    margin: Margin = DEFAULT_MARGIN
+    unit: Unit = DEFAULT_UNIT
+    correction: Multiplicity = DEFAULT_CORRECTION
+    mixture: Mixture = DEFAULT_MIXTURE
+    family: FamilyKind = DEFAULT_FAMILY
+    pairs: Pairs = ()
 
-    def __post_init__(self) -> None:
-        if not 1e-12 <= self.alpha < 1.0:
-            raise ValueError(f"alpha must be in [1e-12, 1), not {self.alpha}")
-        if not 0.0 <= self.margin < 1.0:
-            raise ValueError(f"margin must be in [0, 1), not {self.margin}")
-        if self.unit not in UNITS:
-            raise ValueError(f"unit must be one of {UNITS}, not {self.unit!r}")
-        if self.correction not in CORRECTIONS:
-            raise ValueError(f"correction must be one of {CORRECTIONS}, not {self.correction!r}")
-        if self.mixture <= 0:
-            raise ValueError(f"mixture must be > 0, not {self.mixture}")
-        if self.family not in FAMILIES:
-            raise ValueError(f"family must be one of {FAMILIES}, not {self.family!r}")
-        pairs = tuple((str(a), str(b)) for a, b in self.pairs)
-        object.__setattr__(self, "pairs", pairs)
-        if (self.family == "registered") != bool(pairs):
+    @field_validator("pairs")
+    @classmethod
+    def _registered(
+        cls, pairs: tuple[tuple[str, str], ...], info: ValidationInfo
+    ) -> tuple[tuple[str, str], ...]:
+        if (info.data.get("family") == "registered") != bool(pairs):
             raise ValueError("pairs go with family='registered', and it needs at least one")
         if any(a == b for a, b in pairs):
             raise ValueError("a registered pair compares two different systems")
+        return pairs
 
     def alpha_each(self, num_tests: int) -> float:
         """The error bound of one comparison (e-Holm closes at least what this closes)."""
-        if self.correction == "none":
-            return self.alpha
-        return self.alpha / max(int(num_tests), 1)
+        return self.correction.alpha_each(self.alpha, num_tests)
 
     def describe(self, num_tests: int) -> str:
         """The rule in one line, for outputs."""
         each = self.alpha_each(num_tests)
-        if self.correction == "bonferroni":
-            split = f"bonferroni: alpha {self.alpha:g} / {num_tests} comparisons = {each:.3g} each"
-        elif self.correction == "e-holm":
-            split = (
-                f"e-holm: closed testing with e-values over {num_tests} comparisons at alpha "
-                f"{self.alpha:g} (at least bonferroni's {each:.3g} each)"
-            )
-        else:
-            split = f"no correction: alpha {self.alpha:g} each"
         return (
             f"anytime-valid; sign: beta({self.mixture:g}) mixture e-processes at {each / 2:.3g} "
             f"each side; equivalence |delta| < {self.margin:g}: empirical-Bernstein confidence "
-            f"sequence at {each / 2:.3g} each side; {split}; unit: {self.unit}"
+            f"sequence at {each / 2:.3g} each side; {self.correction.describe(self.alpha, num_tests)}; "
+            f"unit: {self.unit}"
         )
 
 

@@ -17,33 +17,18 @@ from collections.abc import Iterable
 from typing import Annotated, Any, NamedTuple, NoReturn
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from adaptive.stopping.decision_rows import decision_rows
 from adaptive.stopping.decisions import Decisions
-from adaptive.stopping.rule import (
-    CORRECTIONS,
-    DEFAULT_CORRECTION,
-    DEFAULT_FAMILY,
-    DEFAULT_LEVEL,
-    DEFAULT_MARGIN,
-    DEFAULT_UNIT,
-    FAMILIES,
-    UNITS,
-    DecisionRule,
-    Family,
-)
+from adaptive.stopping.rule import FAMILIES, DecisionRule, Family
+from adaptive.stopping.rule_options import RuleOptions, rule_options_model, rule_problems
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError, error_responses
 from services.api.tally import ProjectTally
 from services.schemas import PAIR_PATTERN, SchemaPattern
 
 router = APIRouter()
-
-
-def one_of(values: tuple[str, ...]) -> str:
-    """A pattern that matches one of ``values``."""
-    return "^(" + "|".join(values) + ")$"
 
 
 class DecisionRow(BaseModel):
@@ -92,75 +77,31 @@ class DecisionsPublic(BaseModel):
     rows: list[DecisionRow]
 
 
-def rule_query(
-    alpha: Annotated[
-        float, Query(ge=1e-12, lt=1.0, description="campaign-wide error bound")
-    ] = DEFAULT_LEVEL,
-    margin: Annotated[
-        float, Query(ge=0.0, lt=1.0, description="equivalence: |net preference| < margin")
-    ] = DEFAULT_MARGIN,
-    unit: Annotated[
-        str,
-        Query(
-            pattern=one_of(UNITS),
-            description="prompt: the first judgment of each cell; judgment: every judgment",
-        ),
-    ] = DEFAULT_UNIT,
-    correction: Annotated[
-        str,
-        Query(
-            pattern=one_of(CORRECTIONS),
-            description="the multiplicity rule across the family (adaptive.stopping.rule)",
-        ),
-    ] = DEFAULT_CORRECTION,
-    family: Annotated[
-        str,
-        Query(
-            pattern=one_of(FAMILIES),
-            description="which comparisons share alpha: compared (those with judgments), "
-            "registered (the pairs given) or all-pairs (every pair of the systems)",
-        ),
-    ] = DEFAULT_FAMILY,
-    pairs: Annotated[
-        list[Annotated[str, SchemaPattern(PAIR_PATTERN)]] | None,
-        Query(
-            max_length=10_000,
-            description="the registered family, each SYSTEM_A:SYSTEM_B (repeat the parameter); "
-            "implies family=registered",
-        ),
-    ] = None,
-) -> DecisionRule:
-    """The :class:`DecisionRule` of a request's query (a 422 names what is wrong)."""
-    parsed = []
-    for p in pairs or ():
-        a, sep, b = p.partition(":")
-        if not sep or not a.strip() or not b.strip():
-            _bad_rule("pairs", f"{p!r} is not SYSTEM_A:SYSTEM_B")
-        parsed.append((a.strip(), b.strip()))
-    return make_rule(
-        alpha=alpha, margin=margin, unit=unit, correction=correction, family=family, pairs=parsed
-    )
+#: the rule as query parameters: DecisionRule's fields, ``pairs`` repeated as SYSTEM_A:SYSTEM_B
+RuleQuery = rule_options_model(
+    "RuleQuery",
+    pairs=list[Annotated[str, SchemaPattern(PAIR_PATTERN)]] | None,
+    doc="The decision rule of a request's query.",
+)
 
 
-def make_rule(
-    *,
-    alpha: float,
-    margin: float,
-    unit: str,
-    correction: str,
-    family: str,
-    pairs: list[tuple[str, str]],
-) -> DecisionRule:
-    """A :class:`DecisionRule` as :func:`evalset.decide.rule_of` makes it (pairs imply the
-    registered family), or a 422."""
-    from evalset.decide import rule_of
-
+def http_rule(options: RuleOptions) -> DecisionRule:
+    """The :class:`DecisionRule` of a request's options, or a 422 naming each bad parameter."""
     try:
-        return rule_of(
-            alpha=alpha, margin=margin, unit=unit, correction=correction, family=family, pairs=pairs
-        )
-    except ValueError as exc:
-        _bad_rule("pairs" if "pair" in exc.args[0] else "rule", exc.args[0])
+        return options.build_rule()
+    except ValidationError as exc:
+        problems = rule_problems(exc)
+        raise ApiError(
+            422,
+            "validation_error",
+            "; ".join(f"{field}: {message}" for field, message in problems),
+            [{"field": field, "message": message} for field, message in problems],
+        ) from exc
+
+
+def rule_query(options: Annotated[RuleQuery, Query()]) -> DecisionRule:  # type: ignore[valid-type]
+    """The :class:`DecisionRule` of a request's query (a 422 names what is wrong)."""
+    return http_rule(options)
 
 
 def _bad_rule(field: str, message: str) -> NoReturn:

@@ -220,8 +220,7 @@ def hybrid_decisions(
     try:
         return _answer(state, project_id, rule, judge)
     except JudgeError as exc:
-        field = "correction" if "e-holm" in str(exc) else "judge"
-        _unprocessable(field, str(exc), exc)
+        _unprocessable(exc.field, str(exc), exc)
 
 
 def _without_gold(conn: Connection, project_id: str, judge: str) -> list[Any]:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from adaptive.stopping.rule import DecisionRule
+from adaptive.stopping.rule import Correction, DecisionRule
 from services.store import repository as repo
 from services.store.repository.verdicts import cells_judged_by
 
@@ -55,8 +55,8 @@ def route_cells(
 
     if not batch:
         return batch
-    if rule.correction == "e-holm":  # the rates do not depend on the correction
-        rule = dataclasses.replace(rule, correction="bonferroni")
+    if rule.correction.closes_by_e_holm:  # the rates do not depend on the correction
+        rule = dataclasses.replace(rule, correction=Correction.BONFERRONI)
     got = stored_report(state, project_id, rule, judge)
     if got is None:
         return batch

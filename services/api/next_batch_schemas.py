@@ -9,21 +9,16 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from adaptive.recommend import DEFAULT_BURN_IN
 from adaptive.stopping.decisions import DecisionRule
-from adaptive.stopping.rule import (
-    CORRECTIONS,
-    DEFAULT_CORRECTION,
-    DEFAULT_FAMILY,
-    DEFAULT_LEVEL,
-    DEFAULT_MARGIN,
-    DEFAULT_UNIT,
-    FAMILIES,
-    UNITS,
-)
-from services.api.decisions import make_rule, one_of
+from adaptive.stopping.rule_options import rule_options_model
+from services.api.decisions import http_rule
 from services.schemas import Id, JsonInt, Name
 
+#: the decision rule the batch serves (GET .../decisions takes the same, as a query):
+#: DecisionRule's fields, ``pairs`` as [system_a, system_b] pairs
+RuleBody = rule_options_model("RuleBody", pairs=list[tuple[Id, Id]] | None)
 
-class NextBatchCreate(BaseModel):
+
+class NextBatchCreate(RuleBody):  # type: ignore[misc,valid-type]  # fields made from DecisionRule
     """What to recommend."""
 
     model_config = ConfigDict(extra="forbid")
@@ -59,22 +54,6 @@ class NextBatchCreate(BaseModel):
         ge=0,
         le=2**31 - 1,
         description="same snapshot, request and seed: same batch",
-    )
-    # the decision rule the batch serves (GET .../decisions takes the same, as a query)
-    alpha: float = Field(default=DEFAULT_LEVEL, ge=1e-12, lt=1.0, description="error bound")
-    margin: float = Field(default=DEFAULT_MARGIN, ge=0.0, lt=1.0, description="equivalence")
-    unit: str = Field(default=DEFAULT_UNIT, pattern=one_of(UNITS))
-    correction: str = Field(default=DEFAULT_CORRECTION, pattern=one_of(CORRECTIONS))
-    family: str = Field(
-        default=DEFAULT_FAMILY,
-        pattern=one_of(FAMILIES),
-        description="the comparisons served: compared (those with judgments), registered "
-        "(pairs) or all-pairs (every pair of the systems)",
-    )
-    pairs: list[tuple[Id, Id]] | None = Field(
-        default=None,
-        max_length=10_000,
-        description="the registered family, [system_a, system_b] pairs (implies registered)",
     )
     route_by: Id | None = Field(
         default=None,
@@ -112,14 +91,7 @@ class NextBatchCreate(BaseModel):
 
     def rule(self) -> DecisionRule:
         """The :class:`DecisionRule` of the request (a 422 when it is not one)."""
-        return make_rule(
-            alpha=self.alpha,
-            margin=self.margin,
-            unit=self.unit,
-            correction=self.correction,
-            family=self.family,
-            pairs=[(a, b) for a, b in self.pairs or ()],
-        )
+        return http_rule(self)
 
 
 class LeasedCell(BaseModel):

@@ -284,7 +284,7 @@ class ProjectTally:
             found.state = update(
                 found.state, np.concatenate(comp), np.concatenate(prompt), np.concatenate(signed)
             )
-        if rule.correction == "e-holm":
+        if rule.correction.closes_by_e_holm:
             found.state = self._keep_closings(key, found.state)
         found.decided = decisions_of(found.state)
         return found.decided

@@ -3,18 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from enum import Enum, EnumMeta
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args, get_origin
 
-from adaptive.stopping.rule import (
-    CORRECTIONS,
-    DEFAULT_CORRECTION,
-    DEFAULT_FAMILY,
-    DEFAULT_LEVEL,
-    DEFAULT_MARGIN,
-    DEFAULT_UNIT,
-    FAMILIES,
-    UNITS,
-)
 from services.cli.common import FORMATS, add_map_arg, emit, log
 from services.cli.errors import CliError
 
@@ -61,71 +52,47 @@ HYBRID_DECISION_COLUMNS = (
 
 
 def add_rule_args(parser: argparse.ArgumentParser, *, with_family: bool = False) -> None:
-    """The decision rule's flags, shared by ``decisions``, ``recommend`` and ``replay``;
-    their defaults are :class:`adaptive.stopping.rule.DecisionRule`'s. ``with_family``: the comparison
-    family's flags too (``decisions`` and ``recommend``, with a file or a served project;
-    ``replay`` takes its own ``--family``)."""
-    parser.add_argument(
-        "--alpha",
-        type=float,
-        default=DEFAULT_LEVEL,
-        help="decision level: campaign-wide error bound, shared by the comparison family "
-        "(default: %(default)s)",
-    )
-    parser.add_argument(
-        "--margin",
-        type=float,
-        default=DEFAULT_MARGIN,
-        help="equivalence region |net preference| < margin, in [-1, 1] units "
-        "(default: %(default)s)",
-    )
-    parser.add_argument(
-        "--unit",
-        choices=list(UNITS),
-        default=DEFAULT_UNIT,
-        help=(
-            "prompt: the first judgment of each (comparison, prompt) cell, a claim about new "
-            "prompts; judgment: every judgment, a claim about these prompts "
-            "(default: %(default)s)"
-        ),
-    )
-    parser.add_argument(
-        "--correction",
-        choices=list(CORRECTIONS),
-        default=DEFAULT_CORRECTION,
-        help="multiplicity rule across the family: bonferroni, e-holm (closed testing with "
-        "e-values: decides at least what bonferroni does) or none (default: %(default)s)",
-    )
-    if with_family:
-        parser.add_argument(
-            "--family",
-            choices=list(FAMILIES),
-            default=DEFAULT_FAMILY,
-            help="comparisons that share alpha: compared (those with judgments), registered "
-            "(--pairs) or all-pairs (every pair of the systems) (default: %(default)s)",
-        )
-        parser.add_argument(
-            "--pairs",
-            help="the registered family: A:B,C:D (implies --family registered)",
-        )
+    """The decision rule's flags, shared by ``decisions``, ``recommend`` and ``replay``, made
+    from :class:`adaptive.stopping.rule.DecisionRule`'s fields (their types, defaults and
+    meaning; :data:`adaptive.stopping.rule_options.RULE_OPTIONS`). ``with_family``: the
+    comparison family's flags too (``decisions`` and ``recommend``, with a file or a served
+    project; ``replay`` takes its own ``--family``)."""
+    from adaptive.stopping.rule_options import RULE_FIELDS, RULE_OPTIONS
+
+    for name in RULE_OPTIONS:
+        if name in ("family", "pairs") and not with_family:
+            continue
+        info = RULE_FIELDS[name]
+        kind = info.annotation
+        options: dict[str, Any] = {"help": f"{info.description} (default: %(default)s)"}
+        if name == "pairs":
+            options = {"help": f"{info.description}: A:B,C:D"}
+        elif get_origin(kind) is Literal or (isinstance(kind, type) and issubclass(kind, Enum)):
+            options |= {"choices": [str(v) for v in _values(kind)], "default": info.default}
+        else:
+            options |= {"type": kind, "default": info.default}
+        parser.add_argument(f"--{name}", **options)
+
+
+def _values(kind: Any) -> list[Any]:
+    """The values a Literal or an Enum allows."""
+    if isinstance(kind, EnumMeta):
+        return [member.value for member in cast("type[Enum]", kind)]
+    return list(get_args(kind))
 
 
 def rule_from_args(args: argparse.Namespace) -> DecisionRule:
-    from evalset.batch import as_pairs
-    from evalset.decide import rule_of
+    """The rule of the flags :func:`add_rule_args` added, or a one-line error naming the flag."""
+    from pydantic import ValidationError
 
-    pairs = [p for p in (getattr(args, "pairs", None) or "").split(",") if p.strip()]
+    from adaptive.stopping.rule_options import RULE_OPTIONS, RuleKeywords, rule_problems
+
+    given = {k: getattr(args, k) for k in RULE_OPTIONS if getattr(args, k, None) is not None}
     try:
-        return rule_of(
-            alpha=args.alpha,
-            margin=args.margin,
-            unit=args.unit,
-            correction=args.correction,
-            family=getattr(args, "family", DEFAULT_FAMILY),
-            pairs=as_pairs(pairs),
-        )
-    except ValueError as exc:
-        raise CliError(f"{exc.args[0]} (--pairs wants SYSTEM_A:SYSTEM_B pairs)") from exc
+        return RuleKeywords(**given).build_rule()
+    except ValidationError as exc:
+        problems = rule_problems(exc)
+        raise CliError("; ".join(f"--{field}: {message}" for field, message in problems)) from exc
 
 
 def parse_question(text: str | None) -> Question:
