@@ -28,7 +28,6 @@ import math
 import re
 import threading
 import time
-from collections import OrderedDict
 from typing import Any
 from urllib.parse import unquote
 
@@ -36,6 +35,7 @@ import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.api.errors import RETRY_AFTER_SECONDS, error_body
+from services.lru import LRU
 from services.store import Store
 from services.store import repository as repo
 
@@ -163,8 +163,7 @@ class RateLimiter:
     """
 
     def __init__(self, max_keys: int = 50_000) -> None:
-        self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
-        self._max_keys = max_keys
+        self._buckets: LRU[str, _Bucket] = LRU(max_keys)
         self._lock = threading.Lock()
 
     def wait(self, key: str, rate: float, burst: int) -> float:
@@ -173,13 +172,7 @@ class RateLimiter:
             return 0.0
         now = time.monotonic()
         with self._lock:
-            bucket = self._buckets.get(key)
-            if bucket is None:
-                while len(self._buckets) >= self._max_keys:
-                    self._buckets.popitem(last=False)
-                bucket = self._buckets[key] = _Bucket(float(burst), now)
-            else:
-                self._buckets.move_to_end(key)
+            bucket = self._buckets.setdefault(key, lambda: _Bucket(float(burst), now))
             bucket.tokens = min(float(burst), bucket.tokens + (now - bucket.at) * rate)
             bucket.at = now
             if bucket.tokens >= 1.0:

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 import uuid
-from collections import OrderedDict
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
@@ -46,16 +44,6 @@ router = APIRouter()
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-# prepared recommender snapshots, keyed by project, snapshot versions and judgments seen
-_CACHE: OrderedDict[tuple[Any, ...], tuple[RecommenderState, dict[str, Any]]] = OrderedDict()
-_CACHE_LOCK = threading.Lock()
-_CACHE_SIZE = 16
-# what of a prepared snapshot does not depend on the judgments (the posteriors' state, the
-# names, the cells' responses), keyed by store, project, catalogue version, snapshot versions
-# and seed
-_BASES: OrderedDict[tuple[Any, ...], tuple[RecommenderState, CellNames, CellState]] = OrderedDict()
 
 
 def _public(lease: repo.LeaseRow, replayed: bool) -> NextBatchPublic:
@@ -131,27 +119,16 @@ def _prepare(
             rule,
             family.comparisons,
         )
-        with _CACHE_LOCK:
-            hit = _CACHE.get(key)
-            if hit is not None:
-                _CACHE.move_to_end(key)
+        hit = state.batch_states.get(key)
         if hit is None:
+            # what does not depend on the judgments: the posteriors' state, names, responses
             base_key = (state.store.url, project_id, tally.catalogue_version, key[2], seed)
-            with _CACHE_LOCK:
-                base = _BASES.get(base_key)
-                if base is not None:
-                    _BASES.move_to_end(base_key)
-            if base is None:
-                base = _base(state, project_id, tally, snaps, seed)
-                with _CACHE_LOCK:
-                    _BASES[base_key] = base
-                    while len(_BASES) > _CACHE_SIZE:
-                        _BASES.popitem(last=False)
-            hit = _build(tally, snaps, base, family, decisions)
-            with _CACHE_LOCK:
-                _CACHE[key] = hit
-                while len(_CACHE) > _CACHE_SIZE:
-                    _CACHE.popitem(last=False)
+            base = state.batch_bases.setdefault(
+                base_key, lambda: _base(state, project_id, tally, snaps, seed)
+            )
+            hit = state.batch_states.setdefault(
+                key, lambda: _build(tally, snaps, base, family, decisions)
+            )
         snapshot, maps = hit
         exclude = _judged_by(tally, maps["names"], annotator) if annotator else None
     return snapshot, {**maps, "exclude": exclude}

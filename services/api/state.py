@@ -16,7 +16,6 @@ import queue
 import socket
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -38,6 +37,7 @@ from services.api.background import (
 from services.api.limits import TokenCache
 from services.api.refresher import Refresher, RefreshEvent
 from services.api.tally import PROJECTS, Tallies
+from services.lru import LRU
 from services.settings import Settings
 from services.store import Store
 from services.store import repository as repo
@@ -119,8 +119,12 @@ class ServiceState:
     store: Store
     refresher: Refresher | None = None
     _frames: dict[Key, _Cached] = field(default_factory=dict)
-    _snapshots: OrderedDict[tuple[str, str, int], Snapshot] = field(default_factory=OrderedDict)
-    _answers: OrderedDict[tuple[Any, ...], Any] = field(default_factory=OrderedDict)
+    _snapshots: LRU[tuple[str, str, int], Snapshot] = field(default_factory=lambda: LRU(16))
+    _answers: LRU[tuple[Any, ...], Any] = field(default_factory=lambda: LRU(64))
+    #: prepared recommender states of the next batch, and what of them does not depend on
+    #: the judgments (services/api/next_batch.py)
+    batch_states: LRU[tuple[Any, ...], Any] = field(default_factory=lambda: LRU(16))
+    batch_bases: LRU[tuple[Any, ...], Any] = field(default_factory=lambda: LRU(16))
     _lock: threading.Lock = field(default_factory=threading.Lock)
     #: answers computed on a background thread (pruning, the default model's significance)
     jobs: BackgroundJobs = field(default_factory=BackgroundJobs)
@@ -549,11 +553,9 @@ class ServiceState:
             if meta is None:
                 return None
             cache_key = (project_id, dimension, int(meta["version"]))
-            with self._lock:
-                hit = self._snapshots.get(cache_key)
-                if hit is not None:
-                    self._snapshots.move_to_end(cache_key)
-                    return hit
+            hit = self._snapshots.get(cache_key)
+            if hit is not None:
+                return hit
             payload = repo.snapshot_payload(
                 conn=conn, project_id=project_id, dimension=dimension, version=meta["version"]
             )
@@ -568,10 +570,7 @@ class ServiceState:
             fit_seconds=float(meta["fit_seconds"]),
             diagnostics=dict(meta["diagnostics"]),
         )
-        with self._lock:
-            self._snapshots[cache_key] = snapshot
-            while len(self._snapshots) > 16:
-                self._snapshots.popitem(last=False)
+        self._snapshots[cache_key] = snapshot
         return snapshot
 
     def answer(
@@ -585,13 +584,4 @@ class ServiceState:
         per snapshot version: a snapshot's significance table is read many times between
         two re-estimations (its interval ends' Monte Carlo errors are most of its cost)."""
         key = (project_id, snapshot.dimension, snapshot.version, snapshot.method, options)
-        with self._lock:
-            if key in self._answers:
-                self._answers.move_to_end(key)
-                return self._answers[key]
-        found = compute()
-        with self._lock:
-            self._answers[key] = found
-            while len(self._answers) > 64:
-                self._answers.popitem(last=False)
-        return found
+        return self._answers.setdefault(key, compute)

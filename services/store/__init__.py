@@ -23,7 +23,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from services.lru import LRU
 
 # SQLAlchemy and Alembic load when a store is opened, not when the package is imported:
 # the shared validators (services.store.validation) are read by every command line entry
@@ -31,6 +33,10 @@ if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+#: the parsed cells a store keeps of the leases it read, at most (least recently read first out)
+LEASE_CELLS = 200_000
+#: where a store's connections carry that cache (:func:`repository.active_leased_cells`)
+LEASE_CELLS_KEY = "lease_cells"
 
 __all__ = ["Store", "WriteFailure", "unavailable_reason"]
 
@@ -149,6 +155,8 @@ class Store:
         # with sleeps growing to 100 ms (a request's write behind a batch's waited that long)
         self._write_lock = threading.RLock() if self.is_sqlite else None
         self._write_failure: WriteFailure | None = None
+        #: the parsed cells of the leases read, by lease id (:func:`repository.active_leased_cells`)
+        self.lease_cells: LRU[str, Any] = LRU(LEASE_CELLS, weight=len)
 
     def migrate(self) -> None:
         """Bring the schema to the newest migration (idempotent; safe with several replicas)."""
@@ -169,6 +177,7 @@ class Store:
     def read(self) -> Iterator[Connection]:
         """A read transaction (a consistent view on PostgreSQL and SQLite alike)."""
         with self.engine.begin() as conn:
+            conn.info[LEASE_CELLS_KEY] = self.lease_cells
             yield conn
 
     @contextmanager
@@ -181,9 +190,11 @@ class Store:
         try:
             if self._write_lock is None:
                 with self._write_engine.begin() as conn:
+                    conn.info[LEASE_CELLS_KEY] = self.lease_cells
                     yield conn
             else:
                 with self._write_lock, self._write_engine.begin() as conn:
+                    conn.info[LEASE_CELLS_KEY] = self.lease_cells
                     yield conn
         except Exception as exc:
             reason = unavailable_reason(exc)

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import threading
 import uuid
-from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import datetime
 from typing import cast
 
 from sqlalchemy import Connection, and_, select, text
 
+from services.lru import LRU
+from services.store import LEASE_CELLS_KEY
 from services.store import tables as t
 from services.store.repository._common import (
     _insert,
@@ -91,15 +91,6 @@ def get_lease_by_key(*, conn: Connection, project_id: str, idempotency_key: str)
     return out
 
 
-#: the parsed cells of leases already read, by (database, lease_id): a lease's cells never
-#: change once stored, and a next-batch request reads every active lease twice
-_CELLS: OrderedDict[tuple[str, str], list[LeasedCellRow]] = OrderedDict()
-_CELLS_LOCK = threading.Lock()
-#: cells kept at most (least recently read leases dropped first)
-_CELLS_SIZE = 200_000
-_cells_kept = 0
-
-
 def active_leased_cells(*, conn: Connection, project_id: str, now: datetime) -> list[LeasedCellRow]:
     """Cells of every lease of the project that has not expired at ``now`` (flattened).
 
@@ -113,28 +104,19 @@ def active_leased_cells(*, conn: Connection, project_id: str, now: datetime) -> 
             select(c.lease_id).where(and_(c.project_id == project_id, c.expires_at > now))
         )
     ]
-    database = str(conn.engine.url)
-    global _cells_kept
-    with _CELLS_LOCK:
-        have = {i: _CELLS.get((database, i)) for i in ids}
-        for i, value in have.items():
-            if value is not None:
-                _CELLS.move_to_end((database, i))
+    # a lease's cells never change once stored, and a next-batch request reads every active
+    # lease twice: the store's connections carry its cache of them (Store.read, Store.write)
+    kept: LRU[str, list[LeasedCellRow]] | None = conn.info.get(LEASE_CELLS_KEY)
+    have = {i: kept.get(i) if kept is not None else None for i in ids}
     missing = [i for i, value in have.items() if value is None]
-    if missing:
-        found: dict[str, list[LeasedCellRow]] = {}
-        for start in range(0, len(missing), 500):  # bounded IN lists (SQLite's variable limit)
-            part = missing[start : start + 500]
-            rows = conn.execute(select(c.lease_id, c.cells).where(c.lease_id.in_(part)))
-            found.update({lease_id: value for lease_id, value in rows})
-        have.update(found)
-        with _CELLS_LOCK:
-            for lease_id, value in found.items():
-                if (database, lease_id) not in _CELLS:
-                    _CELLS[(database, lease_id)] = value
-                    _cells_kept += len(value)
-            while _cells_kept > _CELLS_SIZE and _CELLS:
-                _cells_kept -= len(_CELLS.popitem(last=False)[1])
+    for start in range(0, len(missing), 500):  # bounded IN lists (SQLite's variable limit)
+        part = missing[start : start + 500]
+        for lease_id, value in conn.execute(
+            select(c.lease_id, c.cells).where(c.lease_id.in_(part))
+        ):
+            have[lease_id] = value
+            if kept is not None:
+                kept[lease_id] = value
     cells: list[LeasedCellRow] = []
     for i in ids:
         cells.extend(have[i] or ())
