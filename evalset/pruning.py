@@ -122,6 +122,13 @@ def describe_headroom(precision: Any) -> str:
         if not np.isfinite(p.best_gain)
         else f"the best subset of this size could be worth {p.best_gain:.1f} random prompts each"
     )
+    if np.isfinite(p.new_system_gain):
+        text += (
+            "; on systems not in these judgments (only what a prompt does on every comparison "
+            f"carries over) at most {p.new_system_gain:.1f}"
+        )
+        if p.new_system_gain < 2:
+            text += " (below 2: no subset is worth twice as many random prompts on new systems)"
     if p.verdict == "keep them all":
         return text + (
             "; pruning cannot help here (the prompts differ by little more than their noise): "

@@ -6,8 +6,9 @@
 Rows are appended to research/prune/holdout.jsonl (with the command that made them); the
 curves go to research/img/prune_holdout_<log>.png.
 
-Protocols, each pruning with the product (``fit_tiers`` + the cross-fitted ``crossfit``
-of ``evalset prune``, default options, ``--keep k``) on the training judgments only:
+Protocols, each pruning with the product (``fit_tiers`` + ``predict_precision`` of
+``evalset prune``, default options or ``--rank shared``, ``--keep k``) on the training
+judgments only:
 
 * ``annotators``: one annotator of every cell with several is held out (chosen per prompt
   in a random order, so a ranked screen stays whole); prune on the rest, measure every
@@ -33,8 +34,10 @@ comparison measured with its tier's kept prompts:
   full set's (same judgments), and ``random_net_rmse`` (median over draws);
 * ``tau``: Kendall tau of the systems' least-squares abilities from the kept prompts'
   net preferences against the full set's, and ``random_tau`` (median over draws);
-* ``printed``: the SE ratio ``evalset prune`` prints for that tier (cross-fitted on the
-  training judgments), beside the ``se_ratio`` the held-out judgments give.
+* ``printed``: the SE ratio ``evalset prune`` prints for that tier (predicted for a
+  repeat of the training judgments' layout), beside the ``se_ratio`` the held-out
+  judgments give (``research/prune_precision_checks.py`` compares the two at the held-out
+  layout, over seeds).
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ from scipy import stats
 from adaptive.core.cells import build_cells
 from adaptive.core.data import read_judgments
 from adaptive.prompts.loco_data import loco_data
-from adaptive.prompts.prune_crossfit import crossfit, fold_data
+from adaptive.prompts.prune_crossfit import fold_data
 from adaptive.prompts.prune_folds import (
     CellTable,
     cell_table,
@@ -64,6 +67,7 @@ from adaptive.prompts.prune_folds import (
     se_ratios,
     snr,
 )
+from adaptive.prompts.prune_predict import predict_precision
 from adaptive.prompts.pruning import PruneConfig, fit_tiers
 from adaptive.prompts.tiers import system_ability
 
@@ -205,11 +209,13 @@ def run_protocol(log: str, cells, protocol: str, ks, args, rng) -> list[dict]:  
     decisive = np.abs(train_table.mean).sum(1) / np.maximum(train_table.observed.sum(1), 1)
     strata = np.searchsorted(np.quantile(decisive, [0.25, 0.5, 0.75]), decisive, side="right")
     rows = []
+    fits = None
     for k in ks:
         start = time.perf_counter()
-        config = PruneConfig(keep=k, seed=args.seed)
-        fits = fit_tiers(train_data, config, jax.random.PRNGKey(args.seed), cell_weight=weight)
-        plans, precisions = crossfit(train_data, train_judged, config, fits)
+        config = PruneConfig(keep=k, seed=args.seed, rank=args.rank)
+        if fits is None:  # the fits do not depend on k
+            fits = fit_tiers(train_data, config, jax.random.PRNGKey(args.seed), cell_weight=weight)
+        plans, precisions = predict_precision(train_table, config, fits)
         for plan, precision in zip(plans, precisions):
             comps = np.intersect1d(plan.comparisons, measure_comps)
             if not len(comps):
@@ -219,6 +225,7 @@ def run_protocol(log: str, cells, protocol: str, ks, args, rng) -> list[dict]:  
                 {
                     "log": log,
                     "protocol": protocol,
+                    "rank": args.rank,
                     "tier": plan.tier,
                     "keep": k,
                     "prompts": len(cells.prompts),
@@ -265,7 +272,8 @@ def plot(log: str, rows: list[dict]) -> None:
     axes[0].set_ylabel("SE ratio vs all prompts (SNR_full / SNR_set)")
     axes[0].legend(fontsize=6)
     fig.tight_layout()
-    out = ROOT / "img" / f"prune_holdout_{log}.png"
+    suffix = "" if rows[0]["rank"] == "information" else f"_{rows[0]['rank']}"
+    out = ROOT / "img" / f"prune_holdout_{log}{suffix}.png"
     fig.savefig(out, dpi=110)
     plt.close(fig)
 
@@ -299,6 +307,7 @@ def main() -> None:
     parser.add_argument("--protocols", nargs="*", default=list(PROTOCOLS))
     parser.add_argument("--draws", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rank", choices=["information", "shared"], default="information")
     args = parser.parse_args()
     ROWS.parent.mkdir(exist_ok=True)
     for log in args.logs:

@@ -43,6 +43,7 @@ from adaptive.prompts.prune_folds import (
     se_ratios,
     snr,
 )
+from adaptive.prompts.prune_predict import shared_scores
 from adaptive.prompts.prune_shrinkage import fresh_se_ratio
 from adaptive.prompts.pruning import PruneConfig, fit_tiers, plan_tiers
 
@@ -80,9 +81,10 @@ def run_log(log: str, args) -> list[dict]:  # type: ignore[no-untyped-def]
         train_table, eval_table = cell_table(train_judged), cell_table(judged.subset(test))
         config = PruneConfig(keep=ks[0], seed=seed)
         fits = fit_tiers(train_data, config, jax.random.PRNGKey(seed), cell_weight=weight)
+        ranked = shared_scores(train_table, fits) if args.rank == "shared" else fits
         for k in ks:
             start = time.perf_counter()
-            plans = plan_tiers(fits, keep=k, target_se_ratio=None)
+            plans = plan_tiers(ranked, keep=k, target_se_ratio=None)
             cross = None
             if args.crossfit:
                 cross = crossfit(train_data, train_judged, PruneConfig(keep=k, seed=seed), fits)[1]
@@ -106,10 +108,14 @@ def run_log(log: str, args) -> list[dict]:  # type: ignore[no-untyped-def]
                     ).se_ratio
                     for v in ("additive", "none")
                 }
+                variants["shrinkage_normal"] = fresh_se_ratio(
+                    train_table, plan.comparisons, plan.kept, rng, fresh_count=fresh, prior="normal"
+                ).se_ratio
                 rows.append(
                     {
                         "log": log,
                         "seed": seed,
+                        "rank": args.rank,
                         "tier": plan.tier,
                         "keep": k,
                         "kept": len(plan.kept),
@@ -145,7 +151,14 @@ def summary(rows: list[dict]) -> None:
             f"{log} | {tier} | {k} | {truth:.2f} ({len(mine)}) | {eb:.2f} | {cf_txt} | "
             f"{insample:.2f} | {'yes' if ok else 'no'} ({eb / truth - 1:+.0%})"
         )
-    for key in ("shrinkage", "shrinkage_additive", "shrinkage_none", "crossfit", "in_sample"):
+    for key in (
+        "shrinkage",
+        "shrinkage_normal",
+        "shrinkage_additive",
+        "shrinkage_none",
+        "crossfit",
+        "in_sample",
+    ):
         errs = [np.log(r[key] / r["held_out"]) for r in rows if r.get(key) is not None]
         errs = [e for e in errs if np.isfinite(e)]
         if errs:
@@ -163,6 +176,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--min-clear", type=int, default=1)
     parser.add_argument("--crossfit", action="store_true")
+    parser.add_argument("--rank", choices=["information", "shared"], default="information")
     parser.add_argument("--out", default=str(ROWS))
     args = parser.parse_args()
     rows = []

@@ -104,6 +104,9 @@ class Precision:
     between_share: float  # median between-prompt share of a judgment's variance
     best_gain: float  # median best gain any subset could give, in random prompts each
     in_sample: float  # the model's in-sample expected SE ratio, for reference
+    #: the best gain on systems not in the judgments (only the prompts' shared effect
+    #: carries over; adaptive.prompts.prune_shrinkage.new_system_gain)
+    new_system_gain: float = float("nan")
 
     @property
     def verdict(self) -> str:

@@ -12,11 +12,18 @@ judgments too. No model is refitted: the prediction costs array work only.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from adaptive.prompts.prune_folds import CellTable
 from adaptive.prompts.prune_precision import Precision, headroom
-from adaptive.prompts.prune_shrinkage import NUM_DRAWS, fresh_se_ratio
+from adaptive.prompts.prune_shrinkage import (
+    NUM_DRAWS,
+    fit_shrinkage,
+    fresh_se_ratio,
+    new_system_gain,
+)
 from adaptive.prompts.pruning import PruneConfig, PruneFits, TierPlan, plan_tiers
 
 #: the draws behind a figure the target bisection compares (the printed one uses NUM_DRAWS)
@@ -47,6 +54,24 @@ def target_keep(table: CellTable, fits: PruneFits, tier: int, target: float, see
     return high
 
 
+def shared_scores(table: CellTable, fits: PruneFits) -> PruneFits:
+    """``fits`` ranking each tier's prompts by their shrunk shared effect v_p.
+
+    v_p is the posterior mean of what a prompt does on every comparison of the tier
+    (:func:`~adaptive.prompts.prune_shrinkage.fit_shrinkage`): a discrimination shrunk
+    toward the tier's prior, so a prompt with a few lucky cells does not rank first, and
+    the part of a prompt's behaviour that carries over to systems not yet judged.
+    """
+    scores = []
+    for t in range(len(fits.information)):
+        comparisons = np.flatnonzero(fits.assigned == t)
+        if len(comparisons):
+            scores.append(fit_shrinkage(table, comparisons).v_mean)
+        else:
+            scores.append(fits.information[t].mean(axis=0))
+    return replace(fits, scores=scores)
+
+
 def predict_precision(
     table: CellTable, config: PruneConfig, fits: PruneFits
 ) -> tuple[list[TierPlan], list[Precision]]:
@@ -58,6 +83,10 @@ def predict_precision(
         fits: :func:`~adaptive.prompts.pruning.fit_tiers` of the same judgments.
     """
     num_tiers = len(fits.information)
+    if config.rank == "shared":
+        fits = shared_scores(table, fits)
+    elif config.rank != "information":
+        raise ValueError(f"rank must be information or shared, not {config.rank!r}")
     if config.keep is not None:
         keeps = [config.keep] * num_tiers
     else:
@@ -84,9 +113,10 @@ def predict_precision(
                 between_share=share,
                 best_gain=gain,
                 in_sample=plan.se_ratio,
+                new_system_gain=new_system_gain(table, plan.comparisons, len(plan.kept) / num_p),
             )
         )
     return plans, precisions
 
 
-__all__ = ["SEARCH_DRAWS", "predict_precision", "target_keep"]
+__all__ = ["SEARCH_DRAWS", "predict_precision", "shared_scores", "target_keep"]

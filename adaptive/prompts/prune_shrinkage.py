@@ -32,10 +32,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from adaptive.prompts.prune_folds import CLEAR_SNR, CellTable
-from adaptive.prompts.prune_precision import INTERVAL, variance_split
+from adaptive.prompts.prune_precision import INTERVAL, best_gain, variance_split
 
 #: posterior draws of the cells' true means
 NUM_DRAWS = 400
+#: points of the grid the prompts' shared-effect prior is estimated on
+GRID_SIZE = 120
 #: the least variance of a fresh judgment
 MIN_NOISE = 0.02
 
@@ -55,15 +57,49 @@ class Shrinkage:
     residual: np.ndarray  # (P, C_t) y - mu, 0 where unobserved
     count: np.ndarray  # (P, C_t) judgments per cell
     second: np.ndarray  # (C_t,) mean square of a judgment
+    grid: np.ndarray | None = None  # (G,) support of the estimated prior of v_p (npmle)
+    posterior: np.ndarray | None = None  # (P, G) each prompt's posterior over the grid
+
+
+def npmle_posterior(
+    estimate: np.ndarray, se: np.ndarray, *, grid_size: int = GRID_SIZE, iterations: int = 400
+) -> tuple[np.ndarray, np.ndarray]:
+    """The prior of v_p by nonparametric maximum likelihood, and each prompt's posterior on it.
+
+    ``estimate`` (P,) ~ N(v_p, se^2) with v_p drawn from an unknown prior G, estimated on a
+    grid by EM (Kiefer & Wolfowitz 1956; Koenker & Mizera 2014, "Convex optimization,
+    shape constraints, compound decisions, and empirical Bayes rules"). A prompt with no
+    judgments (se infinite) gets G itself. Returns (grid (G,), posterior (P, G)).
+    """
+    seen = np.isfinite(se) & (se > 0)
+    lo, hi = estimate[seen].min(), estimate[seen].max()
+    pad = float(np.median(se[seen]))
+    grid = np.linspace(lo - pad, hi + pad, grid_size)
+    z = (estimate[:, None] - grid) / np.where(seen, se, 1.0)[:, None]
+    lik = np.where(seen[:, None], np.exp(-0.5 * z**2 + 0.5 * np.min(z**2, axis=1, keepdims=True)), 1.0)
+    prior = np.full(grid_size, 1.0 / grid_size)
+    for _ in range(iterations):
+        joint = lik * prior
+        post = joint / joint.sum(axis=1, keepdims=True)
+        prior = post[seen].mean(axis=0)
+    joint = lik * prior
+    return grid, joint / joint.sum(axis=1, keepdims=True)
 
 
 def fit_shrinkage(
-    table: CellTable, comparisons: np.ndarray, *, prompt_effect: str = "loaded"
+    table: CellTable,
+    comparisons: np.ndarray,
+    *,
+    prompt_effect: str = "loaded",
+    prior: str = "npmle",
 ) -> Shrinkage:
-    """The tier's prior by moments and the posterior of every prompt's shared effect.
+    """The tier's prior and the posterior of every prompt's shared effect.
 
     ``prompt_effect``: ``loaded`` (lambda_c as in the module doc), ``additive``
-    (lambda_c = 1) or ``none`` (s_v^2 = 0: every cell shrunk on its own).
+    (lambda_c = 1) or ``none`` (s_v^2 = 0: every cell shrunk on its own). ``prior``:
+    ``npmle`` (v_p's prior estimated nonparametrically, :func:`npmle_posterior`: a
+    selection of the most extreme prompts is shrunk as much as the prompts' actual
+    spread warrants, heavy tails included) or ``normal`` (N(0, s_v^2) by moments).
     """
     count = table.count[:, comparisons]
     obs = count > 0
@@ -95,15 +131,42 @@ def fit_shrinkage(
     v_mean = np.where(np.isfinite(precision), (inv * loading * resid).sum(axis=1) / precision, 0.0)
     v_sd = np.where(np.isfinite(precision), 1.0 / np.sqrt(precision), 0.0)
     second = table.squares[:, comparisons].sum(axis=0) / np.maximum(count.sum(axis=0), 1)
+    grid = posterior = None
+    own = (inv * loading**2).sum(axis=1)
+    if prior == "npmle" and prompt_var > 0 and np.count_nonzero(own) > 1:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            estimate = np.where(own > 0, (inv * loading * resid).sum(axis=1) / own, 0.0)
+            se = np.where(own > 0, 1.0 / np.sqrt(own), np.inf)
+        grid, posterior = npmle_posterior(estimate, se)
+        v_mean = posterior @ grid
+        v_sd = np.sqrt(np.maximum(posterior @ grid**2 - v_mean**2, 0.0))
     return Shrinkage(
-        sign, centre, loading, noise, prompt_var, cell_var, v_mean, v_sd, resid, count, second
+        sign,
+        centre,
+        loading,
+        noise,
+        prompt_var,
+        cell_var,
+        v_mean,
+        v_sd,
+        resid,
+        count,
+        second,
+        grid,
+        posterior,
     )
 
 
 def draw_means(model: Shrinkage, rng: np.random.Generator, num_draws: int) -> np.ndarray:
     """(D, P, C_t) draws of the observed cells' true means from their posterior (signed)."""
     num_p, num_c = model.residual.shape
-    v = model.v_mean + model.v_sd * rng.standard_normal((num_draws, num_p))
+    if model.posterior is not None and model.grid is not None:
+        cdf = np.cumsum(model.posterior, axis=1)
+        u = rng.random((num_draws, num_p, 1))
+        index = np.minimum((u > cdf[None]).sum(axis=2), len(model.grid) - 1)
+        v = model.grid[index]
+    else:
+        v = model.v_mean + model.v_sd * rng.standard_normal((num_draws, num_p))
     shared = v[:, :, None] * model.loading
     noise = np.where(model.count > 0, model.noise / np.maximum(model.count, 1), np.inf)
     shrink = model.cell_var / (model.cell_var + noise)  # 0 where unobserved
@@ -169,6 +232,7 @@ def fresh_se_ratio(
     fresh_count: np.ndarray | None = None,
     num_draws: int = NUM_DRAWS,
     prompt_effect: str = "loaded",
+    prior: str = "npmle",
 ) -> FreshFigure:
     """The kept prompts' SE ratio against all prompts on fresh judgments (module doc).
 
@@ -182,7 +246,7 @@ def fresh_se_ratio(
     nan = FreshFigure(np.nan, np.nan, np.nan, np.nan, np.nan)
     if not len(comparisons) or len(kept) < 2:
         return nan
-    model = fit_shrinkage(table, comparisons, prompt_effect=prompt_effect)
+    model = fit_shrinkage(table, comparisons, prompt_effect=prompt_effect, prior=prior)
     counts = model.count if fresh_count is None else np.asarray(fresh_count, dtype=np.float64)
     observed = (model.count > 0) & (counts > 0)
     truth = draw_means(model, rng, num_draws)
@@ -214,4 +278,37 @@ def fresh_se_ratio(
     return FreshFigure(float(mid), float(low), float(high), float(worth), float(share))
 
 
-__all__ = ["FreshFigure", "NUM_DRAWS", "Shrinkage", "draw_means", "fit_shrinkage", "fresh_se_ratio"]
+def new_system_gain(table: CellTable, comparisons: np.ndarray, share_kept: float) -> float:
+    """The best gain (random prompts per kept prompt) any subset could give on new systems.
+
+    What a set chosen on these systems' judgments can know about a new comparison's prompts
+    is their shared effect lambda v_p; the rest (e_pc) is news. So the bound is
+    :func:`~adaptive.prompts.prune_precision.best_gain` with only lambda_c^2 s_v^2 as the
+    prompts' spread and s_e^2 with the judgments' noise; median over the clearly signed
+    comparisons (NaN if none).
+    """
+    if not len(comparisons):
+        return float("nan")
+    model = fit_shrinkage(table, comparisons)
+    count = model.count
+    obs = count > 0
+    n = np.maximum(obs.sum(axis=0), 1)
+    cell_noise = np.where(obs, model.noise / np.maximum(count, 1), 0.0).sum(axis=0) / n
+    spread = model.prompt_var * model.loading**2
+    rest = model.cell_var + cell_noise
+    gain = best_gain(model.centre, spread, rest, share_kept)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        full = model.centre / np.sqrt((spread + rest) / n)
+    use = (np.abs(full) >= CLEAR_SNR) & np.isfinite(gain)
+    return float(np.median(gain[use])) if use.any() else float("nan")
+
+
+__all__ = [
+    "new_system_gain",
+    "FreshFigure",
+    "NUM_DRAWS",
+    "Shrinkage",
+    "draw_means",
+    "fit_shrinkage",
+    "fresh_se_ratio",
+]

@@ -113,6 +113,7 @@ def plan_tier(
     keep: int | None = None,
     target_se_ratio: float | None = None,
     comparisons: np.ndarray | None = None,
+    score: np.ndarray | None = None,
 ) -> TierPlan:
     """Choose the kept prompts of one tier.
 
@@ -125,6 +126,7 @@ def plan_tier(
         keep: keep exactly this many (before coverage additions), or
         target_se_ratio: keep the smallest top-k with expected SE <= ratio x full.
         comparisons: the original indices of the coverage rows (for reasons).
+        score: (P,) what to rank by (default: the information averaged over the draws).
 
     Returns:
         The :class:`TierPlan`.
@@ -132,7 +134,7 @@ def plan_tier(
     if (keep is None) == (target_se_ratio is None):
         raise ValueError("give exactly one of keep and target_se_ratio")
     num_p = information.shape[1]
-    score = information.mean(axis=0)
+    score = information.mean(axis=0) if score is None else np.asarray(score, dtype=np.float64)
     ranking = select_prompts(
         chain(drop_redundant(groups, score), rank_by_information(score)),
         jax.random.PRNGKey(RANKING_SEED),
@@ -199,6 +201,10 @@ class PruneConfig:
     num_draws: int = 400
     num_info_draws: int = 100
     seed: int = 0
+    #: ``shared`` (each prompt's shrunk effect shared by the tier's comparisons,
+    #: adaptive.prompts.prune_predict: better on fresh judgments and on new systems in the
+    #: held-out check) or ``information`` (Fisher information at the tier's abilities)
+    rank: str = "shared"
 
 
 @dataclass(frozen=True)
@@ -213,6 +219,7 @@ class PruneFits:
     inside: list[int]  # comparisons inside each tier
     coverage: np.ndarray  # (C, P) prompt judged for the comparison
     converged: bool
+    scores: list[np.ndarray] | None = None  # per tier, (P,) to rank by instead of information
 
 
 def fit_tiers(
@@ -309,20 +316,27 @@ def plan_tiers(
             keep=tier_keep,
             target_se_ratio=target_se_ratio,
             comparisons=mine,
+            score=None if fits.scores is None else fits.scores[t],
         )
         plan.info["item_parameters_from_tier"] = float(fits.from_tier[t])
+        plan.info["ranked_by_shared"] = float(fits.scores is not None)
         plan.info["tier_comparisons"] = float(fits.inside[t])
         plans.append(plan)
     return plans
 
 
 def prune(data: LocoData, config: PruneConfig) -> tuple[list[TierPlan], Tiers, dict]:
-    """Fit, tier, and plan every tier (see module doc).
+    """Fit, tier, and plan every tier (see module doc), ranking by information.
+
+    ``config.rank`` must be ``information`` here: the shared ranking needs the judgments
+    themselves (:func:`evalset.pruning.prune_judgments`).
 
     Returns:
         (plans, tiers, info): one :class:`TierPlan` per tier, the tiers, and
         diagnostics (convergence, redundancy groups).
     """
+    if config.rank != "information":
+        raise ValueError("prune ranks by information; rank='shared' needs the judgments")
     fits = fit_tiers(data, config, jax.random.PRNGKey(config.seed))
     plans = plan_tiers(fits, keep=config.keep, target_se_ratio=config.target_se_ratio)
     return plans, fits.tiers, {"converged": fits.converged, "groups": fits.groups, "fits": fits}
@@ -360,7 +374,12 @@ def plan_rows(
         for p in range(len(prompts)):
             kind, arg = plan.reasons.get(p, (0, -1))
             if kind == SELECTED:
-                reason = f"top {int(plan.info['k_selected'])} by information for tier {tier}"
+                by = (
+                    "information"
+                    if plan.info.get("ranked_by_shared", 0.0) == 0
+                    else "shared effect"
+                )
+                reason = f"top {int(plan.info['k_selected'])} by {by} for tier {tier}"
             elif kind == COVERS:
                 a, b = comparison_names[arg]
                 reason = f"only kept prompt judged for {a} vs {b}"

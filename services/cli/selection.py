@@ -192,7 +192,10 @@ def run_prune_command(args: argparse.Namespace) -> int:
     from evalset.pruning import prune_judgments
 
     config = PruneConfig(
-        keep=args.keep, target_se_ratio=args.target_se_ratio, **_selection_options(args)
+        keep=args.keep,
+        target_se_ratio=args.target_se_ratio,
+        rank=args.rank,
+        **_selection_options(args),
     )
     rows = prune_judgments(
         read_judgments(args.data),
@@ -292,8 +295,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     group.add_argument(
         "--target-se-ratio",
         type=float,
-        help="keep the fewest prompts whose SE ratio vs the full set, cross-fitted on fresh "
-        "judgments, is within this ratio",
+        help="keep the fewest prompts whose SE ratio vs the full set on fresh judgments "
+        "(predicted, the selection's luck shrunk away) is within this ratio",
+    )
+    p.add_argument(
+        "--rank",
+        choices=["shared", "information"],
+        default="shared",
+        help="rank a tier's prompts by their effect shared by the tier's comparisons, shrunk "
+        "for noise (default: better on fresh judgments and new systems in the held-out "
+        "check, docs/selection.md), or by Fisher information at the tier's abilities (the "
+        "paper's ranking)",
     )
     _add_selection_args(p)
     p.add_argument(

@@ -73,3 +73,63 @@ def test_no_prompt_signal_means_random_worth():
     figure = fresh_se_ratio(table, np.arange(NUM_C), kept, rng)
     assert figure.se_ratio == pytest.approx(2.0, rel=0.15)
     assert figure.worth_random == pytest.approx(1.0, abs=0.3)
+
+
+def _frame(seed: int):  # type: ignore[no-untyped-def]
+    """A known-truth campaign (40 prompts, 5 systems, 2 judgments a cell) as judgments."""
+    import polars as pl
+
+    from adaptive.prompts.prune_simulate import judge, simulate_truth
+
+    rng = np.random.default_rng(seed)
+    truth = simulate_truth(rng, num_prompts=40, num_systems=5, spread=1.0, interaction=0.1)
+    judged = judge(rng, truth, np.arange(len(truth.pair_a)), 2)
+    winner = np.where(judged.x > 0, "b", np.where(judged.x < 0, "a", "tie"))
+    frame = pl.DataFrame(
+        {
+            "item_id": [f"p{p:02d}" for p in judged.prompt],
+            "system_a": [f"s{truth.pair_a[c]}" for c in judged.comparison],
+            "system_b": [f"s{truth.pair_b[c]}" for c in judged.comparison],
+            "annotator_id": [f"r{a}" for a in judged.annotator],
+            "winner": winner.tolist(),
+            "dimension": "overall",
+        }
+    )
+    return frame, truth
+
+
+def test_rank_shared_keeps_the_prompts_with_the_largest_shrunk_shared_effect():
+    from adaptive.core.cells import build_cells
+    from adaptive.prompts.prune_folds import judged_from_cells
+    from adaptive.prompts.pruning import PruneConfig
+    from evalset.pruning import prune_judgments
+
+    frame, truth = _frame(0)
+    config = PruneConfig(keep=10, num_tiers=1, rank="shared", redundancy_threshold=None)
+    rows = prune_judgments(frame, config)
+    kept = {r["item_id"] for r in rows if r["kept"] and r["reason"].startswith("top")}
+    cells = build_cells(frame)
+    table = cell_table(judged_from_cells(cells))
+    v = fit_shrinkage(table, np.arange(cells.num_comparisons)).v_mean
+    assert kept == {cells.prompts[p] for p in np.argsort(-v)[:10]}
+    # the prompts it keeps are the discriminating ones
+    a = dict(zip([f"p{p:02d}" for p in range(40)], truth.discrimination))
+    assert np.mean([a[p] for p in kept]) > np.quantile(truth.discrimination, 0.6)
+    with pytest.raises(ValueError, match="rank must be"):
+        prune_judgments(frame, PruneConfig(keep=10, num_tiers=1, rank="alpha"))
+
+
+def test_only_the_shared_effect_carries_over_to_new_systems():
+    """Prompts that differ per comparison only (no shared effect) can be pruned for these
+    systems (best gain > 1.5) but not for new ones (gain ~1); a shared effect carries over."""
+    from adaptive.prompts.prune_precision import headroom
+    from adaptive.prompts.prune_shrinkage import new_system_gain
+
+    rng = np.random.default_rng(4)
+    own = np.clip(0.3 + rng.normal(0, 0.3, (NUM_P, NUM_C)), -0.75, 0.75)
+    table = cell_table(_judge(rng, own, 10))
+    comps = np.arange(NUM_C)
+    assert headroom(table, comps, 0.25)[1] > 1.5
+    assert new_system_gain(table, comps, 0.25) < 1.2
+    shared = cell_table(_judge(rng, _truth(rng, shared=1.0), 10))
+    assert new_system_gain(shared, comps, 0.25) > 1.5

@@ -99,11 +99,15 @@ def test_redundancy_groups_without_a_threshold_are_empty():
 
 def test_prune_reports_where_each_tier_took_its_item_parameters():
     data = two_tier_data(0)
-    config = PruneConfig(keep=4, num_draws=60, num_info_draws=20, min_tier_comparisons=3)
+    config = PruneConfig(
+        keep=4, num_draws=60, num_info_draws=20, min_tier_comparisons=3, rank="information"
+    )
     plans, tiers, _ = prune(data, config)
     assert [p.info["item_parameters_from_tier"] for p in plans] == [1.0, 1.0]
     assert [p.info["tier_comparisons"] for p in plans] == [3.0, 3.0]
-    strict = PruneConfig(keep=4, num_draws=60, num_info_draws=20, min_tier_comparisons=4)
+    strict = PruneConfig(
+        keep=4, num_draws=60, num_info_draws=20, min_tier_comparisons=4, rank="information"
+    )
     plans, _, _ = prune(data, strict)
     assert [p.info["item_parameters_from_tier"] for p in plans] == [0.0, 0.0]
 
