@@ -40,6 +40,7 @@ class RecommendRequest:
         question: the campaign's question (``top-k:2``, ``ranking``, ``versus:R``, ...; docs/
             decisions.md, "Questions"): the batch serves only the comparisons that can still
             change its answer (``pending``), none once it is answered.
+        dimensions: serve only these dimensions (default: every one).
     """
 
     size: int = 20
@@ -54,6 +55,7 @@ class RecommendRequest:
     parameterization: str = "comparison"
     draws: int = DEFAULT_DRAWS
     question: str = ""
+    dimensions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.size <= 0:
@@ -151,8 +153,8 @@ def recommend_batch(
     Raises:
         ValueError: a target names a system or pair the data do not have.
     """
-    from adaptive.recommend import Request
-    from evalset.recommend_adapter import UnknownName, not_served, recommend_named, targets
+    from evalset.plan import NamedSnapshot, batch_targets, plan_batch
+    from evalset.recommend_adapter import UnknownName
 
     say = log or (lambda _: None)
     tell = note or say
@@ -160,39 +162,21 @@ def recommend_batch(
     responses = responses or {}
     fits = recommend_fits(judgments, request, log=say)
     snapshot, names, state, exclude = recommend_state(fits, judgments, request, responses=responses)
+    named = NamedSnapshot(snapshot, names)
+    asked = (
+        question_targets(judgments, request, names.comparisons, tell) if request.question else None
+    )
     try:
-        chosen = targets(
-            snapshot,
-            names,
-            pairs=list(request.targets),
-            adjacent=request.adjacent,
-            tier=list(request.tier),
-        )
+        chosen = batch_targets(named, request, asked)
     except UnknownName as exc:
         raise ValueError(exc.args[0]) from exc
-    if request.question:
-        chosen = question_targets(judgments, request, names.comparisons, tell)
-    batch, info = recommend_named(
-        request.seed,
-        snapshot,
-        names,
-        state,
-        Request(
-            size=request.size,
-            targets=chosen,
-            exclude=exclude,
-            burn_in=request.burn_in,
-            allow_repeats=request.rule.unit == "judgment",
-            max_per_cell=1 if request.annotator else request.max_per_cell,
-        ),
-    )
+    batch, left_out, info = plan_batch(named, state, request, chosen=chosen, exclude=exclude)
     say(
         f"{len(batch)} tasks from {info.num_candidates} candidate cells; "
         f"{int(info.decided.sum())}/{snapshot.num_comparisons} comparisons closed (they get "
         f"no task unless named); {info.unannotatable} cells cannot be annotated (a missing "
         f"or identical response) and are never served"
     )
-    left_out = not_served(info, snapshot, names)
     for row in left_out:
         need = "no decision in sight" if row["needed"] is None else f"~{row['needed']} judgments"
         tell(

@@ -4,8 +4,6 @@ from validated requests to store calls (the answers from snapshots are in
 
 from __future__ import annotations
 
-import hashlib
-import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated
 
@@ -23,10 +21,10 @@ from services.api.fit_health import (
     fit_failures,
     fits_public,
 )
+from services.api.idempotency import Idempotent, idempotent
 from services.api.limits import admin_token_ok
 from services.api.store_health import write_failure
 from services.store import repository as repo
-from services.store.validation import id_problem
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -415,13 +413,6 @@ def add_judgments(
     """
     rows = [j.model_dump() for j in body.judgments]
     _refuse_repeated([r["judgment_id"] for r in rows], "judgment_id")
-    if idempotency_key is not None and (problem := id_problem(idempotency_key)) is not None:
-        raise ApiError(
-            422,
-            "validation_error",
-            f"invalid Idempotency-Key: {problem}",
-            [{"field": "Idempotency-Key", "message": problem}],
-        )
     # the fields judgments gained in 0007 count only when given: a batch keyed before them
     # and sent again unchanged is the same request
     later = ("screen_id", "lease_id")
@@ -431,7 +422,7 @@ def add_judgments(
             for j in body.model_dump(mode="json")["judgments"]
         ]
     }
-    fingerprint = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
+    once = idempotent(idempotency_key, request, field="Idempotency-Key", name="Idempotency-Key")
     dims = sorted({r["dimension"] for r in rows})
     with state.store.write() as conn:
         if idempotency_key:
@@ -440,7 +431,7 @@ def add_judgments(
                 conn=conn, project_id=project_id, idempotency_key=idempotency_key
             )
             if stored is not None:
-                return _replayed_batch(idempotency_key, fingerprint, stored, response)
+                return _replayed_batch(once, stored, response)
         result = repo.add_judgments(conn=conn, project_id=project_id, judgments=rows)
         if result.inserted:
             repo.announce_judgments(conn=conn, project_id=project_id)
@@ -463,7 +454,7 @@ def add_judgments(
                 conn=conn,
                 project_id=project_id,
                 idempotency_key=idempotency_key,
-                request_hash=fingerprint,
+                request_hash=once.fingerprint,
                 response=answer.model_dump(mode="json"),
             )
     # re-estimation happens on the worker thread, never in the request
@@ -472,20 +463,14 @@ def add_judgments(
 
 
 def _replayed_batch(
-    key: str, fingerprint: str, stored: tuple[str, dict[str, object]], response: Response
+    once: Idempotent, stored: tuple[str, dict[str, object]], response: Response
 ) -> s.JudgmentBatchResult:
-    """The first answer of ``key``, if it was given to this same batch (else a 422)."""
+    """The first answer of the key, if it was given to this same batch (else a 422)."""
     request_hash, answer = stored
-    if request_hash != fingerprint:
-        message = (
-            f"Idempotency-Key {key!r} was used for another batch; use a new key for a new batch"
-        )
-        raise ApiError(
-            422,
-            "idempotency_key_reused",
-            message,
-            [{"field": "Idempotency-Key", "message": message}],
-        )
+    once.check(
+        request_hash,
+        f"Idempotency-Key {once.key!r} was used for another batch; use a new key for a new batch",
+    )
     response.headers["Idempotent-Replayed"] = "true"
     return s.JudgmentBatchResult.model_validate(answer)
 

@@ -15,7 +15,7 @@ from adaptive.estimation.streaming import Snapshot as StreamSnapshot
 from adaptive.stopping.decisions import DecisionRule
 from evalset.decide import decide_judgments
 from evalset.recommend_adapter import NamedFit, cell_state, prepare
-from services.api import next_batch as nb
+from services.api import next_batch_prepare as nbp
 from services.settings import Settings
 from services.store import repository as repo
 from tests.factories import SYSTEMS, ThreadServer, fresh_pg_database, judgments, new_project
@@ -165,7 +165,7 @@ def test_next_batch_state_from_the_tally_equals_the_one_from_every_judgment(serv
     _publish(state, project_id, "overall", [(1, 0), (0, 2), (3, 2), (1, 4)])
     _publish(state, project_id, "style", [(0, 1), (2, 0), (2, 3), (4, 1)])
     dims = list(DIMENSIONS)
-    snapshot, maps = nb._prepare(state, project_id, dims, 7, "w3", DecisionRule())
+    snapshot, maps = nbp._prepare(state, project_id, dims, 7, "w3", DecisionRule())
     with state.store.read() as conn:
         stored = {d: FETCH(conn=conn, project_id=project_id, dimension=d) for d in dims}
         prompts = [p["prompt_id"] for p in repo.list_prompts(conn=conn, project_id=project_id)]
