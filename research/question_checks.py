@@ -24,6 +24,7 @@ one judgment per cell):
 * ``late``: ``spread``'s first five and a sixth, the best (0.35), whose comparisons open only
   after 2,000 judgments (a system entering late; every pair is in the family from the start);
 * ``versus``: a new system and three references, Δ(new vs r) = 0.15, -0.05, -0.25 (4 systems);
+  ``versus-close``: the new system 0.24-0.3 above three references within 0.06 of each other;
   ``versus-null``: the four equal.
 
 ``--logs`` replays the same questions on bundled logs instead (the log itself, or fresh
@@ -76,6 +77,8 @@ def strengths(setting: str) -> tuple[list[float], list[str]]:
         return [0.0, -0.15, 0.05, 0.25], ["new", "r1", "r2", "r3"]
     if setting == "late":
         return [0.25, 0.15, 0.05, -0.05, -0.15, 0.35], []
+    if setting == "versus-close":
+        return [0.3, 0.0, 0.03, 0.06], ["new", "r1", "r2", "r3"]
     if setting == "versus-null":
         return [0.0] * 4, ["new", "r1", "r2", "r3"]
     raise ValueError(f"unknown setting {setting!r}")
