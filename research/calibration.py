@@ -195,13 +195,13 @@ def run_label(args: argparse.Namespace, method: str) -> str:
     return row_label(
         {
             "method": method,
-            "lapse": config.lapse,
+            "lapse": config.priors.lapse,
             "sampler": config.sampler,
             "cell_effect": config.cell_effect,
             "robust": config.robust,
             "preset": args.preset,
-            "theta_scale": config.theta_scale,
-            "refine_always": math.isinf(config.refine_below),
+            "theta_scale": config.priors.theta_scale,
+            "refine_always": math.isinf(config.laplace.refine_below),
         }
     )
 
@@ -412,11 +412,11 @@ def measure(args: argparse.Namespace) -> dict[tuple[str, float], list[dict]]:
                     "comparisons": args.comparisons,
                     "prompts": args.prompts,
                     "gaussian_items": bool(args.gaussian_items),
-                    "lapse": bool(config.lapse),
+                    "lapse": bool(config.priors.lapse),
                     "cell_effect": bool(config.cell_effect),
                     "robust": bool(config.robust),
-                    "theta_scale": float(config.theta_scale),
-                    "refine_always": math.isinf(config.refine_below),
+                    "theta_scale": float(config.priors.theta_scale),
+                    "refine_always": math.isinf(config.laplace.refine_below),
                     **(
                         {
                             "sampler": config.sampler,

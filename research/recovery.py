@@ -33,7 +33,7 @@ def recovery(method: str, seeds: tuple[int, ...] = SEEDS) -> dict:
         if method == "nuts":
             post = fit_nuts(data, rng_key=KEY, num_chains=2, num_warmup=500, num_samples=500)
         else:
-            post = fit_laplace(data, rng_key=KEY, exact_items=False)
+            post = fit_laplace(data, rng_key=KEY, num_draws=1000)
         theta = post.flat("theta")
         low, high = np.quantile(theta, [0.05, 0.95], axis=0)
         r_theta.append(np.corrcoef(theta.mean(0), truth.theta)[0, 1])

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from adaptive.estimation.run_sizes import NUTS_DRAWS, NUTS_MIN_ESS, NUTS_WARMUP
+from stan_free_models.fit_settings import DOOR_NUTS
 
 
 class Settings(BaseSettings):
@@ -166,16 +166,19 @@ class Settings(BaseSettings):
         "says so once)",
     )
     nuts_chains: int = Field(default=2, ge=1)
-    # NUTS's run sizes of every door (adaptive/estimation/run_sizes.py); the service runs fewer chains
-    nuts_warmup: int = Field(default=NUTS_WARMUP, ge=10)
-    nuts_samples: int = Field(default=NUTS_DRAWS, ge=10, description="draws per chain and block")
+    # NUTS's run sizes of every door (stan_free_models.fit_settings.DOOR_NUTS); the service
+    # runs fewer chains
+    nuts_warmup: int = Field(default=DOOR_NUTS.num_warmup, ge=10)
+    nuts_samples: int = Field(
+        default=DOOR_NUTS.num_samples, ge=10, description="draws per chain and block"
+    )
     nuts_min_ess: float = Field(
         default=0.0,
         ge=0,
         description="blocks of draws until this bulk and tail ESS (the doors' is "
-        f"{NUTS_MIN_ESS:g}); 0: one block, the refit then passes or fails on nuts_max_rhat",
+        f"{DOOR_NUTS.min_ess:g}); 0: one block, the refit then passes or fails on nuts_max_rhat",
     )
-    nuts_max_rhat: float = Field(default=1.01, gt=1.0)
+    nuts_max_rhat: float = Field(default=DOOR_NUTS.max_rhat, gt=1.0)
     nuts_max_divergences: int = Field(default=0, ge=0)
     snapshot_max_draws: int = Field(default=1000, ge=10, description="draws kept per snapshot")
     seed: int = 0

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import dataclass, replace
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -31,11 +32,11 @@ from stan_free_models.bradley_terry import TIE, TIE_MODELS, bradley_terry, log_l
 from stan_free_models.engine import TRACE_COUNTS as TRACE_COUNTS  # one counter for every model
 from stan_free_models.engine import (
     ModelSpec,
-    NutsSettings,
     fit_dense_laplace,
     nuts_diagnostics,
     run_nuts,
 )
+from stan_free_models.fit_settings import NutsSettings
 from stan_free_models.inference import bucket
 from stan_free_models.posterior import Diagnostics, Posterior
 
@@ -217,30 +218,25 @@ def fit_nuts(
     data: BTData,
     *,
     rng_key: jax.Array,
-    num_chains: int = 4,
-    num_warmup: int = 1000,
-    num_samples: int = 1000,
-    progress: bool = False,
-    target_accept: float = 0.8,
+    settings: NutsSettings = NutsSettings(),
     prior_scale: float = 1.0,
     intercept_scale: float = 1.0,
-    chain_method: str | None = None,
+    **overrides: Any,
 ) -> Posterior:
     """Full posterior by NUTS with split R-hat, bulk ESS and divergences.
 
-    Chains run in parallel when JAX sees at least ``num_chains`` devices,
-    otherwise vectorised.
+    ``settings``: the run (:class:`stan_free_models.fit_settings.NutsSettings`), with
+    ``overrides`` of its fields (``num_warmup=...``) on top. Chains run in parallel when
+    JAX sees at least ``num_chains`` devices, otherwise vectorised.
     """
     start = time.perf_counter()
+    settings = settings.replace(**overrides)
     padded = pad_data(data)
     static = _static_key(padded, prior_scale, intercept_scale)
-    settings = NutsSettings.of(
-        num_chains, num_warmup, num_samples, progress, target_accept, chain_method
-    )
     samples, diverging = run_nuts(BT_SPEC, static, rng_key, _arrays(padded), settings)
     draws = _cut(data, samples)
     checked = {k: v for k, v in draws.items() if k in ("ability", "intercept", "log_nu")}
-    diagnostics = nuts_diagnostics(checked, diverging, num_samples, start)
+    diagnostics = nuts_diagnostics(checked, diverging, settings.num_samples, start)
     return Posterior(
         draws=draws, method="nuts", diagnostics=diagnostics, info={"padded_shape": static[:3]}
     )

@@ -33,6 +33,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from stan_free_models.fit_settings import REFINE_BELOW as REFINE_BELOW
+from stan_free_models.fit_settings import REFINE_SWEEPS as REFINE_SWEEPS
 from stan_free_models.graded_response import (
     NUM_CELL_NODES,
     cell_counts_log_lik,
@@ -215,12 +217,9 @@ def resample_items(
     return np.asarray(chosen, np.float64), np.asarray(ess, np.float64)
 
 
-#: Gibbs sweeps of :func:`refine_draws` and Metropolis steps for theta within each sweep
-REFINE_SWEEPS = 4
+#: Metropolis steps for theta within each sweep of :func:`refine_draws` (its sweeps and when
+#: the fast path refines: :mod:`stan_free_models.fit_settings`)
 THETA_STEPS = 4
-#: the fast path refines while the prompts have fewer judgments than this on average
-#: (``stan_free_models.laplace.fit_laplace``: the paper's full campaign has 60)
-REFINE_BELOW = 30.0
 #: random-walk step for theta, in units of its conditional sd given the items (about
 #: optimal for a one-dimensional Gaussian target: acceptance near 0.44)
 THETA_STEP_SCALE = 2.4

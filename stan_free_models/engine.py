@@ -24,7 +24,6 @@ check reuse).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import threading
 import time
@@ -42,6 +41,7 @@ from numpyro.infer import MCMC, NUTS
 from numpyro.infer.util import potential_energy
 
 from stan_free_models import threadsafe
+from stan_free_models.fit_settings import NutsSettings
 from stan_free_models.posterior import Diagnostics, bulk_ess, rank_rhat
 
 # NumPyro's effect-handler stack is one process-wide list: two threads tracing a model
@@ -177,64 +177,35 @@ def fit_dense_laplace(
 # ------------------------------------------------------------------------------ NUTS
 
 
-@dataclass(frozen=True)
-class NutsSettings:
-    """Everything a compiled sampler depends on besides the model and its shapes."""
-
-    num_chains: int = 4
-    num_warmup: int = 1000
-    num_samples: int = 1000
-    chain_method: str = "vectorized"
-    progress: bool = False
-    target_accept: float = 0.8
-
-    @classmethod
-    def of(
-        cls,
-        num_chains: int,
-        num_warmup: int,
-        num_samples: int,
-        progress: bool,
-        target_accept: float,
-        chain_method: str | None,
-    ) -> NutsSettings:
-        """Settings with ``chain_method`` defaulted from the devices JAX sees."""
-        method = chain_method or chain_method_for(num_chains)
-        return cls(num_chains, num_warmup, num_samples, method, progress, target_accept)
-
-
 def chain_method_for(num_chains: int) -> str:
     """Parallel chains when JAX sees enough devices (``numpyro.set_host_device_count``), else vectorised."""
     return "parallel" if jax.local_device_count() >= num_chains else "vectorized"
 
 
-def new_mcmc(
-    model_fn,
-    *,
-    num_chains: int,
-    num_warmup: int,
-    num_samples: int,
-    chain_method: str,
-    progress: bool,
-    target_accept: float,
-) -> MCMC:
+def new_mcmc(model_fn, settings: NutsSettings) -> MCMC:
     """A NUTS sampler whose model arguments are jitted, so a cached sampler is reused per shape."""
     return MCMC(
-        NUTS(model_fn, target_accept_prob=target_accept),
-        num_warmup=num_warmup,
-        num_samples=num_samples,
-        num_chains=num_chains,
-        chain_method=chain_method,
-        progress_bar=progress,
+        NUTS(model_fn, target_accept_prob=settings.target_accept),
+        num_warmup=settings.num_warmup,
+        num_samples=settings.num_samples,
+        num_chains=settings.num_chains,
+        chain_method=settings.chain_method or chain_method_for(settings.num_chains),
+        progress_bar=settings.progress,
         jit_model_args=True,
     )
 
 
-@functools.lru_cache(maxsize=16)
 def cached_mcmc(spec: ModelSpec, static: tuple, settings: NutsSettings) -> MCMC:
-    """The sampler of one model, static key and settings (built once, then reused)."""
+    """The sampler of one model, static key and settings (built once, then reused): the
+    compile key is the key beside the settings a sampler depends on."""
+    method = settings.chain_method or chain_method_for(settings.num_chains)
+    return _cached_mcmc(spec, static, settings.sampler(method))
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_mcmc(spec: ModelSpec, static: tuple, settings: NutsSettings) -> MCMC:
     TRACE_COUNTS["nuts"] += 1
-    return new_mcmc(spec.model(static), **dataclasses.asdict(settings))
+    return new_mcmc(spec.model(static), settings)
 
 
 def sample_mcmc(

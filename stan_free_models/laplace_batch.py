@@ -44,6 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from stan_free_models.fit_settings import LaplaceSettings
 from stan_free_models.inference import (
     DEFAULT_PRIORS,
     MODEL_LOCK,
@@ -55,7 +56,7 @@ from stan_free_models.inference import (
     default_init,
     pad_data,
 )
-from stan_free_models.laplace import _compiled_laplace
+from stan_free_models.laplace_program import _compiled_laplace
 from stan_free_models.model_key import ModelKey, Priors
 from stan_free_models.posterior import Diagnostics, Posterior
 
@@ -91,9 +92,10 @@ def batch_shape(datas: Sequence[GRMData]) -> BatchShape:
 
 
 @functools.lru_cache(maxsize=8)
-def _program(static: ModelKey, max_iter: int, num_draws: int, vmap: bool):
+def _program(static: ModelKey, settings: LaplaceSettings, vmap: bool):
     """The fast fit at the common shape, from a key and the fit's own padded sizes."""
-    fit = _compiled_laplace(static, max_iter, num_draws, False, False)
+    num_draws = settings.num_draws
+    fit = _compiled_laplace(static, settings)
     num_cat, symmetric = static.num_categories, static.priors.symmetric
     width = 1 + ((num_cat - 1) // 2 if symmetric else num_cat - 1)
 
@@ -156,14 +158,14 @@ def fit_laplace_batch(
     datas: Sequence[GRMData],
     rng_keys: Sequence[jax.Array],
     *,
-    num_draws: int = 1000,
-    max_iter: int = 500,
-    tol: float = 1e-3,
+    num_draws: int = LaplaceSettings.num_draws,
+    max_iter: int = LaplaceSettings.max_iter,
+    tol: float = LaplaceSettings.tol,
     priors: Priors = DEFAULT_PRIORS,
     shape: BatchShape | None = None,
     vmap: bool = False,
 ) -> tuple[list[Posterior], BatchShape]:
-    """``fit_laplace(d, rng_key=k, num_draws=..., exact_items=False)`` for every (d, k), batched.
+    """``fit_laplace(d, rng_key=k, num_draws=...)`` (Gaussian item draws) for every (d, k), batched.
 
     Args:
         datas: observations without cells (no prompt-by-comparison effect), per
@@ -210,7 +212,9 @@ def fit_laplace_batch(
     p_own = jnp.asarray([own[i].num_items for i in slots], jnp.int32)
     keys = [rng_keys[i] for i in slots]
     log_tau = jnp.asarray(0.0, jnp.float32)
-    program = _program(static, int(max_iter), int(num_draws), vmap)
+    program = _program(
+        static, LaplaceSettings(num_draws=num_draws, max_iter=max_iter).program(), vmap
+    )
     with MODEL_LOCK:
         if vmap:
             stacked = tuple(jnp.stack(column) for column in zip(*args))

@@ -9,18 +9,19 @@ Bradley-Terry fits; they stay importable from here.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import jax
 import numpy as np
 
 from stan_free_models.engine import (
-    NutsSettings,
     chain_method_for,
     new_mcmc,
     nuts_diagnostics,
     run_nuts,
     sample_mcmc,
 )
+from stan_free_models.fit_settings import NutsSettings
 from stan_free_models.inference import (
     DEFAULT_PRIORS,
     GRM_SPEC,
@@ -50,16 +51,14 @@ def fit_nuts(
     data: GRMData,
     *,
     rng_key: jax.Array,
-    num_chains: int = 4,
-    num_warmup: int = 1000,
-    num_samples: int = 1000,
-    progress: bool = False,
-    target_accept: float = 0.8,
-    chain_method: str | None = None,
+    settings: NutsSettings = NutsSettings(),
     priors: Priors = DEFAULT_PRIORS,
+    **overrides: Any,
 ) -> Posterior:
     """Full posterior by NUTS, with split R-hat, bulk ESS and divergences.
 
+    ``settings``: the run (:class:`stan_free_models.fit_settings.NutsSettings`), with
+    ``overrides`` of its fields (``num_warmup=...``) on top.
     ``priors``: the model's priors and variants (:class:`stan_free_models.model_key.Priors`;
     with ``lapse`` and cells, judgments may be given at random at a learned rate,
     :func:`stan_free_models.graded_response.graded_response`).
@@ -68,11 +67,9 @@ def fit_nuts(
     (``numpyro.set_host_device_count``), otherwise vectorised.
     """
     start = time.perf_counter()
+    settings = settings.replace(**overrides)
     padded = pad_data(data)
     static = _static_key(padded, priors)
-    settings = NutsSettings.of(
-        num_chains, num_warmup, num_samples, progress, target_accept, chain_method
-    )
     arrays = _model_arrays(static, *_dynamic_args(padded))
     samples, diverging = run_nuts(GRM_SPEC, static, rng_key, arrays, settings)
     c, p = data.num_comparisons, data.num_items
@@ -91,7 +88,7 @@ def fit_nuts(
     if priors.lapse:
         draws["lapse"] = samples["lapse"]
     checked = checked_sites(draws, priors)
-    diagnostics = nuts_diagnostics(checked, diverging, num_samples, start)
+    diagnostics = nuts_diagnostics(checked, diverging, settings.num_samples, start)
     return Posterior(
         draws=draws, method="nuts", diagnostics=diagnostics, info={"padded_shape": static.sizes}
     )

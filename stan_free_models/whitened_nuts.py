@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -60,7 +60,8 @@ import numpyro.distributions as dist
 from jax.flatten_util import ravel_pytree
 from numpyro.distributions import constraints
 
-from stan_free_models.engine import ModelSpec, NutsSettings, cached_mcmc
+from stan_free_models.engine import ModelSpec, cached_mcmc
+from stan_free_models.fit_settings import LaplaceSettings, NutsSettings
 from stan_free_models.inference import (
     DEFAULT_PRIORS,
     MODEL_LOCK,
@@ -297,9 +298,7 @@ def _mode_vector(data: GRMData, static: ModelKey) -> np.ndarray:
     lap = fit_laplace(
         data,
         rng_key=jax.random.PRNGKey(0),  # no draws are used: only the mode
-        num_draws=8,
-        integrate_tau=False,
-        exact_items=False,
+        settings=LaplaceSettings(num_draws=8, integrate_tau=False),
         priors=static.priors,
     )
     mode = lap.mode
@@ -313,27 +312,22 @@ def fit_nuts_whitened(
     data: GRMData,
     *,
     rng_key: jax.Array,
-    num_chains: int = 4,
-    num_warmup: int = 500,
-    num_samples: int = 1000,
-    progress: bool = False,
-    target_accept: float = 0.8,
-    chain_method: str | None = None,
-    min_ess: float | None = None,
-    max_rhat: float = 1.01,
-    max_samples: int | None = None,
+    settings: NutsSettings = NutsSettings(),
     gaps: str = "softplus",
     priors: Priors = DEFAULT_PRIORS,
+    **overrides: Any,
 ) -> Posterior:
     """Full posterior by NUTS on Laplace-whitened coordinates (see the module docstring).
 
     The same model and output as :func:`stan_free_models.nuts.fit_nuts`;
     ``info`` adds ``prep_seconds`` (mode and Hessian) and the mean leapfrog steps.
 
-    With ``min_ess``, sampling goes on after warm-up in blocks of ``num_samples`` draws
-    per chain until every checked parameter has bulk and tail ESS >= ``min_ess`` and
-    R-hat <= ``max_rhat`` (:func:`stop_rule`), or ``max_samples`` draws per chain
-    (default 8 blocks); ``info["blocks"]`` and ``info["stopped"]`` say how it ended.
+    ``settings``: the run (:class:`stan_free_models.fit_settings.NutsSettings`), with
+    ``overrides`` of its fields on top. With ``min_ess``, sampling goes on after warm-up in
+    blocks of ``num_samples`` draws per chain until every checked parameter has bulk and
+    tail ESS >= ``min_ess`` and R-hat <= ``max_rhat`` (:func:`stop_rule`), or
+    ``max_samples`` draws per chain (default 8 blocks); ``info["blocks"]`` and
+    ``info["stopped"]`` say how it ended.
     Each block continues every chain from its last state with the adapted step size
     and mass matrix, so the blocks are one chain cut in pieces.
 
@@ -344,6 +338,8 @@ def fit_nuts_whitened(
     if gaps not in GAPS:
         raise ValueError(f"unknown gaps {gaps!r}; expected one of {GAPS}")
     start = time.perf_counter()
+    settings = settings.replace(**overrides)
+    num_chains, num_samples, min_ess = settings.num_chains, settings.num_samples, settings.min_ess
     padded = pad_data(data)
     static = _static_key(padded, priors)
     if len(gap_index(static)) == 0:
@@ -352,14 +348,11 @@ def fit_nuts_whitened(
     args = _dynamic_args(padded)
     chol = arrowhead_whitening(laplace_hessian(static, x0, args, gaps), static)
     prep_seconds = time.perf_counter() - start
-    settings = NutsSettings.of(
-        num_chains, num_warmup, num_samples, progress, target_accept, chain_method
-    )
     mcmc = cached_mcmc(WHITENED_SPEC, WhitenedKey(static, gaps), settings)
     key_init, key_run = jax.random.split(rng_key)
     size = chol.size
     w_init = jax.random.normal(key_init, (num_chains, size) if num_chains > 1 else (size,))
-    limit = max_samples if max_samples is not None else 8 * num_samples
+    limit = 8 * num_samples if settings.max_samples is None else settings.max_samples
     run_args = (jnp.asarray(x0, jnp.float32), *chol.arrays(), *args)
     blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     stopped = "fixed"
@@ -375,7 +368,7 @@ def fit_nuts_whitened(
             while min_ess is not None:
                 draws = _constrained_draws(static, data, _whole(blocks, x0, chol, static, gaps))
                 stopped = stop_rule(
-                    checked_sites(draws, priors), min_ess=min_ess, max_rhat=max_rhat
+                    checked_sites(draws, priors), min_ess=min_ess, max_rhat=settings.max_rhat
                 )
                 if stopped == "target":
                     break

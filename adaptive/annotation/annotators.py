@@ -34,6 +34,7 @@ import polars as pl
 from scipy import stats
 
 from adaptive.leaderboards.bt import BTConfig, fit_dimension, intercept_rows, position_source
+from stan_free_models.fit_settings import SHORT_NUTS
 
 MIN_AGREEMENT_POINTS = 5
 
@@ -44,9 +45,9 @@ class ScreenConfig:
 
     ties: str = "davidson"
     method: str = "nuts"
-    num_chains: int = 4
-    num_warmup: int = 500
-    num_samples: int = 1000
+    num_chains: int = SHORT_NUTS.num_chains  # one fit per annotator: a shorter warm-up
+    num_warmup: int = SHORT_NUTS.num_warmup
+    num_samples: int = SHORT_NUTS.num_samples
     seed: int = 0
     prob: float = 0.95
     alpha: float = 0.05

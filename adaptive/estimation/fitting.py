@@ -12,15 +12,14 @@ Args shared by the functions here:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import jax
 import numpy as np
 
 from adaptive.core.cells import RATING_HALF_RANGE, CellData
-from adaptive.estimation.run_sizes import NUTS_DRAWS, NUTS_MIN_ESS, NUTS_WARMUP
-from stan_free_models.conditional import REFINE_BELOW
+from stan_free_models.fit_settings import DOOR_NUTS, LaplaceSettings, NutsSettings
 from stan_free_models.inference import GRMData
 from stan_free_models.laplace import fit_laplace
 from stan_free_models.model_key import DEFAULT_PRIORS, Priors
@@ -37,108 +36,121 @@ SAMPLERS = ("whitened", "diagonal")
 THRESHOLDS = ("free", "symmetric")
 
 
-@dataclass(frozen=True)
-class FitConfig:
-    """How to fit: the model (likelihood, parameterisation, priors, variants) and the run.
+#: the flat names :class:`FitConfig` maps into the priors (``thresholds``: their symmetry)
+PRIOR_NAMES = ("alpha_scale", "b_scale", "theta_scale", "tau_scale", "lapse", "thresholds")
 
-    The field defaults are the default model (:func:`preset_config`'s ``"default"``, which
-    the command line, :func:`evalset.fit` and the service resolve their settings with):
-    every judgment a 3-category graded response, one MAP + Laplace fit with
-    cluster-robust intervals. Sedoc & Ungar's model is ``preset_config("paper")``.
-    Build configurations with :func:`preset_config`: it applies the rules between fields
-    (per-system abilities get symmetric thresholds, a lapse brings the cells, a
-    model-based treatment of dependent judgments turns the robust intervals off), which
-    this class only checks.
+
+@dataclass(frozen=True, init=False)
+class FitConfig:
+    """How to fit: the model (likelihood, parameterisation, cells, priors) and the run.
+
+    The approximation's settings travel whole: ``priors``
+    (:class:`stan_free_models.model_key.Priors`), ``laplace`` (the fast path,
+    :class:`stan_free_models.fit_settings.LaplaceSettings`) and ``nuts``
+    (:class:`stan_free_models.fit_settings.NutsSettings`), each with its defaults written
+    once where it is defined. The field defaults are the default model
+    (:func:`preset_config`'s ``"default"``, which the command line, :func:`evalset.fit`
+    and the service resolve their settings with): every judgment a 3-category graded
+    response, one MAP + Laplace fit with cluster-robust intervals. Sedoc & Ungar's model is
+    ``preset_config("paper")``. Build configurations with :func:`preset_config`: it applies
+    the rules between fields (per-system abilities get symmetric thresholds, a lapse brings
+    the cells, a model-based treatment of dependent judgments turns the robust intervals
+    off), which this class only checks; it maps the parts' flat names without the rules.
     """
 
     method: str = "fast"
     likelihood: str = "judgment"
     parameterization: str = "comparison"
-    num_chains: int = 4
-    num_warmup: int = 1000
-    num_samples: int = 1000
-    num_draws: int = 4000  # fast path: draws from the Laplace approximation
-    alpha_scale: float = DEFAULT_PRIORS.alpha_scale  # prior sd of log alpha
-    b_scale: float = DEFAULT_PRIORS.b_scale  # prior sd of the thresholds
-    thresholds: str = "free"  # "free" (the paper's) or "symmetric" (theta = 0 means no preference)
     cell_effect: bool = False  # prompt-by-comparison effect: a cell's judgments are dependent
-    tau_scale: float = DEFAULT_PRIORS.tau_scale  # prior scale of that effect's sd
-    # prior sd of theta (per system: of each skill); the paper's is 1
-    theta_scale: float = DEFAULT_PRIORS.theta_scale
-    # with the cell effect: each judgment is random (uniform) at a learned rate, the rest
-    # graded responses
-    lapse: bool = DEFAULT_PRIORS.lapse
-    # fast path: integrate tau over a grid, and draw each prompt's parameters from their exact
-    # conditional (stan_free_models.laplace.fit_laplace); both cost time, both calibrate Δ
-    integrate_tau: bool = True
-    exact_items: bool = False
-    # fast path, per comparison: Gibbs sweeps that move every draw of the abilities and
-    # items towards the exact posterior (stan_free_models.conditional.refine_draws); 0: off
-    # (stan_free_models.conditional.REFINE_SWEEPS is the measured number when asked for)
-    refine_sweeps: int = 0
-    # ... while the prompts have fewer judgments than this on average (above it the joint
-    # mode's Gaussian is used as it is; math.inf: always refine, docs/statistics.md)
-    refine_below: float = REFINE_BELOW
     # cluster-robust intervals, each cell (a comparison's prompt) one unit
     # (stan_free_models.robust): needs the joint mode's Gaussian without the cell effect
     robust: bool = True
     sampler: str = "whitened"  # NUTS: see SAMPLERS
-    # NUTS (whitened): after warm-up, sample in blocks of num_samples draws per chain until
-    # every parameter has bulk and tail ESS >= min_ess and R-hat <= 1.01 (None: one block)
-    min_ess: float | None = None
     seed: int = 0
-    progress: bool = False
+    priors: Priors = DEFAULT_PRIORS
+    laplace: LaplaceSettings = LaplaceSettings()
+    nuts: NutsSettings = NutsSettings()
 
     def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise ValueError(f"unknown method {self.method!r}; expected one of {METHODS}")
-        if self.sampler not in SAMPLERS:
-            raise ValueError(f"unknown sampler {self.sampler!r}; expected one of {SAMPLERS}")
-        if self.likelihood not in LIKELIHOODS:
-            raise ValueError(
-                f"unknown likelihood {self.likelihood!r}; expected one of {LIKELIHOODS}"
-            )
-        if self.thresholds not in THRESHOLDS:
-            raise ValueError(
-                f"unknown thresholds {self.thresholds!r}; expected one of {THRESHOLDS}"
-            )
+        # equal settings are one compile key (1 and 1.0 hash alike but trace differently)
+        object.__setattr__(self, "priors", self.priors.canonical())
+        _check_choices(self)
         if self.cell_effect and self.likelihood != "judgment":
             raise ValueError("cell_effect needs likelihood='judgment'")
-        if self.lapse and not self.cell_effect:
+        if self.priors.lapse and not self.cell_effect:
             raise ValueError("lapse needs cell_effect=True (the judgment likelihood with cells)")
-        if self.lapse and self.method == "fast" and not self.integrate_tau:
+        if self.priors.lapse and self.method == "fast" and not self.laplace.integrate_tau:
             raise ValueError(
                 "lapse on the fast path needs integrate_tau=True: at the joint mode the "
                 "lapse rate collapses towards 0 (docs/statistics.md)"
             )
-        if self.robust and (self.cell_effect or self.exact_items or self.refine_sweeps):
+        if self.robust and (
+            self.cell_effect or self.laplace.exact_items or self.laplace.refine_sweeps
+        ):
             raise ValueError(
                 "robust intervals replace the cell effect and the exact item draws: "
                 "set cell_effect=False, exact_items=False, refine_sweeps=0"
             )
-        if not self.refine_below >= 0:
-            raise ValueError(f"refine_below must be >= 0, got {self.refine_below!r}")
-        if not (self.theta_scale > 0 and math.isfinite(self.theta_scale)):
-            raise ValueError(f"theta_scale must be a positive number, got {self.theta_scale!r}")
-        if self.min_ess is not None and (self.min_ess <= 0 or self.sampler != "whitened"):
-            raise ValueError(
-                f"min_ess={self.min_ess!r} needs a positive number and the whitened sampler"
-            )
-        if self.parameterization not in PARAMETERIZATIONS:
-            raise ValueError(
-                f"unknown parameterization {self.parameterization!r}; expected one of {PARAMETERIZATIONS}"
-            )
+        theta_scale = self.priors.theta_scale
+        if not (theta_scale > 0 and math.isfinite(theta_scale)):
+            raise ValueError(f"theta_scale must be a positive number, got {theta_scale!r}")
+        if self.nuts.min_ess is not None and self.sampler != "whitened":
+            raise ValueError(f"min_ess={self.nuts.min_ess!r} needs the whitened sampler")
 
-    def priors(self) -> Priors:
-        """The model's priors and variants, as every fit below this takes them."""
-        return Priors(
-            alpha_scale=self.alpha_scale,
-            b_scale=self.b_scale,
-            theta_scale=self.theta_scale,
-            tau_scale=self.tau_scale,
-            symmetric=self.thresholds == "symmetric",
-            lapse=self.lapse,
-        ).canonical()
+    def __init__(self, **names: Any) -> None:
+        """The fields by name (``priors=``, ``laplace=``, ``nuts=``: each part whole), and the
+        parts' fields by their flat names on top (the doors' keywords: ``num_draws=``,
+        ``lapse=``, ``num_warmup=``, ``thresholds="symmetric"``, ...; :func:`_parts`).
+
+        Example:
+            >>> FitConfig(num_draws=400, theta_scale=2.0).laplace.num_draws
+            400
+        """
+        values = {f.name: names.pop(f.name, f.default) for f in fields(self)}
+        values |= _parts(values, names)
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+        self.__post_init__()
+
+
+def _parts(values: dict[str, Any], names: dict[str, Any]) -> dict[str, Any]:
+    """The priors, Laplace and NUTS settings of ``values`` with the flat ``names`` of their
+    fields applied (an unknown name is a TypeError, as for any keyword)."""
+    parts: dict[str, dict[str, Any]] = {"priors": {}, "laplace": {}, "nuts": {}}
+    owners = {
+        "priors": set(PRIOR_NAMES),
+        "laplace": {f.name for f in fields(LaplaceSettings)},
+        "nuts": {f.name for f in fields(NutsSettings)},
+    }
+    for name, value in names.items():
+        owner = next((part for part, known in owners.items() if name in known), None)
+        if owner is None:
+            raise TypeError(f"FitConfig() got an unexpected keyword argument {name!r}")
+        parts[owner][name] = value
+    priors = parts["priors"]
+    if "thresholds" in priors:
+        thresholds = priors.pop("thresholds")
+        if thresholds not in THRESHOLDS:
+            raise ValueError(f"unknown thresholds {thresholds!r}; expected one of {THRESHOLDS}")
+        priors["symmetric"] = thresholds == "symmetric"
+    return {
+        "priors": values["priors"]._replace(**priors),
+        "laplace": values["laplace"].replace(**parts["laplace"]),
+        "nuts": values["nuts"].replace(**parts["nuts"]),
+    }
+
+
+def _check_choices(config: FitConfig) -> None:
+    """Each named choice is one of its kind's."""
+    for name, choices in (
+        ("method", METHODS),
+        ("sampler", SAMPLERS),
+        ("likelihood", LIKELIHOODS),
+        ("parameterization", PARAMETERIZATIONS),
+    ):
+        value = getattr(config, name)
+        if value not in choices:
+            raise ValueError(f"unknown {name} {value!r}; expected one of {choices}")
 
 
 def model_data(
@@ -252,41 +264,24 @@ def fit_cells(
     )
     rng_key = jax.random.PRNGKey(config.seed)
     if config.method == "fast":
+        cluster = cluster_of_observations(cells, config.likelihood) if config.robust else None
         return fit_laplace(
             data,
             rng_key=rng_key,
+            settings=config.laplace,
+            priors=config.priors,
             init=init,
-            num_draws=config.num_draws,
-            priors=config.priors(),
-            integrate_tau=config.integrate_tau,
-            exact_items=config.exact_items,
-            refine_sweeps=config.refine_sweeps,
-            refine_below=config.refine_below,
-            robust_cluster=cluster_of_observations(cells, config.likelihood)
-            if config.robust
-            else None,
+            robust_cluster=cluster,
         )
-    # the whitened sampler can also sample until an ESS target (FitConfig.min_ess)
-    extra: dict[str, Any] = {}
-    nuts: Any = fit_nuts
-    if config.sampler == "whitened":
-        nuts, extra = fit_nuts_whitened, extra | {"min_ess": config.min_ess}
-    posterior = nuts(
-        data,
-        rng_key=rng_key,
-        num_chains=config.num_chains,
-        num_warmup=config.num_warmup,
-        num_samples=config.num_samples,
-        progress=config.progress,
-        priors=config.priors(),
-        **extra,
-    )
+    # the whitened sampler can also sample until an ESS target (NutsSettings.min_ess)
+    nuts = fit_nuts_whitened if config.sampler == "whitened" else fit_nuts
+    posterior = nuts(data, rng_key=rng_key, settings=config.nuts, priors=config.priors)
     if not config.robust:
         return posterior
     # the same widening as the fast path's, from a fast fit's cluster-robust sds: the
     # posterior is the model's, and the model takes a cell's judgments as independent
-    fast = fit_cells(cells, replace(config, method="fast", num_draws=8), init=init)
-    return widen_abilities(posterior, fast.info["robust_widen"], data)
+    fast = replace(config, method="fast", laplace=config.laplace.replace(num_draws=8))
+    return widen_abilities(posterior, fit_cells(cells, fast, init=init).info["robust_widen"], data)
 
 
 def widen_abilities(posterior: Posterior, widen: np.ndarray, data: Any) -> Posterior:
@@ -374,9 +369,10 @@ def preset_config(preset: str = "default", **overrides: Any) -> FitConfig:
         )
     chosen = base | overrides
     if chosen.get("method", FitConfig.method) == "nuts":
-        # NUTS's run sizes in every door, where the user chose none (adaptive/estimation/run_sizes.py);
-        # blocks until an ESS target are the whitened sampler's
-        base |= {"num_warmup": NUTS_WARMUP, "num_samples": NUTS_DRAWS}
+        # NUTS's run sizes in every door, where the user chose none
+        # (stan_free_models.fit_settings.DOOR_NUTS); blocks until an ESS target are the
+        # whitened sampler's
+        base |= {"num_warmup": DOOR_NUTS.num_warmup, "num_samples": DOOR_NUTS.num_samples}
         if chosen.get("sampler", FitConfig.sampler) == "whitened":
-            base["min_ess"] = NUTS_MIN_ESS
+            base["min_ess"] = DOOR_NUTS.min_ess
     return FitConfig(**(base | overrides))

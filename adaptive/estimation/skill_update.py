@@ -44,7 +44,7 @@ class SkillBase:
     item_term: np.ndarray  # (S, S)
     pair_table: pl.DataFrame  # system_a, system_b -> comparison, sign (both orientations)
     item_table: pl.DataFrame  # item_id -> item
-    priors: Priors  # the full fit's (FitConfig.priors()): its thresholds and skills' prior
+    priors: Priors  # the full fit's (FitConfig.priors): its thresholds and skills' prior
 
     @property
     def num_judgments(self) -> int:
@@ -68,7 +68,7 @@ def skill_base(
         or cells.num_items != len(cells.prompts)  # redundancy groups: items are not prompts
     ):
         return None
-    priors = config.priors()
+    priors = config.priors
     data = model_data(cells, likelihood="judgment", parameterization="system")
     items = ItemPoint.from_mode(
         posterior.mode["items"][: cells.num_items],

@@ -126,7 +126,7 @@ def fit_snapshot(
     from adaptive.estimation.fitting import fit_cells
 
     cells = build_cells(judgments, dimension=dimension, systems=list(systems))
-    init = remap_init(previous, cells, priors=config.priors()) if config.method == "fast" else None
+    init = remap_init(previous, cells, priors=config.priors) if config.method == "fast" else None
     posterior = fit_cells(cells, config, init=init)
     snapshot = snapshot_from_posterior(
         posterior,

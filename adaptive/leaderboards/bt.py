@@ -33,6 +33,7 @@ import polars as pl
 from adaptive.core.data import DataError
 from stan_free_models.bradley_terry import FIRST, SECOND, TIE
 from stan_free_models.bt_inference import BTData, MLEResult, fit_laplace, fit_mle, fit_nuts
+from stan_free_models.fit_settings import NutsSettings
 from stan_free_models.posterior import Posterior
 
 TIE_TREATMENTS = ("davidson", "random", "drop")
@@ -67,9 +68,10 @@ class BTConfig:
     ties: str = "davidson"
     method: str = "nuts"
     position: bool = True
-    num_chains: int = 4
-    num_warmup: int = 1000
-    num_samples: int = 1000
+    # NUTS's run (stan_free_models.fit_settings.NutsSettings's defaults: the paper's)
+    num_chains: int = NutsSettings.num_chains
+    num_warmup: int = NutsSettings.num_warmup
+    num_samples: int = NutsSettings.num_samples
     num_draws: int = 4000
     seed: int = 0
     prob: float = 0.95

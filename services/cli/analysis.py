@@ -11,6 +11,7 @@ from evalset._common import NUTS_DRAWS, NUTS_MIN_ESS, NUTS_WARMUP
 from evalset.verdicts import DEFAULT_ADJUST
 from services.cli.common import add_data_args, dimensions_of, emit, log
 from services.cli.errors import CliError
+from stan_free_models.fit_settings import REFINED, LaplaceSettings, NutsSettings
 
 SIGNIFICANCE_COLUMNS = (
     "dimension",
@@ -65,7 +66,7 @@ def _add_fit_args(parser: argparse.ArgumentParser) -> None:
         default="comparison",
         help="one theta per comparison (paper) or theta = s_B - s_A per system",
     )
-    parser.add_argument("--chains", type=int, default=4)
+    parser.add_argument("--chains", type=int, default=NutsSettings.num_chains)
     parser.add_argument(
         "--warmup",
         type=int,
@@ -78,7 +79,7 @@ def _add_fit_args(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         help=f"posterior draws kept (nuts: per chain and block, default {NUTS_DRAWS}; fast: in "
-        "all, default 4000)",
+        f"all, default {LaplaceSettings.num_draws})",
     )
     parser.add_argument(
         "--min-ess",
@@ -162,7 +163,6 @@ def fit_config(args: argparse.Namespace) -> Any:
     they do not make one). Only what the user chose goes to the resolver
     (:func:`adaptive.estimation.fitting.preset_config`), which fills in the rest from the preset."""
     from adaptive.estimation.fitting import preset_config
-    from stan_free_models.conditional import REFINE_SWEEPS
 
     overrides: dict[str, Any] = {}
     for name in ("likelihood", "thresholds", "b_scale", "alpha_scale"):
@@ -192,7 +192,11 @@ def fit_config(args: argparse.Namespace) -> Any:
         if args.method != "fast":
             raise SystemExit("evalset: --refine-always applies to --method fast")
         # the refinement draws from the model's exact conditionals: the model-based path
-        overrides.update(refine_below=math.inf, exact_items=True, refine_sweeps=REFINE_SWEEPS)
+        overrides.update(
+            refine_below=math.inf,
+            exact_items=REFINED.exact_items,
+            refine_sweeps=REFINED.refine_sweeps,
+        )
     if args.min_ess is not None:
         if args.method != "nuts":
             raise SystemExit("evalset: --min-ess applies to --method nuts")
@@ -229,9 +233,10 @@ def _analyses(args: argparse.Namespace, config: Any) -> Any:
         if not args.quiet:
             log(
                 f"fitting dimension {dim!r} ({args.method}, {args.preset} preset: "
-                f"{config.likelihood} likelihood, {config.thresholds} thresholds"
+                f"{config.likelihood} likelihood, "
+                f"{'symmetric' if config.priors.symmetric else 'free'} thresholds"
                 f"{', prompt-by-comparison effect' if config.cell_effect else ''}"
-                f"{', random answers at a learned rate' if config.lapse else ''}"
+                f"{', random answers at a learned rate' if config.priors.lapse else ''}"
                 f"{', cluster-robust intervals' if config.robust else ''}) ..."
             )
         result = analyze(
@@ -338,7 +343,8 @@ def run_significance(args: argparse.Namespace) -> int:
     rows = significance_rows(_analyses(args, config), adjust=args.adjust)
     columns = SIGNIFICANCE_COLUMNS if args.format == "table" else None
     emit(rows, args.format, columns=columns)
-    note = strong_note(rows, config.theta_scale, lapse=config.lapse, robust=config.robust)
+    priors = config.priors
+    note = strong_note(rows, priors.theta_scale, lapse=priors.lapse, robust=config.robust)
     if note and not args.quiet:
         log(note)
     if args.format == "table":

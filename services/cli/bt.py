@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from services.cli.common import FORMATS, add_data_args, dimensions_of, emit, log
+from stan_free_models.fit_settings import SHORT_NUTS, NutsSettings
 
 if TYPE_CHECKING:
     import numpy as np
@@ -69,12 +70,21 @@ def _add_fit_args(p: argparse.ArgumentParser, *, default_method: str = "nuts") -
         "still accepted); mle: flat priors, --reference (default: the first system) pinned "
         "to 0 (default: %(default)s)",
     )
-    p.add_argument("--chains", type=int, default=4, help="NUTS chains (default: %(default)s)")
+    nuts = NutsSettings()
     p.add_argument(
-        "--warmup", type=int, default=1000, help="NUTS warm-up per chain (default: %(default)s)"
+        "--chains", type=int, default=nuts.num_chains, help="NUTS chains (default: %(default)s)"
     )
     p.add_argument(
-        "--draws", type=int, default=1000, help="NUTS draws per chain (default: %(default)s)"
+        "--warmup",
+        type=int,
+        default=nuts.num_warmup,
+        help="NUTS warm-up per chain (default: %(default)s)",
+    )
+    p.add_argument(
+        "--draws",
+        type=int,
+        default=nuts.num_samples,
+        help="NUTS draws per chain (default: %(default)s)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
@@ -457,7 +467,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     add_data_args(p)
     _add_fit_args(p, default_method="nuts")
-    p.set_defaults(warmup=500)
+    p.set_defaults(warmup=SHORT_NUTS.num_warmup)  # one fit per annotator
     p.add_argument(
         "--test-level",
         "--alpha",
@@ -510,8 +520,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="nuts",
         help="nuts, fast (MAP + Laplace; 'laplace' is the old name), mle (default: %(default)s)",
     )
-    p.add_argument("--chains", type=int, default=4)
-    p.add_argument("--warmup", type=int, default=500)
-    p.add_argument("--draws", type=int, default=1000)
+    p.add_argument("--chains", type=int, default=SHORT_NUTS.num_chains)
+    p.add_argument("--warmup", type=int, default=SHORT_NUTS.num_warmup)
+    p.add_argument("--draws", type=int, default=SHORT_NUTS.num_samples)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=run_damr)

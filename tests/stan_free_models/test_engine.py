@@ -84,19 +84,21 @@ def test_compiled_fast_path_is_keyed_the_same_way_for_every_model(model):
 def test_sampler_cache_builds_once_per_model_shape_and_settings():
     static_bt = bt_inference._static_key(bt_inference.pad_data(bt_data()), 1.0, 1.0)
     static_grm = inference._static_key(inference.pad_data(grm_data()))
-    settings = NutsSettings.of(1, 10, 10, False, 0.8, None)
+    settings = NutsSettings(num_chains=1, num_warmup=10, num_samples=10)
     before = engine.TRACE_COUNTS["nuts"]
     bt_mcmc = engine.cached_mcmc(BT_SPEC, static_bt, settings)
     grm_mcmc = engine.cached_mcmc(GRM_SPEC, static_grm, settings)
     assert engine.TRACE_COUNTS["nuts"] - before == 2
     assert (
-        engine.cached_mcmc(BT_SPEC, static_bt, NutsSettings.of(1, 10, 10, False, 0.8, None))
+        engine.cached_mcmc(
+            BT_SPEC, static_bt, NutsSettings(num_chains=1, num_warmup=10, num_samples=10)
+        )
         is bt_mcmc
     )
     assert engine.cached_mcmc(GRM_SPEC, static_grm, settings) is grm_mcmc
     assert engine.TRACE_COUNTS["nuts"] - before == 2
     for spec, static in ((BT_SPEC, static_bt), (GRM_SPEC, static_grm)):
-        new = NutsSettings.of(1, 10, 10, False, 0.9, None)  # a new setting: a new sampler
+        new = NutsSettings(num_chains=1, num_warmup=10, num_samples=10, target_accept=0.9)
         assert engine.cached_mcmc(spec, static, new) is not engine.cached_mcmc(
             spec, static, settings
         )

@@ -11,6 +11,7 @@ import pytest
 
 from adaptive.core.cells import build_cells
 from adaptive.estimation.fitting import model_data
+from stan_free_models.fit_settings import REFINED
 from stan_free_models.incremental import (
     TRACE_COUNTS,
     ItemPoint,
@@ -43,7 +44,7 @@ def _data(frame: pl.DataFrame):
 def _base(frame: pl.DataFrame, symmetric: bool, theta_scale: float = 1.0):
     cells, data = _data(frame)
     priors = Priors(symmetric=symmetric, theta_scale=theta_scale)
-    full = fit_laplace(data, rng_key=KEY, num_draws=200, priors=priors)
+    full = fit_laplace(data, rng_key=KEY, settings=REFINED.replace(num_draws=200), priors=priors)
     items = ItemPoint.from_mode(
         full.mode["items"][: data.num_items], priors=priors, num_categories=3
     )
@@ -100,7 +101,12 @@ def test_with_five_percent_more_judgments_an_update_tracks_a_full_refit(log, sym
     assert (cells1.pair_a == cells0.pair_a).all() and (cells1.pair_b == cells0.pair_b).all()
     s = len(SYSTEMS)
     update = update_skills(data1, items, init=base.mode["global"][:s], item_term=term, rng_key=KEY)
-    refit = fit_laplace(data1, rng_key=KEY, num_draws=200, priors=Priors(symmetric=symmetric))
+    refit = fit_laplace(
+        data1,
+        rng_key=KEY,
+        settings=REFINED.replace(num_draws=200),
+        priors=Priors(symmetric=symmetric),
+    )
     sd = np.sqrt(np.diag(refit.info["cov_global"]))
     shift = (update.mode - refit.mode["global"][:s]) / sd
     assert np.abs(shift).max() < 0.1, shift

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from stan_free_models import inference, laplace
+from stan_free_models.fit_settings import REFINED
 from stan_free_models.inference import GRMData, bucket, pad_data
 from stan_free_models.laplace import fit_laplace
 from stan_free_models.model_key import Priors
@@ -18,6 +19,8 @@ KEY = jax.random.PRNGKey(0)
 #: draws per fast fit: enough for means and sds to two digits; the refinement sweeps cost
 #: time in proportion to the draws, and these tests are about the fit, not the draw count
 DRAWS = 200
+#: the fast path with the model's exact conditionals (exact item draws and Gibbs sweeps)
+FAST = REFINED.replace(num_draws=DRAWS)
 
 
 def small_problem(seed: int, num_comparisons: int = 8, num_items: int = 60) -> tuple:
@@ -44,7 +47,7 @@ def test_padding_keeps_real_observations_and_zero_weights_the_rest():
 
 def test_laplace_recovers_abilities_on_a_small_simulation():
     truth, data = small_problem(1, num_comparisons=12, num_items=120)
-    post = fit_laplace(data, rng_key=KEY, num_draws=DRAWS)
+    post = fit_laplace(data, rng_key=KEY, settings=FAST)
     assert post.diagnostics.converged
     assert np.corrcoef(post.mean("theta"), truth.theta)[0, 1] > 0.95
     z = (post.mean("theta") - truth.theta) / post.sd("theta")
@@ -66,11 +69,11 @@ def subset(data: GRMData, n: int) -> GRMData:
 def test_laplace_is_compiled_once_per_bucket_and_warm_start_saves_steps():
     _, full = small_problem(2)  # 480 observations
     earlier = subset(full, 440)  # the snapshot before the last batch; same bucket (512)
-    first = fit_laplace(earlier, rng_key=KEY, num_draws=DRAWS)
+    first = fit_laplace(earlier, rng_key=KEY, settings=FAST)
     traces = inference.TRACE_COUNTS["laplace"]
-    cold = fit_laplace(full, rng_key=KEY, num_draws=DRAWS)
+    cold = fit_laplace(full, rng_key=KEY, settings=FAST)
     assert inference.TRACE_COUNTS["laplace"] == traces  # a new batch does not recompile
-    warm = fit_laplace(full, rng_key=KEY, init=first.mode, num_draws=DRAWS)
+    warm = fit_laplace(full, rng_key=KEY, init=first.mode, settings=FAST)
     assert inference.TRACE_COUNTS["laplace"] == traces
     assert warm.diagnostics.num_steps < cold.diagnostics.num_steps
     # small data can have several nearby modes: they agree well within the posterior sd
@@ -79,7 +82,7 @@ def test_laplace_is_compiled_once_per_bucket_and_warm_start_saves_steps():
 
 def test_laplace_warm_start_accepts_grown_problem():
     truth, data = small_problem(4, num_comparisons=6, num_items=40)
-    post = fit_laplace(data, rng_key=KEY, num_draws=DRAWS)
+    post = fit_laplace(data, rng_key=KEY, settings=FAST)
     bigger = GRMData(
         comparison=np.concatenate([data.comparison, [6, 6, 6]]),
         item=np.concatenate([data.item, [0, 1, 40]]),
@@ -89,7 +92,7 @@ def test_laplace_warm_start_accepts_grown_problem():
         num_items=41,
         num_categories=7,
     )
-    grown = fit_laplace(bigger, rng_key=KEY, init=post.mode, num_draws=DRAWS)
+    grown = fit_laplace(bigger, rng_key=KEY, init=post.mode, settings=FAST)
     assert grown.draws["theta"].shape[-1] == 7
     assert grown.mean("theta")[6] > 0.5  # three strong B wins
 
@@ -102,7 +105,7 @@ def test_per_system_parameterisation_gives_differences_of_skills():
     truth = draw_truth(rng, len(pairs), 80, 3, num_systems=5, pair_a=pair_a, pair_b=pair_b)
     base = simulate_net_ratings(rng, truth)
     data = GRMData(**{**base.__dict__, "pair_a": pair_a, "pair_b": pair_b, "num_systems": 5})
-    post = fit_laplace(data, rng_key=KEY, num_draws=DRAWS)
+    post = fit_laplace(data, rng_key=KEY, settings=FAST)
     skill = post.draws["skill"][0]
     theta = post.draws["theta"][0]
     assert np.allclose(theta, skill[:, pair_b] - skill[:, pair_a])
@@ -126,7 +129,7 @@ def test_nuts_and_laplace_agree_and_nuts_reports_diagnostics():
         num_samples=250,
         chain_method="sequential",
     )
-    fast = fit_laplace(data, rng_key=KEY, num_draws=DRAWS)
+    fast = fit_laplace(data, rng_key=KEY, settings=FAST)
     d = nuts.diagnostics
     assert set(d.rhat) == {"theta", "log_alpha", "b"}
     assert d.max_rhat() < 1.05
@@ -144,7 +147,7 @@ def test_symmetric_thresholds_recover_and_stay_symmetric():
     d = np.abs(rng.normal(0.0, 1.5, 100)) + 0.1
     truth = type(truth)(theta=truth.theta, alpha=truth.alpha, b=np.stack([-d, d], axis=1))
     data = simulate_net_ratings(rng, truth)
-    post = fit_laplace(data, rng_key=KEY, priors=Priors(symmetric=True), num_draws=DRAWS)
+    post = fit_laplace(data, rng_key=KEY, priors=Priors(symmetric=True), settings=FAST)
     b = post.flat("b")
     assert b.shape[-1] == 2
     assert np.allclose(b[..., 0], -b[..., 1])
@@ -159,9 +162,9 @@ def test_bucket_refuses_a_minimum_that_cannot_grow():
 
 def test_unusable_warm_start_falls_back_to_a_cold_start():
     _, data = small_problem(9)
-    cold = fit_laplace(data, rng_key=KEY, num_draws=DRAWS)
+    cold = fit_laplace(data, rng_key=KEY, settings=FAST)
     poisoned = {k: np.full_like(v, 1e6) for k, v in cold.mode.items()}
-    rescued = fit_laplace(data, rng_key=KEY, init=poisoned, num_draws=DRAWS)
+    rescued = fit_laplace(data, rng_key=KEY, init=poisoned, settings=FAST)
     assert rescued.info["restarted_cold"]
     assert rescued.diagnostics.converged
     assert rescued.info["potential"] == pytest.approx(cold.info["potential"], rel=1e-4)
@@ -179,7 +182,7 @@ def test_fits_in_several_threads_do_not_corrupt_each_others_traces():
     def work(data):
         try:
             # the fits above, traced again: their compiled programs are loaded from disk
-            fit = fit_laplace(data, rng_key=KEY, num_draws=DRAWS)
+            fit = fit_laplace(data, rng_key=KEY, settings=FAST)
             assert fit.diagnostics.converged
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)

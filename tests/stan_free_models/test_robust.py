@@ -13,6 +13,7 @@ from adaptive.estimation.fitting import cell_of_observations, model_data, preset
 from adaptive.estimation.pipeline import analyze
 from adaptive.estimation.significance import compare
 from adaptive.stopping.evidence import net_preference
+from stan_free_models.fit_settings import LaplaceSettings
 from stan_free_models.graded_response import graded_log_prob
 from stan_free_models.inference import _dynamic_args, _global_start, _static_key, pad_data
 from stan_free_models.inference import default_init as start_of
@@ -84,7 +85,7 @@ def test_the_sandwich_of_the_block_solve_matches_a_dense_one():
     static = _static_key(padded)
     x0 = start_of(padded)
     args = _dynamic_args(padded)
-    fit = _compiled_laplace(static, 500, 4, False, True)
+    fit = _compiled_laplace(static, LaplaceSettings(num_draws=4), False, True)
     out = jax.device_get(
         fit(
             jax.random.PRNGKey(0),
@@ -131,7 +132,7 @@ def test_the_fast_fit_widens_abilities_to_the_larger_sd_and_never_narrows_them()
     # on a split net rating the judgments of a cell move together: some ability widens
     assert widen.max() > 1.05
     with pytest.raises(ValueError, match="cluster-robust intervals need"):
-        fit_laplace(data, rng_key=key, num_draws=10, robust_cluster=cluster)
+        fit_laplace(data, rng_key=key, num_draws=10, exact_items=True, robust_cluster=cluster)
 
 
 def test_cell_moments_match_the_simulators_expected_judgment_and_sum_to_one():

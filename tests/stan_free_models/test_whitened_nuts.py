@@ -170,7 +170,7 @@ def test_sampling_until_an_ess_target_continues_the_chains_and_leaves_the_cache_
 def test_an_ess_target_needs_the_whitened_sampler_and_a_positive_number():
     from adaptive.estimation.fitting import FitConfig
 
-    assert FitConfig(method="nuts", min_ess=400).min_ess == 400
+    assert FitConfig(method="nuts", min_ess=400).nuts.min_ess == 400
     for bad in (dict(min_ess=0), dict(min_ess=400, sampler="diagonal")):
         with pytest.raises(ValueError, match="min_ess"):
             FitConfig(method="nuts", **bad)
@@ -307,7 +307,7 @@ def test_the_sampler_in_softplus_coordinates_has_its_own_hessian_and_compiled_sa
     assert np.max(np.abs(coloured - dense)) < 1e-4 * np.abs(dense).max()
     # the log-coordinates Hessian at the same point is a different matrix
     assert np.max(np.abs(laplace_hessian(static, y0, args, "log") - coloured)) > 1e-2
-    settings = NutsSettings.of(1, 5, 5, False, 0.8, None)
+    settings = NutsSettings(num_chains=1, num_warmup=5, num_samples=5)
     soft = cached_mcmc(WHITENED_SPEC, WhitenedKey(static, "softplus"), settings)
     log = cached_mcmc(WHITENED_SPEC, WhitenedKey(static, "log"), settings)
     assert soft is not log

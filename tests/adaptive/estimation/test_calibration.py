@@ -347,22 +347,22 @@ def test_the_lapse_rate_recovers_the_share_of_random_judgments():
 def test_the_default_preset_is_robust_and_the_model_based_treatment_is_asked_for():
     for method in ("fast", "nuts"):
         default = preset_config("default", method=method)
-        assert default.robust and not default.cell_effect and not default.lapse
-        assert not default.exact_items and default.refine_sweeps == 0
+        assert default.robust and not default.cell_effect and not default.priors.lapse
+        assert not default.laplace.exact_items and default.laplace.refine_sweeps == 0
     assert preset_config("default", parameterization="system").robust
     # asking for the lapse brings the cells it lives in, and the model-based intervals
     lapse = preset_config("default", lapse=True)
-    assert lapse.lapse and lapse.cell_effect and not lapse.robust
+    assert lapse.priors.lapse and lapse.cell_effect and not lapse.robust
     cells = preset_config("default", cell_effect=True)
-    assert cells.cell_effect and not cells.lapse and not cells.robust
+    assert cells.cell_effect and not cells.priors.lapse and not cells.robust
     assert not preset_config("default", exact_items=True).robust
-    assert not preset_config("paper").robust and not preset_config("paper").lapse
+    assert not preset_config("paper").robust and not preset_config("paper").priors.lapse
     with pytest.raises(ValueError, match="robust intervals replace"):
         preset_config("default", robust=True, cell_effect=True)
     # the live snapshots' configuration is its own (adaptive.estimation.streaming.stream_config)
     from adaptive.estimation.streaming import stream_config
 
-    assert not stream_config("fast").lapse
+    assert not stream_config("fast").priors.lapse
 
 
 def test_a_lapse_rate_is_refused_where_it_would_be_dropped_or_collapse():
@@ -383,7 +383,7 @@ def test_a_lapse_rate_is_refused_where_it_would_be_dropped_or_collapse():
         preset_config("paper", lapse=True)
     with pytest.raises(ValueError, match="needs integrate_tau=True"):
         preset_config("default", method="fast", lapse=True, integrate_tau=False)
-    assert preset_config("default", method="nuts", lapse=True).lapse
+    assert preset_config("default", method="nuts", lapse=True).priors.lapse
     # the model function itself refuses it too
     from numpyro.handlers import seed as seeded
 

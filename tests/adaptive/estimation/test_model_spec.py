@@ -77,8 +77,10 @@ def test_the_scan_finds_loose_prior_arguments():
 
 
 def _model(config) -> dict:
-    """The fields of a FitConfig that define the model (the run's length left out)."""
-    return {k: v for k, v in asdict(config).items() if k not in RUN_FIELDS}
+    """The settings of a FitConfig that define the model (the run's length left out), by name."""
+    flat = {k: v for k, v in asdict(config).items() if k not in ("priors", "laplace", "nuts")}
+    flat |= config.priors._asdict() | asdict(config.laplace) | asdict(config.nuts)
+    return {k: v for k, v in flat.items() if k not in RUN_FIELDS}
 
 
 def _doors(parameterization: str) -> dict[str, object]:
@@ -118,8 +120,8 @@ def test_the_doors_default_to_one_model(parameterization):
     # it is the default model the presets describe: one fast fit with robust intervals
     assert reference["method"] == "fast" and reference["robust"]
     assert not reference["cell_effect"] and not reference["lapse"]
-    assert reference["thresholds"] == ("symmetric" if parameterization == "system" else "free")
-    assert len({config.priors() for config in doors.values()}) == 1
+    assert reference["symmetric"] == (parameterization == "system")
+    assert len({config.priors for config in doors.values()}) == 1
 
 
 def test_the_doors_comparison_catches_a_door_that_drifts():
@@ -147,8 +149,8 @@ def test_the_spec_is_hashable_and_equal_specs_are_one_compile_key():
         )
     )
     # built twice from the user's settings: equal, and one key
-    first = preset_config(theta_scale=3, b_scale=2).priors()
-    again = preset_config(theta_scale=3.0).priors()
+    first = preset_config(theta_scale=3, b_scale=2).priors
+    again = preset_config(theta_scale=3.0).priors
     assert first == again and hash(first) == hash(again)
     key = _static_key(data, first)
     assert isinstance(key, ModelKey) and key == _static_key(data, again)
@@ -158,9 +160,11 @@ def test_the_spec_is_hashable_and_equal_specs_are_one_compile_key():
     assert type(key.priors.theta_scale) is float and type(key.priors.symmetric) is bool
     # the priors are part of the key; the default is written once
     assert _static_key(data, Priors(theta_scale=2.0)) != _static_key(data)
-    assert _static_key(data).priors == DEFAULT_PRIORS == preset_config().priors()
+    assert _static_key(data).priors == DEFAULT_PRIORS == preset_config().priors
     assert key.sizes == _static_key(data).sizes  # the sizes alone: no priors in them
-    assert {f.name for f in fields(preset_config())} >= set(Priors._fields) - {"symmetric"}
+    # the configuration holds the priors whole: no prior travels beside them as a field
+    assert isinstance(preset_config().priors, Priors)
+    assert not {f.name for f in fields(preset_config())} & set(Priors._fields)
 
 
 def test_the_fits_read_the_priors_from_the_spec():

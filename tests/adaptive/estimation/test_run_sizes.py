@@ -1,6 +1,6 @@
-"""NUTS's run sizes are written once (adaptive/estimation/run_sizes.py) and every door takes them."""
+"""NUTS's run sizes are written once (stan_free_models.fit_settings.DOOR_NUTS) and every door
+takes them (that no other module writes a warm-up: tests/stan_free_models/test_fit_settings.py)."""
 
-import re
 from pathlib import Path
 
 from adaptive.estimation import run_sizes
@@ -21,23 +21,11 @@ def test_every_door_runs_nuts_with_the_one_definition():
         stream_config("nuts"),  # the service's scheduled refits
         evalset._fit_config(method="nuts"),
     ):
-        assert (config.num_warmup, config.num_samples, config.min_ess) == SIZES, config
+        assert (config.nuts.num_warmup, config.nuts.num_samples, config.nuts.min_ess) == SIZES
     settings = Settings()
     assert (settings.nuts_warmup, settings.nuts_samples) == SIZES[:2]
     assert settings.nuts_min_ess == 0.0  # the service's scheduled refits: one block, R-hat gate
     # what the user chooses stays chosen; a sampler without blocks gets no ESS target
-    assert preset_config("default", method="nuts", num_samples=700).num_samples == 700
-    assert preset_config("default", method="nuts", sampler="diagonal").min_ess is None
-    assert preset_config("default", method="fast").min_ess is None
-
-
-def test_the_sizes_are_assigned_in_one_module():
-    pattern = re.compile(r"^\s*(num_warmup|nuts_warmup|NUTS_WARMUP)\b[^=\n]*=\s*(\d+)", re.M)
-    found = {
-        path.relative_to(ROOT).as_posix()
-        for package in ("adaptive", "evalset", "services")
-        for path in (ROOT / package).rglob("*.py")
-        for m in pattern.finditer(path.read_text())
-        if int(m.group(2)) == run_sizes.NUTS_WARMUP
-    }
-    assert found == {"adaptive/estimation/run_sizes.py"}
+    assert preset_config("default", method="nuts", num_samples=700).nuts.num_samples == 700
+    assert preset_config("default", method="nuts", sampler="diagonal").nuts.min_ess is None
+    assert preset_config("default", method="fast").nuts.min_ess is None

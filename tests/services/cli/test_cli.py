@@ -191,13 +191,15 @@ def test_the_default_model_is_fast_and_robust_and_random_answers_are_asked_for()
 
     default = config()
     assert default.method == "fast" and default.robust
-    assert not default.lapse and not default.cell_effect
-    assert config("--lapse").lapse and config("--lapse").cell_effect
+    assert not default.priors.lapse and not default.cell_effect
+    assert config("--lapse").priors.lapse and config("--lapse").cell_effect
     assert not config("--lapse").robust
-    assert config("--cell-effect").cell_effect and not config("--cell-effect").lapse
-    assert not config("--no-lapse").lapse and config("--no-lapse").robust
-    assert not config("--no-cell-effect").lapse and not config("--preset", "paper").lapse
-    assert not config("--likelihood", "net").lapse
+    assert config("--cell-effect").cell_effect and not config("--cell-effect").priors.lapse
+    assert not config("--no-lapse").priors.lapse and config("--no-lapse").robust
+    assert (
+        not config("--no-cell-effect").priors.lapse and not config("--preset", "paper").priors.lapse
+    )
+    assert not config("--likelihood", "net").priors.lapse
     assert config("--method", "nuts").method == "nuts"
     out = evalset("significance", "--data", str(NCM), "--lapse", "--no-lapse")
     assert out.returncode == 2 and out.stdout == ""
@@ -241,10 +243,10 @@ def test_the_prior_sd_of_theta_is_the_presets_unless_given_and_must_be_positive(
     def config(*extra: str):
         return fit_config(build_parser().parse_args(["significance", "--data", "x", *extra]))
 
-    assert config("--preset", "paper").theta_scale == 1.0
-    assert config("--theta-scale", "2.5").theta_scale == 2.5
-    assert config("--method", "fast").refine_below == 30.0
-    assert config("--method", "fast", "--refine-always").refine_below == float("inf")
+    assert config("--preset", "paper").priors.theta_scale == 1.0
+    assert config("--theta-scale", "2.5").priors.theta_scale == 2.5
+    assert config("--method", "fast").laplace.refine_below == 30.0
+    assert config("--method", "fast", "--refine-always").laplace.refine_below == float("inf")
     with pytest.raises(SystemExit, match="--refine-always applies to --method fast"):
         config("--method", "nuts", "--refine-always")
     for bad in ("0", "-1", "nan"):
@@ -323,14 +325,14 @@ def test_nuts_defaults_to_a_short_warm_up_and_blocks_until_an_ess_target():
         return fit_config(build_parser().parse_args(["significance", "--data", "x", *extra]))
 
     nuts = config("--method", "nuts")
-    assert (nuts.num_warmup, nuts.num_samples, nuts.min_ess) == (
+    assert (nuts.nuts.num_warmup, nuts.nuts.num_samples, nuts.nuts.min_ess) == (
         NUTS_WARMUP,
         NUTS_DRAWS,
         NUTS_MIN_ESS,
     )
-    assert config("--method", "nuts", "--min-ess", "0").min_ess is None  # one block
-    assert config("--method", "nuts", "--draws", "700").num_samples == 700
-    assert config().min_ess is None  # the fast path has no ESS
+    assert config("--method", "nuts", "--min-ess", "0").nuts.min_ess is None  # one block
+    assert config("--method", "nuts", "--draws", "700").nuts.num_samples == 700
+    assert config().nuts.min_ess is None  # the fast path has no ESS
     with pytest.raises(SystemExit, match="applies to --method nuts"):
         config("--min-ess", "100")
     # import evalset resolves the same NUTS run and the same fast path as the command line
