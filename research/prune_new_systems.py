@@ -159,6 +159,34 @@ def run(log: str, protocol: str, args, rng) -> list[dict]:  # type: ignore[no-un
     return rows
 
 
+def plot(rows: list[dict]) -> None:
+    """Worth of the top-v_p prompts on new systems against the bounds, per log and protocol."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = sorted({(r["log"], r["protocol"]) for r in rows})
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.2), sharey=True)
+    for ax, (log, protocol) in zip(np.atleast_1d(axes), panels):
+        mine = [r for r in rows if (r["log"], r["protocol"]) == (log, protocol)]
+        share = [r["k"] / r["prompts"] for r in mine]
+        for key, label in (
+            ("worth_top", "kept (top shared effect), measured"),
+            ("best_gain_new", "bound on new systems"),
+            ("best_gain_all", "bound, every prompt's effect known"),
+        ):
+            ax.plot(share, [r[key] for r in mine], marker="o", label=label)
+        ax.axhline(2.0, color="grey", linestyle=":")
+        ax.set_title(f"{log}: {protocol}", fontsize=8)
+        ax.set_xlabel("share of prompts kept")
+    np.atleast_1d(axes)[0].set_ylabel("worth in random prompts each")
+    np.atleast_1d(axes)[0].legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(Path(__file__).parent / "img" / "prune_new_systems.png", dpi=110)
+    plt.close(fig)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--logs", nargs="*", default=["ncm", "mtbench"])
@@ -193,6 +221,7 @@ def main() -> None:
         with Path(args.out).open("a") as out:
             for r in rows:
                 out.write(json.dumps(r) + "\n")
+        plot(rows)
 
 
 if __name__ == "__main__":
