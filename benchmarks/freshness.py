@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from adaptive.estimation.snapshot import FULL
-    from services.api.state import ServiceState
+    from services.runtime.state import ServiceState
     from services.settings import Settings
     from services.store import repository as repo
 

@@ -298,8 +298,9 @@ def recommend(
     the defaults are those types'. What the batch leaves out (comparisons its prompts cannot
     close, a short batch) is printed to stderr, as the command line does.
     """
-    from evalset.batch import RecommendRequest, as_pairs, recommend_batch, side_tables
+    from evalset.batch import as_pairs, recommend_batch, side_tables
     from evalset.decide import rule_of
+    from evalset.plan import RecommendRequest
 
     if texts_from is None and isinstance(data, str | Path):
         texts_from = Path(data).parent

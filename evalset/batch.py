@@ -9,59 +9,12 @@ and seed (no file, no argv in between).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 import polars as pl
 
-from adaptive.recommend.state import DEFAULT_BURN_IN
-from adaptive.stopping.rule import DecisionRule
-
-#: Laplace draws of the recommender's fit
-DEFAULT_DRAWS = 1000
-
-
-@dataclass(frozen=True)
-class RecommendRequest:
-    """What the next batch is asked for (every default of ``evalset recommend`` is here).
-
-    Attributes:
-        size: tasks in the batch.
-        seed: same data, request and seed: same batch.
-        rule: the decision rule (which comparisons are closed, how close the others are).
-        targets: comparisons that matter, as (system_a, system_b) (default: the undecided).
-        adjacent: target leaderboard neighbours.
-        tier: target the comparisons within these systems.
-        burn_in: judgments every open comparison gets before the closest-first order.
-        max_per_cell: tasks of one cell per batch (1 when ``annotator`` is given).
-        annotator: never give this annotator a cell they already judged.
-        parameterization: ``comparison`` or ``system`` (the fit's theta).
-        draws: Laplace draws of the fit.
-        question: the campaign's question (``top-k:2``, ``ranking``, ``versus:R``, ...; docs/
-            decisions.md, "Questions"): the batch serves only the comparisons that can still
-            change its answer (``pending``), none once it is answered.
-        dimensions: serve only these dimensions (default: every one).
-    """
-
-    size: int = 20
-    seed: int = 0
-    rule: DecisionRule = field(default_factory=DecisionRule)
-    targets: tuple[tuple[str, str], ...] = ()
-    adjacent: bool = False
-    tier: tuple[str, ...] = ()
-    burn_in: int = DEFAULT_BURN_IN
-    max_per_cell: int = 1
-    annotator: str | None = None
-    parameterization: str = "comparison"
-    draws: int = DEFAULT_DRAWS
-    question: str = ""
-    dimensions: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.size <= 0:
-            raise ValueError("size must be positive")
-        if self.question and (self.targets or self.adjacent or self.tier):
-            raise ValueError("a question chooses the comparisons: leave out targets/adjacent/tier")
+from evalset.plan import DEFAULT_DRAWS as DEFAULT_DRAWS
+from evalset.plan import RecommendRequest as RecommendRequest
 
 
 def recommend_fits(

@@ -3,7 +3,7 @@
 Every door prepares the recommender's named snapshot its own way (a judgments file fitted
 on the spot: :func:`evalset.batch.recommend_state`; the service's newest snapshots and
 running tally: ``services/api/next_batch.py``), then asks the same question with the same
-:class:`~evalset.batch.RecommendRequest`: :func:`plan_batch` resolves the request's targets,
+:class:`RecommendRequest`: :func:`plan_batch` resolves the request's targets,
 builds :class:`adaptive.recommend.Request` (in this one place) and returns the batch with
 the open comparisons it had to leave out. No I/O: the door stores or prints the result.
 """
@@ -11,15 +11,65 @@ the open comparisons it had to leave out. No I/O: the door stores or prints the 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from adaptive.recommend.state import DEFAULT_BURN_IN
+from adaptive.stopping.rule import DecisionRule
+
 if TYPE_CHECKING:
     from adaptive.recommend import CellState, RecommenderState, RecommendInfo
-    from evalset.batch import RecommendRequest
     from evalset.cells import NamedCell
     from evalset.recommend_adapter import CellNames
+
+
+#: Laplace draws of the recommender's fit
+DEFAULT_DRAWS = 1000
+
+
+@dataclass(frozen=True)
+class RecommendRequest:
+    """What the next batch is asked for (every default of ``evalset recommend`` is here).
+
+    Attributes:
+        size: tasks in the batch.
+        seed: same data, request and seed: same batch.
+        rule: the decision rule (which comparisons are closed, how close the others are).
+        targets: comparisons that matter, as (system_a, system_b) (default: the undecided).
+        adjacent: target leaderboard neighbours.
+        tier: target the comparisons within these systems.
+        burn_in: judgments every open comparison gets before the closest-first order.
+        max_per_cell: tasks of one cell per batch (1 when ``annotator`` is given).
+        annotator: never give this annotator a cell they already judged.
+        parameterization: ``comparison`` or ``system`` (the fit's theta).
+        draws: Laplace draws of the fit.
+        question: the campaign's question (``top-k:2``, ``ranking``, ``versus:R``, ...; docs/
+            decisions.md, "Questions"): the batch serves only the comparisons that can still
+            change its answer (``pending``), none once it is answered.
+        dimensions: serve only these dimensions (default: every one).
+    """
+
+    size: int = 20
+    seed: int = 0
+    rule: DecisionRule = field(default_factory=DecisionRule)
+    targets: tuple[tuple[str, str], ...] = ()
+    adjacent: bool = False
+    tier: tuple[str, ...] = ()
+    burn_in: int = DEFAULT_BURN_IN
+    max_per_cell: int = 1
+    annotator: str | None = None
+    parameterization: str = "comparison"
+    draws: int = DEFAULT_DRAWS
+    question: str = ""
+    dimensions: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.size <= 0:
+            raise ValueError("size must be positive")
+        if self.question and (self.targets or self.adjacent or self.tier):
+            raise ValueError("a question chooses the comparisons: leave out targets/adjacent/tier")
 
 
 class NamedSnapshot(NamedTuple):

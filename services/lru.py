@@ -78,6 +78,14 @@ class LRU(Generic[K, V]):
         self[key] = value
         return value
 
+    def pop(self, key: K) -> V | None:
+        """Drop ``key``; its value, or None when it was not kept."""
+        with self._lock:
+            value = self._entries.pop(key, None)
+            if value is not None:
+                self._total -= self._weight(value)
+            return value
+
     def __contains__(self, key: object) -> bool:
         with self._lock:
             return key in self._entries

@@ -29,9 +29,9 @@ from fastapi import APIRouter, FastAPI
 from services.api import analysis, dashboard, docs_ui, errors
 from services.api.limits import Guard
 from services.api.routes import router as core_router
-from services.api.state import ServiceState
-from services.api.worker import WorkerProcess
 from services.jax_cache import configure_jax
+from services.runtime.state import ServiceState
+from services.runtime.worker import WorkerProcess
 from services.settings import Settings
 
 __all__ = ["create_app"]

@@ -19,9 +19,9 @@ from adaptive.stopping.rule import DEFAULT_LEVEL
 from evalset.verdicts import DEFAULT_ADJUST, DEFAULT_INTERVAL
 from services import schemas as s
 from services.answers import item_rows, leaderboard_rows, pair_rows
-from services.api.background import Pending
 from services.api.deps import ProjectId, SettingsDep, State
 from services.api.errors import ApiError, error_responses
+from services.runtime.background import Pending
 from services.store import repository as repo
 
 router = APIRouter()
@@ -133,7 +133,7 @@ def _significance(snap: Snapshot, rows: list[dict[str, Any]]) -> s.SignificanceP
 
 
 def _computed(result: Any, dim: str, code: str, what: str) -> Any:
-    """A background answer (services/api/background.py), or the 409 that says why not yet."""
+    """A background answer (services/runtime/background.py), or the 409 that says why not yet."""
     if result is None:
         raise ApiError(409, "no_snapshot", f"no judgments of dimension {dim!r} yet")
     if isinstance(result, Pending):

@@ -41,7 +41,7 @@ from services.store import repository as repo
 from services.store import tables as t
 
 if TYPE_CHECKING:
-    from services.api.state import ServiceState
+    from services.runtime.state import ServiceState
 
 router = APIRouter()
 

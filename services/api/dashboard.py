@@ -45,13 +45,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from adaptive.stopping.decisions import DecisionRule
 from services.answers import leaderboard_rows
 from services.api.analysis import ELO_DEFAULTS
-from services.api.background import Pending
 from services.api.dashboard_item_fit import collect_item_fit, item_fit_section
 from services.api.dashboard_page import FAVICON, render_dashboard
 from services.api.decisions import Rule, read_family
 from services.api.deps import PageProjectId, State, request_page_token
 from services.api.errors import ApiError
 from services.api.limits import PAGE_TOKEN_COOKIE
+from services.runtime.background import Pending
 from services.store import repository as repo
 
 __all__ = ["PageCredentials", "install", "router"]

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 from adaptive.estimation.item_fit import DEFAULT_LEVEL
-from services.api.background import Pending
 from services.api.dashboard_page import _e, _fmt_tick, _label, _ticks
 from services.api.item_fit import item_fit_answer
+from services.runtime.background import Pending
 
 __all__ = ["collect_item_fit", "information_svg", "item_fit_section", "slopes_svg"]
 

@@ -7,7 +7,7 @@ in every dimension with judgments), found as :func:`evalset.decide.family_judgme
 finds it in a file of the same judgments, so the command line, ``import evalset`` and
 this route give the same rows. The next-batch recommender serves the same family and
 the dashboard counts it. The decisions are a running state per project and (rule,
-family) (:mod:`services.api.tally`), advanced by the judgments stored since the last
+family) (:mod:`services.runtime.tally`), advanced by the judgments stored since the last
 read, so a read costs the new judgments and the comparisons, not the campaign.
 """
 
@@ -25,7 +25,7 @@ from adaptive.stopping.rule import FAMILIES, DecisionRule, Family
 from adaptive.stopping.rule_options import RuleOptions, rule_options_model, rule_problems
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError, error_responses
-from services.api.tally import ProjectTally
+from services.runtime.tally import ProjectTally
 from services.schemas import PAIR_PATTERN, SchemaPattern
 
 router = APIRouter()

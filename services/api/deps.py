@@ -3,7 +3,7 @@
 A router (every one :func:`services.api._routers` names)
 gets what it needs by declaring parameters of these types:
 
-* ``State``: the :class:`services.api.state.ServiceState` (``.store``,
+* ``State``: the :class:`services.runtime.state.ServiceState` (``.store``,
   ``.settings``, ``.refresher``, ``.snapshot(project_id, dimension)``);
 * ``StoreDep`` / ``SettingsDep``: the store and the settings alone;
 * ``ProjectId``: the ``{project_id}`` path parameter, checked against the
@@ -26,7 +26,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from services.api.errors import ApiError
 from services.api.limits import PAGE_TOKEN_COOKIE, admin_token_ok
-from services.api.state import ServiceState
+from services.runtime.state import ServiceState
 from services.settings import Settings
 from services.store import Store
 from services.store import repository as repo

@@ -50,7 +50,7 @@ from services.store import repository as repo
 
 if TYPE_CHECKING:
     from evalset.recommend_adapter import CellNames
-    from services.api.state import ServiceState
+    from services.runtime.state import ServiceState
 
 router = APIRouter()
 

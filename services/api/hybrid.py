@@ -42,7 +42,7 @@ from services.store.repository.verdicts import (
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
-    from services.api.state import ServiceState
+    from services.runtime.state import ServiceState
 
 router = APIRouter()
 

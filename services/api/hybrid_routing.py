@@ -27,7 +27,7 @@ from services.store.repository.verdicts import cells_judged_by
 
 if TYPE_CHECKING:
     from evalset.cells import NamedCell
-    from services.api.state import ServiceState
+    from services.runtime.state import ServiceState
     from services.store.repository.rows import LeasedCellRow
 
 #: a rate vector per verdict code, A and B swapped (the other orientation of a pair)

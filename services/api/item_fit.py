@@ -1,7 +1,7 @@
 """``GET /projects/{p}/item-fit``: each prompt's fit, the rows of ``evalset items --fit``.
 
 One background job per judgments seen checks the default model's fit of the stored judgments
-(the fit ``GET .../significance?model=default`` reads, :func:`services.api.background.default_fits`:
+(the fit ``GET .../significance?model=default`` reads, :func:`services.runtime.background.default_fits`:
 the job reuses it when it is done, else fits it and keeps it for that answer), then every
 prompt's posterior predictive check and the information curve of every prompt
 (:func:`evalset.item_fit.check_items`). Its p-values do not depend on the level, so the level
@@ -23,9 +23,9 @@ from adaptive.estimation.item_fit import DEFAULT_LEVEL
 from adaptive.estimation.streaming import Source
 from services import schemas as s
 from services.api.analysis import Dimension, _computed, _dimension
-from services.api.background import BackgroundJobs, Pending, default_fits_now, seen
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError, error_responses
+from services.runtime.background import BackgroundJobs, Pending, default_fits_now, seen
 
 __all__ = ["check_stored_items", "item_fit_answer", "item_fit_public", "router"]
 

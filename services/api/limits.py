@@ -36,62 +36,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.api.errors import RETRY_AFTER_SECONDS, error_body
 from services.lru import LRU
-from services.store import Store
 from services.store import repository as repo
 
-__all__ = ["Guard", "TokenCache", "admin_token_ok"]
+__all__ = ["Guard", "admin_token_ok"]
 
 
 _PROJECT_PATH = re.compile(r"^/projects/([^/]+)(?:/.*)?$")
 #: the gold routes (services/api/gold.py): with an admin token set, only it opens them
 _GOLD_PATH = re.compile(r"^/projects/[^/]+/gold(?:/scores)?/?$")
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-
-
-class TokenCache:
-    """token hash -> project, trusted for ``ttl`` seconds after it was read from the store.
-
-    A revoked (deleted) token therefore stops working on every replica within ``ttl``
-    seconds of the deletion's commit; unknown tokens are never cached (a new one works
-    at once).
-    """
-
-    def __init__(self) -> None:
-        self._entries: dict[tuple[str, str], tuple[str, float]] = {}
-        self._lock = threading.Lock()
-
-    def get(self, store: Store, token: str, ttl: float) -> str | None:
-        key = (store.url, repo.hash_token(token))
-        now = time.monotonic()
-        with self._lock:
-            hit = self._entries.get(key)
-        if hit is not None and hit[1] > now:
-            return hit[0]
-        with store.read() as conn:
-            project_id = repo.project_for_token(conn=conn, token=token)
-        with self._lock:
-            if project_id is None:
-                self._entries.pop(key, None)
-            elif ttl > 0:
-                if len(self._entries) > 10_000:
-                    self._entries = {k: v for k, v in self._entries.items() if v[1] > now}
-                    if len(self._entries) > 10_000:
-                        self._entries.clear()
-                self._entries[key] = (project_id, now + ttl)
-        return project_id
-
-    def cached(self, store: Store, token: str) -> str | None:
-        """The cached project of a token, without a store lookup (None when not cached)."""
-        key = (store.url, repo.hash_token(token))
-        with self._lock:
-            hit = self._entries.get(key)
-        return hit[0] if hit is not None and hit[1] > time.monotonic() else None
-
-    def forget(self, token_hash_prefix: str) -> None:
-        """Drop cached entries of a revoked token in this process at once."""
-        with self._lock:
-            for key in [k for k in self._entries if k[1].startswith(token_hash_prefix)]:
-                del self._entries[key]
 
 
 def admin_token_ok(expected: str | None, given: str | None) -> bool:

@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, cast
 import numpy as np
 from fastapi import APIRouter, Header
 
-from evalset.batch import RecommendRequest
-from evalset.plan import OutsideFamily, batch_targets, plan_batch
+from evalset.plan import OutsideFamily, RecommendRequest, batch_targets, plan_batch
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError, error_responses
 from services.api.gold import GoldPlan, plan_gold, secret_rng
@@ -28,7 +27,7 @@ from services.api.next_batch_schemas import LeasedCell, NextBatchCreate, NextBat
 from services.store import repository as repo
 
 if TYPE_CHECKING:
-    from services.api.state import ServiceState
+    from services.runtime.state import ServiceState
 
 router = APIRouter()
 

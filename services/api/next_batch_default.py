@@ -18,17 +18,18 @@ import numpy as np
 import polars as pl
 
 from adaptive.stopping.rule import DEFAULT_FAMILY
-from services.api.background import Pending
 from services.api.errors import ApiError
+from services.runtime.background import Pending
 
 if TYPE_CHECKING:
     from adaptive.recommend import RecommenderState
     from adaptive.stopping.decisions import DecisionRule
-    from services.api.state import ServiceState
+    from services.runtime.state import ServiceState
 
 
 def _fits(frame: pl.DataFrame, seed: int) -> Any:
-    from evalset.batch import RecommendRequest, recommend_fits
+    from evalset.batch import recommend_fits
+    from evalset.plan import RecommendRequest
 
     return recommend_fits(frame, RecommendRequest(seed=seed))
 
@@ -45,7 +46,8 @@ def default_model_state(
 ) -> tuple[RecommenderState, dict[str, Any]]:
     """The command line's recommender state of the stored judgments of ``dims`` and the
     maps the route reads (as :func:`services.api.next_batch._prepare` returns them)."""
-    from evalset.batch import RecommendRequest, recommend_state
+    from evalset.batch import recommend_state
+    from evalset.plan import RecommendRequest
 
     if rule.family != DEFAULT_FAMILY or route_by is not None:
         message = (

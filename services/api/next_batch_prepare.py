@@ -1,7 +1,7 @@
 """The next batch's named snapshot, prepared from what the service keeps running.
 
 The live batch (``model: "snapshot"``) reads the newest posterior snapshot of each
-dimension (it never fits) and the project's running tally (:mod:`services.api.tally`),
+dimension (it never fits) and the project's running tally (:mod:`services.runtime.tally`),
 and builds the recommender's integer-indexed state with names; the prepared states are
 kept on the service state (bounded). ``model: "default"`` prepares the command line's
 state (:mod:`services.api.next_batch_default`). Both end in a
@@ -21,12 +21,12 @@ from evalset.plan import NamedSnapshot
 from services.api.decisions import check_pairs
 from services.api.errors import ApiError
 from services.api.next_batch_default import default_model_state
-from services.api.tally import ProjectTally, concat, flip, take
+from services.runtime.tally import ProjectTally, concat, flip, take
 
 if TYPE_CHECKING:
-    from evalset.batch import RecommendRequest
+    from evalset.plan import RecommendRequest
     from evalset.recommend_adapter import CellNames
-    from services.api.state import ServiceState
+    from services.runtime.state import ServiceState
 
 # evalset.recommend_adapter (and with it JAX, a second to import) loads at the first
 # request, not when the service starts: /health answers sooner after a restart
@@ -83,7 +83,7 @@ def _prepare(
 ) -> tuple[RecommenderState, dict[str, Any]]:
     """The recommender snapshot of the project's newest posteriors, with names.
 
-    The judgments come from the project's running tally (:mod:`services.api.tally`):
+    The judgments come from the project's running tally (:mod:`services.runtime.tally`):
     a request reads those stored since the last one, not the campaign's. The decisions
     are those of the family ``rule`` declares (``GET .../decisions``'s rows); only its
     comparisons are served.

@@ -15,15 +15,15 @@ from services import schemas as s
 from services.api.analysis import snapshot_public
 from services.api.deps import ProjectId, SettingsDep, State, WriteProjectId, _bearer
 from services.api.errors import ApiError, error_responses
-from services.api.fit_health import (
+from services.api.idempotency import Idempotent, idempotent
+from services.api.limits import admin_token_ok
+from services.runtime.fit_health import (
     FitFailurePublic,
     ServiceHealth,
     fit_failures,
     fits_public,
 )
-from services.api.idempotency import Idempotent, idempotent
-from services.api.limits import admin_token_ok
-from services.api.store_health import write_failure
+from services.runtime.store_health import write_failure
 from services.store import repository as repo
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
     from sqlalchemy import Connection
 
-    from services.api.state import ServiceState
+    from services.runtime.state import ServiceState
 
 router = APIRouter()
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from adaptive.recommend.state import DEFAULT_BURN_IN
 from adaptive.stopping.rule import DEFAULT_FAMILY
-from evalset.batch import DEFAULT_DRAWS, RecommendRequest
+from evalset.plan import DEFAULT_DRAWS, RecommendRequest
 from services.cli.common import FORMATS, add_map_arg, dimensions_of, emit, log
 from services.cli.decisions import add_rule_args
 from services.cli.errors import CliError
@@ -40,7 +40,8 @@ def recommend_from_file(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Fit each dimension of a judgments file (fast path) and recommend a batch
     (:func:`evalset.batch.recommend_batch`)."""
     from adaptive.core.data import filter_judgments, read_judgments
-    from evalset.batch import RecommendRequest, recommend_batch, side_tables
+    from evalset.batch import recommend_batch, side_tables
+    from evalset.plan import RecommendRequest
     from services.cli.decisions import parse_question, rule_from_args
 
     judgments = read_judgments(args.data)

@@ -14,7 +14,7 @@ import pytest
 
 from adaptive.estimation import streaming as st
 from services.answers import item_rows, leaderboard_rows, pair_rows
-from services.api.refresher import Refresher, RefreshEvent
+from services.runtime.refresher import Refresher, RefreshEvent
 from services.settings import Settings
 from stan_free_models.inference import TRACE_COUNTS
 from tests.factories import STUCK_SECONDS, SYSTEMS, simulate, wait_for

@@ -1,11 +1,11 @@
-"""services.api.background.BackgroundJobs: one job per key, and a newer job of the same
+"""services.runtime.background.BackgroundJobs: one job per key, and a newer job of the same
 question (the key but the judgments seen) drops the queued ones."""
 
 from __future__ import annotations
 
 import threading
 
-from services.api.background import BackgroundJobs, Pending
+from services.runtime.background import BackgroundJobs, Pending
 
 
 def test_a_newer_job_drops_the_queued_ones_of_its_group_and_keeps_the_running_one():
@@ -101,7 +101,7 @@ def test_more_judgments_under_the_same_last_sequence_number_are_a_new_question(m
     import polars as pl
 
     from adaptive.estimation.source import Source
-    from services.api import background
+    from services.runtime import background
 
     def fits(source: Source) -> str:
         return f"fit of {source.num_judgments}"

@@ -27,8 +27,8 @@ from numpyro import handlers
 
 import stan_free_models.engine  # noqa: F401  (importing the engine installs the per-thread stack)
 from adaptive.estimation import streaming as st
-from services.api.fit_health import fit_failures
-from services.api.refresher import Refresher, RefreshEvent
+from services.runtime.fit_health import fit_failures
+from services.runtime.refresher import Refresher, RefreshEvent
 from services.settings import Settings
 from services.store import Store
 from services.store import repository as repo

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from services.api.refresher import RefreshEvent
+from services.runtime.refresher import RefreshEvent
 from services.settings import Settings
 from services.store import Store
 from services.store import repository as repo
@@ -87,7 +87,7 @@ def test_the_worker_process_leaves_the_requests_a_cpu(tmp_path: Path) -> None:
     """Was: the worker process ran a fit of the default model on every core (XLA's
     threads), so on a 2-core machine the requests waited for a CPU (POST p99 131 ms
     at 500 judgments/s). It now runs on all CPUs but one, niced, under SCHED_BATCH."""
-    from services.api.worker import worker_cpu_set
+    from services.runtime.worker import worker_cpu_set
 
     settings = _settings(
         f"sqlite:///{tmp_path / 'cpu.db'}", streaming=True, worker="process", nuts=False

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from adaptive.estimation import streaming as st
-from services.api.refresher import Refresher
-from services.api.schedule import PREPARE_SHARE, Shape, next_shapes, padded
+from services.runtime.refresher import Refresher
+from services.runtime.schedule import PREPARE_SHARE, Shape, next_shapes, padded
 from services.settings import Settings
 from stan_free_models import robust
 from stan_free_models.engine import TRACE_COUNTS

@@ -3,7 +3,7 @@ fit, whether a NUTS refit is due (no threads, no clock, no fits)."""
 
 from __future__ import annotations
 
-from services.api.schedule import KeyState, UpdatePlan, next_key, nuts_due, plan_update
+from services.runtime.schedule import KeyState, UpdatePlan, next_key, nuts_due, plan_update
 from services.settings import Settings
 
 

@@ -3,8 +3,8 @@
 In the API process a fit competes with the request threads for the GIL: tracing
 and compiling a new shape bucket holds it for seconds, and on a 2-core machine
 the requests wait behind it. Here the worker is a child process with its own
-store connection and its own :class:`~services.api.state.ServiceState` (thread
-mode); to the API process it is a :class:`~services.api.state.Notifier`, built by
+store connection and its own :class:`~services.runtime.state.ServiceState` (thread
+mode); to the API process it is a :class:`~services.runtime.state.Notifier`, built by
 ``create_app``. The API process only sends it ``(project, dimensions, last_seq,
 accepted_at)`` over a pipe after each stored batch; answers are read from the
 snapshots the worker stores, as before. The child dies with its parent
@@ -30,8 +30,8 @@ import signal
 import threading
 from multiprocessing.connection import Connection
 
-from services.api.state import ServiceState
 from services.jax_cache import configure_jax
+from services.runtime.state import ServiceState
 from services.settings import Settings
 
 _PR_SET_PDEATHSIG = 1

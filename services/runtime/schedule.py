@@ -2,7 +2,7 @@
 threads or a clock. :func:`next_key` (which key to update now), :func:`plan_update` (skill
 update or full fit, and whether to refresh the held items), :func:`nuts_due` (and
 :func:`nuts_too_large`), :func:`next_shape` (which padded size to compile ahead).
-The worker itself is :mod:`services.api.refresher`.
+The worker itself is :mod:`services.runtime.refresher`.
 """
 
 from __future__ import annotations

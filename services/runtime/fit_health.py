@@ -1,6 +1,6 @@
 """Failed fits in ``GET /health``, read from the stored refit events.
 
-The worker records every fit's outcome (:class:`~services.api.refresher.RefreshEvent`)
+The worker records every fit's outcome (:class:`~services.runtime.refresher.RefreshEvent`)
 and the service stores it (``GET /projects/{p}/events``); a fit that raised is a
 ``failed`` event. Each (project, dimension) has three kinds of fit, each with its
 own newest outcome: the fast update (method ``laplace``), the items refresh
@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import Connection, func, select
 
 from services import schemas as s
-from services.api.store_health import WriteFailurePublic
+from services.runtime.store_health import WriteFailurePublic
 from services.store import tables as t
 from services.store.repository import as_utc
 

@@ -1,7 +1,7 @@
 """The service's process-wide state: the store, the re-estimation worker and a snapshot cache.
 
 This is the glue between the store (SQL) and the refits (no SQL,
-:mod:`services.api.refresher` on :mod:`adaptive.estimation.streaming`): it gives the worker
+:mod:`services.runtime.refresher` on :mod:`adaptive.estimation.streaming`): it gives the worker
 its ``load_fn`` / ``publish_fn`` / ``latest_fn`` and lets requests read the newest
 snapshot without fitting anything. When re-estimation runs in a process of its own,
 the state only holds a :class:`Notifier` for it, built by ``create_app`` (this
@@ -25,7 +25,8 @@ import polars as pl
 
 from adaptive.estimation.snapshot import FAST, Snapshot, decode_snapshot, encode_snapshot
 from adaptive.estimation.streaming import Source
-from services.api.background import (
+from services.lru import LRU
+from services.runtime.background import (
     BackgroundJobs,
     Pending,
     default_fits,
@@ -34,10 +35,9 @@ from services.api.background import (
     seen,
     significance_table,
 )
-from services.api.limits import TokenCache
-from services.api.refresher import Refresher, RefreshEvent
-from services.api.tally import PROJECTS, Tallies
-from services.lru import LRU
+from services.runtime.refresher import Refresher, RefreshEvent
+from services.runtime.tally import PROJECTS, Tallies
+from services.runtime.tokens import TokenCache
 from services.settings import Settings
 from services.store import Store
 from services.store import repository as repo
@@ -53,7 +53,7 @@ STARTUP_GRACE_SECONDS = 1.0
 
 
 class Notifier(Protocol):
-    """Re-estimation running elsewhere (``services.api.worker.WorkerProcess``), as the
+    """Re-estimation running elsewhere (``services.runtime.worker.WorkerProcess``), as the
     service sees it: started, told about every stored batch, watched, stopped."""
 
     def start(self) -> None: ...

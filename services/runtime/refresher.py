@@ -9,7 +9,7 @@ here touches a database or the web: the refresher is handed a ``load_fn``
 and a ``latest_fn`` (the newest stored snapshot, for warm starts after a
 restart). Its configuration is the service's :class:`~services.settings.Settings`.
 
-When to do what is decided by the pure functions of :mod:`services.api.schedule`.
+When to do what is decided by the pure functions of :mod:`services.runtime.schedule`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import polars as pl
 from adaptive.estimation.skill_update import SkillBase, skill_snapshot
 from adaptive.estimation.snapshot import FAST, FULL, Snapshot
 from adaptive.estimation.streaming import Source, fit_snapshot, stream_config
-from services.api.schedule import (
+from services.runtime.schedule import (
     KeyState,
     Shape,
     next_key,
