@@ -30,6 +30,7 @@ LOCO_COLUMNS = (
     "se_ratio",
     "paired_ratio",
     "rmse_vs_full",
+    "heldout_se_ratio",
 )
 PRUNE_COLUMNS = (
     "dimension",
@@ -139,6 +140,23 @@ def _workers(requested: int | None) -> int:
     return max(1, requested)
 
 
+def _heldout(cells: Any, results: Any, config: Any) -> dict[tuple[str, int], dict[str, Any]]:
+    """(policy, k) -> the curve on the held-out comparisons' own judgments."""
+    import numpy as np
+
+    from adaptive.prompts.loco_heldout import heldout_curve
+    from adaptive.prompts.prune_folds import cell_table, judged_from_cells
+
+    table = cell_table(judged_from_cells(cells))
+    rows = heldout_curve(
+        results, table, config.policies, config.grid, np.random.default_rng(config.seed)
+    )
+    return {
+        (r["policy"], r["k"]): {k: r[k] for k in ("heldout_se_ratio", "heldout_folds")}
+        for r in rows
+    }
+
+
 def run_loco_command(args: argparse.Namespace) -> int:
     from adaptive.prompts.loco import LocoConfig, run_loco, summarize_folds
 
@@ -152,7 +170,7 @@ def run_loco_command(args: argparse.Namespace) -> int:
     )
     workers = _workers(args.workers)
     rows: list[dict[str, Any]] = []
-    for dim, _cells, data in _dimensions(args):
+    for dim, cells, data in _dimensions(args):
         if not args.quiet:
             where = "serially" if workers == 1 else f"on Ray with {workers} workers"
             log(
@@ -165,8 +183,10 @@ def run_loco_command(args: argparse.Namespace) -> int:
         if not args.quiet:
             nodes = len(set(info.node_ids))
             log(f"loco {dim!r}: {time.perf_counter() - start:.1f} s on {nodes} node(s)")
+        heldout = _heldout(cells, results, config)
         for row in summarize_folds(results, config):
-            rows.append({"dimension": dim, **row})
+            fresh = heldout.get((row["policy"], row["k"]), {"heldout_se_ratio": 1.0})
+            rows.append({"dimension": dim, **row, **fresh})
     if args.plot:
         from evalset.plots import plot_se_curve
 
@@ -181,7 +201,9 @@ def run_loco_command(args: argparse.Namespace) -> int:
     if not args.quiet and args.format == "table":
         log(
             "se_mean: mean over folds of the held-out ability's posterior sd with the top-k prompts; "
-            "draw_sd: spread over random draws; se_ratio: se_mean / all-prompts se_mean"
+            "draw_sd: spread over random draws; se_ratio: se_mean / all-prompts se_mean; "
+            "heldout_se_ratio: the top-k's SNR ratio on the held-out comparison's own judgments "
+            "(median over the clearly signed folds)"
         )
     return 0
 
