@@ -26,8 +26,9 @@ from adaptive.prompts.prune_shrinkage import (
 )
 from adaptive.prompts.pruning import PruneConfig, PruneFits, TierPlan, plan_tiers
 
-#: the draws behind a figure the target bisection compares (the printed one uses NUM_DRAWS)
-SEARCH_DRAWS = 200
+#: the draws behind a figure the target bisection compares: the printed figure's, with the
+#: same seed, so the figure printed for the chosen k is the one that met the target
+SEARCH_DRAWS = NUM_DRAWS
 
 
 def _ratio(table: CellTable, plan_of_k, k: int, seed: int, draws: int) -> float:  # type: ignore[no-untyped-def]

@@ -133,3 +133,18 @@ def test_only_the_shared_effect_carries_over_to_new_systems():
     assert new_system_gain(table, comps, 0.25) < 1.2
     shared = cell_table(_judge(rng, _truth(rng, shared=1.0), 10))
     assert new_system_gain(shared, comps, 0.25) > 1.5
+
+
+@pytest.mark.parametrize("target", [1.2, 1.35, 1.5])
+def test_the_target_is_met_by_the_figure_printed(target):
+    """--target-se-ratio keeps the fewest prompts whose printed fresh SE ratio meets it."""
+    from adaptive.prompts.pruning import PruneConfig
+    from evalset.pruning import prune_judgments
+
+    frame, _ = _frame(1)
+    rows = prune_judgments(
+        frame, PruneConfig(target_se_ratio=target, num_tiers=1, redundancy_threshold=None)
+    )
+    assert rows[0]["se_ratio"] <= target
+    kept = sum(r["kept"] for r in rows)
+    assert kept < 40
