@@ -54,14 +54,19 @@ class LRU(Generic[K, V]):
 
     def __setitem__(self, key: K, value: V) -> None:
         with self._lock:
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self._total -= self._weight(old)
-            self._entries[key] = value
-            self._total += self._weight(value)
-            while self._total > self.maxsize and len(self._entries) > 1:
-                _, dropped = self._entries.popitem(last=False)
-                self._total -= self._weight(dropped)
+            self._put(key, value)
+
+    def _put(self, key: K, value: V) -> None:
+        """Store ``value`` as the most recent and drop the oldest beyond the bound (call
+        with the lock held)."""
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self._total -= self._weight(old)
+        self._entries[key] = value
+        self._total += self._weight(value)
+        while self._total > self.maxsize and len(self._entries) > 1:
+            _, dropped = self._entries.popitem(last=False)
+            self._total -= self._weight(dropped)
 
     def setdefault(self, key: K, make: Callable[[], V]) -> V:
         """The value of ``key``, or ``make()`` stored under it (``make`` runs outside the
@@ -75,8 +80,8 @@ class LRU(Generic[K, V]):
             if key in self._entries:  # another thread stored it meanwhile: keep theirs
                 self._entries.move_to_end(key)
                 return self._entries[key]
-        self[key] = value
-        return value
+            self._put(key, value)
+            return value
 
     def pop(self, key: K) -> V | None:
         """Drop ``key``; its value, or None when it was not kept."""

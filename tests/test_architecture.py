@@ -483,3 +483,46 @@ def test_the_store_imports_no_http_schema():
         if _http(target)
     ]
     assert up == []
+
+
+#: calls that make an empty mutable container or a bounded cache: at module level, a cache
+#: that outlives every object that should own it (the store, the service's runtime)
+CACHE_MAKERS = {"dict", "list", "set", "OrderedDict", "defaultdict", "deque", "LRU"}
+CACHE_DECORATORS = {"lru_cache", "cache", "cached"}
+
+
+def _module_caches(tree: ast.Module) -> list[str]:
+    found = []
+    for node in tree.body:
+        value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+        empty = isinstance(value, ast.Dict | ast.List | ast.Set) and not ast.unparse(value)[1:-1]
+        made = (
+            isinstance(value, ast.Call) and ast.unparse(value.func).split(".")[-1] in CACHE_MAKERS
+        )
+        if empty or made:
+            found.append(ast.unparse(node).split("=")[0].strip())
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for d in node.decorator_list:
+                name = ast.unparse(d.func if isinstance(d, ast.Call) else d).split(".")[-1]
+                if name in CACHE_DECORATORS:
+                    found.append(f"@{name} {node.name}")
+    return found
+
+
+def test_the_cache_finder_finds_module_caches():
+    tree = ast.parse(
+        "A = {'k': 1}\n_c: OrderedDict[str, int] = OrderedDict()\n_d = {}\n"
+        "X = LRU(3)\n@functools.lru_cache(maxsize=2)\ndef f(): ...\n"
+    )
+    assert _module_caches(tree) == ["_c: OrderedDict[str, int]", "_d", "X", "@lru_cache f"]
+
+
+def test_no_module_global_mutable_cache():
+    """Caches belong to the object that lives as long as they should (a store, the service's
+    runtime: ``services/lru.py``), so a test's or a replica's state never leaks into another."""
+    offenders = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in _core_files("services", "evalset")
+        for name in _module_caches(ast.parse(path.read_text()))
+    ]
+    assert offenders == []

@@ -239,6 +239,27 @@ def _parse(body: CrowdResultsCreate) -> Any:
         raise ApiError(422, "validation_error", f"content could not be parsed: {exc}") from exc
 
 
+def _read_results(body: CrowdResultsCreate, tasks: Any) -> Any:
+    """The platform's answers read through the lease's tasks (a 422 ``invalid_batch`` with
+    one problem per bad row: ``row`` = 0-based answer)."""
+    try:
+        return read_parsed_results(_parse(body), tasks, body.platform, source_name="content")
+    except DataError as exc:
+        raise ApiError(
+            422,
+            "invalid_batch",
+            exc.message,
+            problems=[
+                {
+                    "row": p.row - 1,
+                    "field": p.column,
+                    "message": f"got {p.value!r}, expected {p.expected}",
+                }
+                for p in exc.problems
+            ],
+        ) from exc
+
+
 @router.post(
     "/projects/{project_id}/leases/{lease_id}/results",
     operation_id="import_crowd_results",
@@ -254,22 +275,7 @@ def import_crowd_results(
     refused whole (``422 invalid_batch``) with one problem per bad row (``row`` = 0-based
     answer)."""
     _, tasks = _lease_tasks(state, project_id, lease_id)
-    try:
-        got = read_parsed_results(_parse(body), tasks, body.platform, source_name="content")
-    except DataError as exc:
-        raise ApiError(
-            422,
-            "invalid_batch",
-            exc.message,
-            problems=[
-                {
-                    "row": p.row - 1,
-                    "field": p.column,
-                    "message": f"got {p.value!r}, expected {p.expected}",
-                }
-                for p in exc.problems
-            ],
-        ) from exc
+    got = _read_results(body, tasks)
     # each answer is a draw of its cell by this lease (a routed cell's rates are this draw's)
     rows = [
         {**{k: (v or None) if k == "timestamp" else v for k, v in r.items()}, "lease_id": lease_id}

@@ -92,6 +92,35 @@ def list_gold_cells(project_id: GoldProjectId, state: State) -> GoldCellsPublic:
     return GoldCellsPublic(cells=[GoldCellPublic(**c) for c in cells])
 
 
+def _score_rows(
+    state: ServiceState, project_id: str, dimension: str | None, rule: GoldRule
+) -> tuple[int, list[dict[str, Any]]]:
+    """The stored gold judgments counted (of ``dimension``: a 404 when the project has no
+    such dimension) and their score rows under ``rule``."""
+    with state.store.read() as conn:
+        known = [d["dimension_id"] for d in repo.list_dimensions(conn=conn, project_id=project_id)]
+        cells = repo.list_gold_cells(conn=conn, project_id=project_id)
+        judgments = repo.fetch_gold_judgments(conn=conn, project_id=project_id)
+    if dimension is not None:
+        if dimension not in known:
+            raise ApiError(
+                404, "not_found", f"unknown dimension {dimension!r}; the project has {known}"
+            )
+        judgments = [j for j in judgments if j["dimension"] == dimension]
+    if cells and any(j["annotator_id"] for j in judgments):
+        columns = ("item_id", "system_a", "system_b", "annotator_id", "winner", "dimension")
+        frame = pl.DataFrame(
+            [{k: dict(j)[k] for k in columns} for j in judgments],
+            schema=dict.fromkeys(columns, pl.Utf8),
+        )
+        fields = ("item_id", "system_a", "system_b", "dimension", "answer")
+        gold = pl.DataFrame(
+            [{k: dict(c)[k] for k in fields} for c in cells], schema=dict.fromkeys(fields, pl.Utf8)
+        )
+        return len(judgments), gold_rows(frame, gold, rule)
+    return len(judgments), []
+
+
 @router.get(
     "/projects/{project_id}/gold/scores",
     operation_id="gold_scores",
@@ -131,30 +160,9 @@ def gold_scores(
         raise ApiError(
             422, "validation_error", str(exc), [{"field": "careless", "message": str(exc)}]
         ) from None
-    with state.store.read() as conn:
-        known = [d["dimension_id"] for d in repo.list_dimensions(conn=conn, project_id=project_id)]
-        cells = repo.list_gold_cells(conn=conn, project_id=project_id)
-        judgments = repo.fetch_gold_judgments(conn=conn, project_id=project_id)
-    if dimension is not None:
-        if dimension not in known:
-            raise ApiError(
-                404, "not_found", f"unknown dimension {dimension!r}; the project has {known}"
-            )
-        judgments = [j for j in judgments if j["dimension"] == dimension]
-    rows: list[dict[str, Any]] = []
-    if cells and any(j["annotator_id"] for j in judgments):
-        columns = ("item_id", "system_a", "system_b", "annotator_id", "winner", "dimension")
-        frame = pl.DataFrame(
-            [{k: dict(j)[k] for k in columns} for j in judgments],
-            schema=dict.fromkeys(columns, pl.Utf8),
-        )
-        fields = ("item_id", "system_a", "system_b", "dimension", "answer")
-        gold = pl.DataFrame(
-            [{k: dict(c)[k] for k in fields} for c in cells], schema=dict.fromkeys(fields, pl.Utf8)
-        )
-        rows = gold_rows(frame, gold, rule)
+    num_judgments, rows = _score_rows(state, project_id, dimension, rule)
     return GoldScoresPublic(
-        num_gold_judgments=len(judgments),
+        num_gold_judgments=num_judgments,
         rule={"careful": careful, "careless": careless, "level": level},
         rows=[GoldScoreRow(**r) for r in rows],
     )

@@ -12,8 +12,6 @@ and the last sequence numbers of both tables).
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -46,12 +44,8 @@ if TYPE_CHECKING:
 
 router = APIRouter()
 
-#: answers kept (project, rule, judge, last sequence numbers) -> response
-CACHE_SIZE = 32
-_cache: OrderedDict[tuple[Any, ...], HybridDecisionsPublic] = OrderedDict()
-_cache_lock = threading.Lock()
-#: the routing's reports, per (project, rule, judge): (judgments seen, last verdict, report)
-_reports: OrderedDict[tuple[Any, ...], tuple[int, int, HybridReport]] = OrderedDict()
+# answers are kept on the service state by (project, rule, judge, last sequence numbers);
+# the routing's reports by (project, rule, judge): (judgments seen, last verdict, report)
 #: a routing report is reused until the judgments grow by this share (or STALE_MIN judgments)
 STALE_SHARE, STALE_MIN = 0.05, 20
 
@@ -254,19 +248,15 @@ def _answer(
         catalogue = repo.catalogue_version(conn=conn, project_id=project_id)
         num_gold = len(repo.gold_keys(conn=conn, project_id=project_id))
         key = (project_id, rule, name, seen, routed, catalogue, num_gold)
-        with _cache_lock:
-            if key in _cache:
-                _cache.move_to_end(key)
-                return _cache[key]
+        kept_answer: HybridDecisionsPublic | None = state.hybrid_answers.get(key)
+        if kept_answer is not None:
+            return kept_answer
         judgments = repo.fetch_judgments(conn=conn, project_id=project_id)
         verdicts = _without_gold(conn, project_id, name)
         routes = fetch_routes(conn=conn, project_id=project_id)
     frame = pl.DataFrame(routes) if routes else None
     answer = _decide(judgments, verdicts, rule, name, frame, systems)
-    with _cache_lock:
-        _cache[key] = answer
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
+    state.hybrid_answers[key] = answer
     return answer
 
 
@@ -295,8 +285,7 @@ def stored_report(
         name = judge if judge is not None else next(iter(judges))
         verdict_seq = last_verdict_seq(conn=conn, project_id=project_id)
         key = (project_id, rule, name, len(repo.gold_keys(conn=conn, project_id=project_id)))
-        with _cache_lock:
-            kept = _reports.get(key)
+        kept = state.hybrid_reports.get(key)
         if kept is not None:
             seen, seq, report = kept
             if seq == verdict_seq and total - seen <= max(STALE_MIN, STALE_SHARE * seen):
@@ -304,11 +293,7 @@ def stored_report(
         judgments = repo.fetch_judgments(conn=conn, project_id=project_id)
         verdicts = _without_gold(conn, project_id, name)
     report = decide_with_judge(_human_frame(judgments), _verdict_frame(verdicts), rule, judge=name)
-    with _cache_lock:
-        _reports[key] = (len(judgments), verdict_seq, report)
-        _reports.move_to_end(key)
-        while len(_reports) > CACHE_SIZE:
-            _reports.popitem(last=False)
+    state.hybrid_reports[key] = (len(judgments), verdict_seq, report)
     return report, name
 
 

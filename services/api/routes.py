@@ -5,7 +5,7 @@ from validated requests to store calls (the answers from snapshots are in
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials
@@ -80,6 +80,26 @@ def _health_audience(state: ServiceState, token: str | None) -> tuple[bool, str 
     return False, state.tokens.get(state.store, token, state.settings.token_cache_seconds)
 
 
+def _health_reads(
+    state: ServiceState, token: str | None
+) -> tuple[bool, bool, list[FitFailurePublic], list[s.ProjectFreshness] | None]:
+    """What ``/health`` reads from the store: whether it answered, whether the token is the
+    admin's, the failed fits, and the projects the token may see (None: none)."""
+    now = datetime.now(UTC)
+    admin = False
+    try:
+        admin, own = _health_audience(state, token)
+        with state.store.read() as conn:
+            failures = fit_failures(conn)
+            ids = repo.list_project_ids(conn=conn) if admin else [own] if own is not None else []
+            projects = None
+            if admin or own is not None:
+                projects = [_freshness(conn, project_id, now) for project_id in ids]
+    except SQLAlchemyError:
+        return False, admin, [], None
+    return True, admin, failures, projects
+
+
 @router.get(
     "/health",
     operation_id="health",
@@ -95,23 +115,8 @@ def health(
     projects exist and how old each one's newest snapshot is (``judgments_behind``:
     judgments it does not include) only with a token: a project's token shows that
     project, the admin token every project (and which fits failed)."""
-    now = datetime.now(UTC)
-    projects: list[s.ProjectFreshness] | None = None
-    failures: list[FitFailurePublic] = []
-    admin = False
-    reachable = True
-    try:
-        admin, own = _health_audience(state, credentials.credentials if credentials else None)
-        with state.store.read() as conn:
-            failures = fit_failures(conn)
-            if admin:
-                ids = repo.list_project_ids(conn=conn)
-            else:
-                ids = [own] if own is not None else []
-            if admin or own is not None:
-                projects = [_freshness(conn, project_id, now) for project_id in ids]
-    except SQLAlchemyError:
-        reachable = False
+    token = credentials.credentials if credentials else None
+    reachable, admin, failures, projects = _health_reads(state, token)
     alive = state.worker_alive()
     mode = state.settings.worker if state.streaming else "off"
     fits = fits_public(failures, detail=admin)
@@ -413,53 +418,63 @@ def add_judgments(
     """
     rows = [j.model_dump() for j in body.judgments]
     _refuse_repeated([r["judgment_id"] for r in rows], "judgment_id")
-    # the fields judgments gained in 0007 count only when given: a batch keyed before them
-    # and sent again unchanged is the same request
-    later = ("screen_id", "lease_id")
-    request = {
-        "judgments": [
-            {k: v for k, v in j.items() if not (k in later and v is None)}
-            for j in body.model_dump(mode="json")["judgments"]
-        ]
-    }
-    once = idempotent(idempotency_key, request, field="Idempotency-Key", name="Idempotency-Key")
-    dims = sorted({r["dimension"] for r in rows})
+    once = idempotent(
+        idempotency_key, _batch_content(body), field="Idempotency-Key", name="Idempotency-Key"
+    )
     with state.store.write() as conn:
-        if idempotency_key:
+        if once.key:
             repo.lock_judgments(conn=conn, project_id=project_id)
             stored = repo.get_batch_by_key(
-                conn=conn, project_id=project_id, idempotency_key=idempotency_key
+                conn=conn, project_id=project_id, idempotency_key=once.key
             )
             if stored is not None:
                 return _replayed_batch(once, stored, response)
         result = repo.add_judgments(conn=conn, project_id=project_id, judgments=rows)
-        if result.inserted:
-            repo.announce_judgments(conn=conn, project_id=project_id)
-        # gold judgments counted too: an answer that counted only the ordinary ones would
-        # tell, one judgment at a time, which cells are gold
-        total = repo.count_judgments(conn=conn, project_id=project_id) + repo.count_gold_judgments(
-            conn=conn, project_id=project_id
-        )
-        metas = [
-            repo.latest_snapshot_meta(conn=conn, project_id=project_id, dimension=d) for d in dims
-        ]
-        answer = s.JudgmentBatchResult(
-            accepted=result.inserted,
-            duplicates=result.duplicates,
-            num_judgments=total,
-            snapshots=[snapshot_public(m) for m in metas if m is not None],
-        )
-        if idempotency_key:
+        answer = _batch_answer(conn, project_id, result, sorted({r["dimension"] for r in rows}))
+        if once.key:
             repo.save_batch_key(
                 conn=conn,
                 project_id=project_id,
-                idempotency_key=idempotency_key,
+                idempotency_key=once.key,
                 request_hash=once.fingerprint,
                 response=answer.model_dump(mode="json"),
             )
     # re-estimation happens on the worker thread, never in the request
     state.notify(project_id, result.dimensions, result.last_seq)
     return answer
+
+
+def _batch_content(body: s.JudgmentsCreate) -> dict[str, Any]:
+    """The request an Idempotency-Key is bound to."""
+    # the fields judgments gained in 0007 count only when given: a batch keyed before them
+    # and sent again unchanged is the same request
+    later = ("screen_id", "lease_id")
+    return {
+        "judgments": [
+            {k: v for k, v in j.items() if not (k in later and v is None)}
+            for j in body.model_dump(mode="json")["judgments"]
+        ]
+    }
+
+
+def _batch_answer(
+    conn: Connection, project_id: str, result: repo.IngestResult, dims: list[str]
+) -> s.JudgmentBatchResult:
+    """A stored batch's answer (announced to the re-estimation worker when it added any)."""
+    if result.inserted:
+        repo.announce_judgments(conn=conn, project_id=project_id)
+    # gold judgments counted too: an answer that counted only the ordinary ones would
+    # tell, one judgment at a time, which cells are gold
+    total = repo.count_judgments(conn=conn, project_id=project_id) + repo.count_gold_judgments(
+        conn=conn, project_id=project_id
+    )
+    metas = [repo.latest_snapshot_meta(conn=conn, project_id=project_id, dimension=d) for d in dims]
+    return s.JudgmentBatchResult(
+        accepted=result.inserted,
+        duplicates=result.duplicates,
+        num_judgments=total,
+        snapshots=[snapshot_public(m) for m in metas if m is not None],
+    )
 
 
 def _replayed_batch(

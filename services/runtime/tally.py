@@ -20,7 +20,6 @@ order its pair was first named in).
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -37,6 +36,7 @@ from adaptive.stopping.decisions import (
     update,
 )
 from adaptive.stopping.rule import Family, comparison_family
+from services.lru import LRU
 from services.store import repository as repo
 
 if TYPE_CHECKING:
@@ -200,9 +200,9 @@ class ProjectTally:
     #: the gold cells' keys (``repo.gold_keys``), read at every advance: never ordinary prompts
     gold: frozenset[repo.GoldKey] = frozenset()
     prompts: list[repo.PromptRow] | None = None
-    families: OrderedDict[tuple[Any, ...], FamilyTally] = field(default_factory=OrderedDict)
-    closings: OrderedDict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = field(
-        default_factory=OrderedDict
+    families: LRU[tuple[Any, ...], FamilyTally] = field(default_factory=lambda: LRU(FAMILY_STATES))
+    closings: LRU[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = field(
+        default_factory=lambda: LRU(CLOSINGS)
     )
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -250,13 +250,9 @@ class ProjectTally:
         every judgment, and keeps the e-Holm closings it gave before.
         """
         key = (rule, family.comparisons)
-        found = self.families.get(key)
-        if found is None:
-            state = start(family.size, PROMPT_BOUND, rule, num_tests=family.size)
-            found = self.families[key] = FamilyTally(state)
-            while len(self.families) > FAMILY_STATES:
-                self.families.popitem(last=False)
-        self.families.move_to_end(key)
+        found = self.families.setdefault(
+            key, lambda: FamilyTally(start(family.size, PROMPT_BOUND, rule, num_tests=family.size))
+        )
         comp, prompt, signed = [], [], []
         by_dim: dict[str, list[tuple[int, str, str]]] = {}
         for f, (d, a, b) in enumerate(family.comparisons):
@@ -300,9 +296,6 @@ class ProjectTally:
                 new_outcome[again], new_closed[again] = outcome[again], closed_at[again]
                 state = state._replace(outcome=new_outcome, closed_at=new_closed)
         self.closings[key] = (state.outcome.copy(), state.closed_at.copy())
-        self.closings.move_to_end(key)
-        while len(self.closings) > CLOSINGS:
-            self.closings.popitem(last=False)
         return state
 
 
@@ -310,18 +303,12 @@ class Tallies:
     """The running tallies of the projects this process was asked about (bounded, LRU)."""
 
     def __init__(self) -> None:
-        self._projects: OrderedDict[str, ProjectTally] = OrderedDict()
+        self._projects: LRU[str, ProjectTally] = LRU(PROJECTS)
         self._lock = threading.Lock()
 
     def project(self, project_id: str) -> ProjectTally:
         with self._lock:
-            found = self._projects.get(project_id)
-            if found is None:
-                found = self._projects[project_id] = ProjectTally()
-                while len(self._projects) > PROJECTS:
-                    self._projects.popitem(last=False)
-            self._projects.move_to_end(project_id)
-            return found
+            return self._projects.setdefault(project_id, ProjectTally)
 
     def advance(self, store: Store, project_id: str) -> ProjectTally:
         """The project's tally with every stored judgment (call with the tally's ``lock``
