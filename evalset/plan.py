@@ -2,7 +2,7 @@
 
 Every door prepares the recommender's named snapshot its own way (a judgments file fitted
 on the spot: :func:`evalset.batch.recommend_state`; the service's newest snapshots and
-running tally: ``services/api/next_batch.py``), then asks the same question with the same
+running tally: ``services/api/routes/next_batch.py``), then asks the same question with the same
 :class:`RecommendRequest`: :func:`plan_batch` resolves the request's targets,
 builds :class:`adaptive.recommend.Request` (in this one place) and returns the batch with
 the open comparisons it had to leave out. No I/O: the door stores or prints the result.

@@ -26,9 +26,11 @@ from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI
 
-from services.api import analysis, dashboard, docs_ui, errors
+from services.api import docs_ui, errors
 from services.api.limits import Guard
-from services.api.routes import router as core_router
+from services.api.routes import analysis, dashboard
+from services.api.routes.judgments import router as judgments_router
+from services.api.routes.projects import router as core_router
 from services.jax_cache import configure_jax
 from services.runtime.state import ServiceState
 from services.runtime.worker import WorkerProcess
@@ -40,7 +42,15 @@ __all__ = ["create_app"]
 def _routers() -> list[APIRouter]:
     """The routers beside the core and analysis ones, in the order the API lists them
     (imported when an app is built, not when this package is)."""
-    from services.api import agreement, crowd, decisions, gold, hybrid, item_fit, next_batch
+    from services.api.routes import (
+        agreement,
+        crowd,
+        decisions,
+        gold,
+        hybrid,
+        item_fit,
+        next_batch,
+    )
 
     return [
         next_batch.router,
@@ -91,6 +101,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     dashboard.install(app)
     docs_ui.install(app)
     app.include_router(core_router)
+    app.include_router(judgments_router)
     app.include_router(analysis.router)
     for router in _routers():
         app.include_router(router)

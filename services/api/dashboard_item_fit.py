@@ -1,6 +1,6 @@
 """The dashboard's item-fit card: the prompts the model fits badly, and two small figures.
 
-It reads ``GET .../item-fit``'s answer at its default level (:func:`services.api.item_fit.item_fit_answer`,
+It reads ``GET .../item-fit``'s answer at its default level (:func:`services.api.routes.item_fit.item_fit_answer`,
 a background job, never waited for; the newest finished answer while a newer one runs): the flagged prompts with the reason in words (the
 ``misfit_reason`` ``evalset items --fit`` prints), how many of all prompts are flagged and at
 which level, the test information curve of every prompt and of those not flagged, and each
@@ -15,7 +15,7 @@ from typing import Any
 
 from adaptive.estimation.item_fit import DEFAULT_LEVEL
 from services.api.dashboard_page import _e, _fmt_tick, _label, _ticks
-from services.api.item_fit import item_fit_answer
+from services.api.routes.item_fit import item_fit_answer
 from services.runtime.background import Pending
 
 __all__ = ["collect_item_fit", "information_svg", "item_fit_section", "slopes_svg"]

@@ -1,4 +1,4 @@
-"""The dashboard's HTML: inline SVG charts and the page, from :func:`services.api.dashboard.collect`.
+"""The dashboard's HTML: inline SVG charts and the page, from :func:`services.api.routes.dashboard.collect`.
 
 Plain strings, every value escaped; no script and no request beyond the page (the
 dashboard's Content-Security-Policy forbids both).

@@ -140,7 +140,7 @@ def request_page_token(request: Request) -> str | None:
 
     A browser sends no Authorization header when it navigates, so a page takes the
     token from the query string once and keeps it in a cookie of that page's path
-    (see :mod:`services.api.dashboard`). API routes keep taking the header only.
+    (see :mod:`services.api.routes.dashboard`). API routes keep taking the header only.
     """
     scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() == "bearer" and credentials.strip():

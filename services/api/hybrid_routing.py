@@ -51,7 +51,7 @@ def route_cells(
     """``batch`` with the cells of the comparisons ``judge`` judged drawn by its routing."""
     from adaptive.judge.hybrid_decisions import draw_routed
     from evalset.cells import annotatable_cells
-    from services.api.hybrid import stored_report
+    from services.api.routes.hybrid import stored_report
 
     if not batch:
         return batch

@@ -42,7 +42,7 @@ __all__ = ["Guard", "admin_token_ok"]
 
 
 _PROJECT_PATH = re.compile(r"^/projects/([^/]+)(?:/.*)?$")
-#: the gold routes (services/api/gold.py): with an admin token set, only it opens them
+#: the gold routes (services/api/routes/gold.py): with an admin token set, only it opens them
 _GOLD_PATH = re.compile(r"^/projects/[^/]+/gold(?:/scores)?/?$")
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
@@ -68,7 +68,7 @@ def bearer(headers: list[tuple[bytes, bytes]]) -> str | None:
 
 
 #: the cookie in which a browser page keeps its token: a ``?token=`` visit of a page sets
-#: it, scoped to that page's path (:mod:`services.api.dashboard`)
+#: it, scoped to that page's path (:mod:`services.api.routes.dashboard`)
 PAGE_TOKEN_COOKIE = "evalset_token"
 
 

@@ -45,7 +45,7 @@ def default_model_state(
     route_by: str | None,
 ) -> tuple[RecommenderState, dict[str, Any]]:
     """The command line's recommender state of the stored judgments of ``dims`` and the
-    maps the route reads (as :func:`services.api.next_batch._prepare` returns them)."""
+    maps the route reads (as :func:`services.api.routes.next_batch._prepare` returns them)."""
     from evalset.batch import recommend_state
     from evalset.plan import RecommendRequest
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from adaptive.recommend import DEFAULT_BURN_IN
 from adaptive.stopping.decisions import DecisionRule
 from adaptive.stopping.rule_options import rule_options_model
-from services.api.decisions import http_rule
+from services.api.routes.decisions import http_rule
 from services.schemas import Id, JsonInt, Name
 
 #: the decision rule the batch serves (GET .../decisions takes the same, as a query):

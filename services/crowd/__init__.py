@@ -9,7 +9,7 @@
   REST API (push a batch's tasks, pull the annotations; imported on its own).
 
 Pure functions on frames and files: no database, and no web except the Label Studio
-client (``services/api/crowd.py`` and ``evalset crowd`` are the edges). See docs/crowd.md.
+client (``services/api/routes/crowd.py`` and ``evalset crowd`` are the edges). See docs/crowd.md.
 """
 
 from services.crowd.export import PLATFORMS, write_export

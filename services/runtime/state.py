@@ -122,10 +122,10 @@ class ServiceState:
     _snapshots: LRU[tuple[str, str, int], Snapshot] = field(default_factory=lambda: LRU(16))
     _answers: LRU[tuple[Any, ...], Any] = field(default_factory=lambda: LRU(64))
     #: prepared recommender states of the next batch, and what of them does not depend on
-    #: the judgments (services/api/next_batch.py)
+    #: the judgments (services/api/routes/next_batch.py)
     batch_states: LRU[tuple[Any, ...], Any] = field(default_factory=lambda: LRU(16))
     batch_bases: LRU[tuple[Any, ...], Any] = field(default_factory=lambda: LRU(16))
-    #: hybrid decisions answered, and the routing's reports (services/api/hybrid.py)
+    #: hybrid decisions answered, and the routing's reports (services/api/routes/hybrid.py)
     hybrid_answers: LRU[tuple[Any, ...], Any] = field(default_factory=lambda: LRU(32))
     hybrid_reports: LRU[tuple[Any, ...], Any] = field(default_factory=lambda: LRU(32))
     _lock: threading.Lock = field(default_factory=threading.Lock)

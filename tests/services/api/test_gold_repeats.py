@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from adaptive.estimation.streaming import Snapshot as StreamSnapshot
-from services.api import next_batch as nb
+from services.api.routes import next_batch as nb
 from services.settings import Settings
 from services.store import repository as repo
 from tests.factories import ThreadServer

@@ -17,7 +17,7 @@ import polars as pl
 import pytest
 
 from adaptive.estimation.streaming import Snapshot as StreamSnapshot
-from services.api import next_batch as nb
+from services.api.routes import next_batch as nb
 from services.settings import Settings
 from services.store import repository as repo
 from tests.factories import ThreadServer, fresh_pg_database, same_rows

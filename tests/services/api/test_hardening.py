@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from services.api import limits
-from services.api import next_batch as nb
+from services.api.routes import next_batch as nb
 from services.cli import main as cli_main
 from services.settings import Settings
 from services.store import Store

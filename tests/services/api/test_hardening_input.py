@@ -167,7 +167,7 @@ def test_the_service_cannot_reach_the_path_reader() -> None:
     import polars as pl
 
     from adaptive.core.data import DataError
-    from services.api import crowd
+    from services.api.routes import crowd
     from services.crowd import read_parsed_results
 
     assert not hasattr(crowd, "read_results")

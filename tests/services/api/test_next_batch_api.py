@@ -14,7 +14,7 @@ import pytest
 
 import evalset
 from adaptive.estimation.streaming import Snapshot as StreamSnapshot
-from services.api import next_batch as nb
+from services.api.routes import next_batch as nb
 from services.settings import Settings
 from tests.factories import ThreadServer, fresh_pg_database, when_ready
 

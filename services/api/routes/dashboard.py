@@ -13,7 +13,7 @@ charts, inline CSS, a Content-Security-Policy that forbids anything else). It sh
   flagged prompts with the reason in words, and the figures of ``evalset items --plot``
   (:mod:`services.api.dashboard_item_fit`);
 * every comparison's decision in the declared family (the rows of ``GET .../decisions``
-  with the same rule: :func:`services.api.decisions.read_family`); the judgments still
+  with the same rule: :func:`services.api.routes.decisions.read_family`); the judgments still
   needed count the family's comparisons only;
 * annotators (judgments, A / B / tie shares, how often the response shown first won);
 * the newest snapshots' diagnostics and the latest refit events.
@@ -44,13 +44,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from adaptive.stopping.decisions import DecisionRule
 from services.answers import leaderboard_rows
-from services.api.analysis import ELO_DEFAULTS
 from services.api.dashboard_item_fit import collect_item_fit, item_fit_section
 from services.api.dashboard_page import FAVICON, render_dashboard
-from services.api.decisions import Rule, read_family
 from services.api.deps import PageProjectId, State, request_page_token
 from services.api.errors import ApiError
 from services.api.limits import PAGE_TOKEN_COOKIE
+from services.api.routes.analysis import ELO_DEFAULTS
+from services.api.routes.decisions import Rule, read_family
 from services.runtime.background import Pending
 from services.store import repository as repo
 

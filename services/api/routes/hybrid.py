@@ -22,9 +22,9 @@ from pydantic import BaseModel, Field
 from adaptive.stopping.rule import DecisionRule
 from evalset.hybrid import HybridReport, decide_with_judge
 from services import schemas as s
-from services.api.decisions import Rule, check_pair_systems
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError, error_responses
+from services.api.routes.decisions import Rule, check_pair_systems
 from services.store import repository as repo
 from services.store.repository.rows import JudgmentRow
 from services.store.repository.verdicts import (

@@ -20,10 +20,10 @@ from fastapi import APIRouter, Header
 from evalset.plan import OutsideFamily, RecommendRequest, batch_targets, plan_batch
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError, error_responses
-from services.api.gold import GoldPlan, plan_gold, secret_rng
 from services.api.idempotency import Idempotent, idempotent
 from services.api.next_batch_prepare import Prepared, prepare_batch
 from services.api.next_batch_schemas import LeasedCell, NextBatchCreate, NextBatchPublic, NotServed
+from services.api.routes.gold import GoldPlan, plan_gold, secret_rng
 from services.store import repository as repo
 
 if TYPE_CHECKING:
