@@ -24,14 +24,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import polars as pl
 
 from adaptive.core.csv_safe import write_csv
 from services.crowd.tasks import SHOWN_COLUMNS
 
-PLATFORMS: tuple[str, ...] = ("labelstudio", "mturk", "survey")
+#: the crowd platforms, named once: the HTTP schema's choices and the CLI's come from here
+Platform = Literal["labelstudio", "mturk", "survey"]
+PLATFORMS: tuple[str, ...] = get_args(Platform)
 
 #: the labels annotators choose from, in every platform's interface
 CHOICE_LABELS: tuple[str, ...] = ("First", "Second", "Tie")

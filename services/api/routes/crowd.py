@@ -30,6 +30,7 @@ from services import schemas as s
 from services.api.deps import ProjectId, State, WriteProjectId
 from services.api.errors import ApiError
 from services.crowd import TASK_COLUMNS, read_parsed_results, tasks_from_lease
+from services.crowd.export import Platform
 from services.crowd.labelstudio import (
     EXPECTED,
     EXPORT,
@@ -94,7 +95,7 @@ class CrowdResultsCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    platform: Literal["mturk", "labelstudio", "survey"]
+    platform: Platform
     content: Annotated[
         Annotated[str, Tag("text")] | Annotated[list[LabelStudioTask], Tag("tasks")],
         Discriminator(_content_kind),
