@@ -218,3 +218,72 @@ class BackgroundJobs:
 def _group(key: tuple[Any, ...]) -> tuple[Any, ...]:
     """A job's question: its key but the judgments seen (its third element)."""
     return (key[0], key[1], *key[3:])
+
+
+# ---------------------------------------------------------------- the analyses requests ask for
+
+
+def pruning(
+    jobs: BackgroundJobs,
+    project_id: str,
+    source: Source | None,
+    *,
+    keep: int | None,
+    target_se_ratio: float | None,
+    num_tiers: int,
+    seed: int,
+) -> Any:
+    """Kept and dropped prompts per tier of ``source`` (a dimension's stored judgments), or
+    :class:`Pending` while :func:`evalset.pruning.prune_judgments` runs.
+
+    It fits item parameters per tier, which takes seconds (more on first use, when the fits
+    compile), so it runs on a background thread, one job at a time, and the answer is kept
+    per (judgments, options).
+
+    Returns:
+        A ``PruningPublic``, None when there are no judgments, or a :class:`Pending`.
+
+    Raises:
+        ValueError: the data cannot be pruned with these options (from the job).
+    """
+    if source is None:
+        return None
+    key = (project_id, source.dimension, seen(source), "pruning", keep, target_se_ratio, num_tiers)
+    return jobs.result(
+        key, source.num_judgments, prune_rows, source, keep, target_se_ratio, num_tiers, seed
+    )
+
+
+def elo(
+    jobs: BackgroundJobs, project_id: str, source: Source | None, options: dict[str, Any]
+) -> Any:
+    """``evalset.elo`` of ``source``, or :class:`Pending` while it runs (its bootstrap refits
+    every resample) on the background thread; None without judgments."""
+    if source is None:
+        return None
+    key = (project_id, source.dimension, seen(source), "elo", tuple(sorted(options.items())))
+    return jobs.result(key, source.num_judgments, elo_rows, source, options)
+
+
+def significance(
+    jobs: BackgroundJobs,
+    project_id: str,
+    source: Source | None,
+    *,
+    adjust: str,
+    alpha: float,
+    level: float,
+) -> Any:
+    """``evalset.significance`` of ``source`` (the command line's rows), or :class:`Pending`
+    while the default model is fitted on a background thread.
+
+    Returns:
+        A ``SignificanceTablePublic``, None when there are no judgments, or a
+        :class:`Pending`.
+    """
+    if source is None:
+        return None
+    fits = default_fits(jobs, project_id, source)
+    if isinstance(fits, Pending):
+        return fits
+    return significance_table(source, fits, adjust, alpha, level)

@@ -28,12 +28,6 @@ from adaptive.estimation.streaming import Source
 from services.lru import LRU
 from services.runtime.background import (
     BackgroundJobs,
-    Pending,
-    default_fits,
-    elo_rows,
-    prune_rows,
-    seen,
-    significance_table,
 )
 from services.runtime.refresher import Refresher, RefreshEvent
 from services.runtime.tally import PROJECTS, Tallies
@@ -455,63 +449,6 @@ class ServiceState:
             num_judgments=frame.height,
             last_seq=last_seq,
         )
-
-    def pruning(
-        self,
-        project_id: str,
-        dimension: str,
-        *,
-        keep: int | None,
-        target_se_ratio: float | None,
-        num_tiers: int,
-        seed: int,
-    ) -> Any:
-        """Kept and dropped prompts per tier, or :class:`Pending` while they are computed.
-
-        ``adaptive.prompts.pruning`` fits item parameters per tier, which takes seconds
-        (more on first use, when the fits compile), so it runs on a background
-        thread, one job at a time, and the answer is cached per (judgments, options).
-
-        Returns:
-            A ``PruningPublic``, None when there are no judgments, or a :class:`Pending`.
-
-        Raises:
-            ValueError: the data cannot be pruned with these options (from the job).
-        """
-        source = self.load_source((project_id, dimension))
-        if source is None:
-            return None
-        key = (project_id, dimension, seen(source), "pruning", keep, target_se_ratio, num_tiers)
-        return self.jobs.result(
-            key, source.num_judgments, prune_rows, source, keep, target_se_ratio, num_tiers, seed
-        )
-
-    def elo(self, project_id: str, dimension: str, options: dict[str, Any]) -> Any:
-        """``evalset.elo`` of the stored judgments, or :class:`Pending` while it runs (its
-        bootstrap refits every resample) on the background thread."""
-        source = self.load_source((project_id, dimension))
-        if source is None:
-            return None
-        key = (project_id, dimension, seen(source), "elo", tuple(sorted(options.items())))
-        return self.jobs.result(key, source.num_judgments, elo_rows, source, options)
-
-    def significance_table(
-        self, project_id: str, dimension: str, *, adjust: str, alpha: float, level: float
-    ) -> Any:
-        """``evalset.significance`` of the stored judgments (the command line's rows), or
-        :class:`Pending` while the default model is fitted on a background thread.
-
-        Returns:
-            A ``SignificanceTablePublic``, None when there are no judgments, or a
-            :class:`Pending`.
-        """
-        source = self.load_source((project_id, dimension))
-        if source is None:
-            return None
-        fits = default_fits(self.jobs, project_id, source)
-        if isinstance(fits, Pending):
-            return fits
-        return significance_table(source, fits, adjust, alpha, level)
 
     def publish(self, key: Key, snapshot: Snapshot) -> int | None:
         """Store a snapshot; None when a newer one of its method is stored (another replica)."""

@@ -21,6 +21,8 @@ from services import schemas as s
 from services.answers import item_rows, leaderboard_rows, pair_rows
 from services.api.deps import ProjectId, SettingsDep, State
 from services.api.errors import ApiError, error_responses
+from services.api.routes.projects import snapshot_public
+from services.runtime import background
 from services.runtime.background import Pending
 from services.store import repository as repo
 
@@ -61,18 +63,6 @@ ELO_DEFAULTS: dict[str, Any] = {"rounds": 1000, "level": 0.95, "seed": 0, "boots
 
 
 # ---------------------------------------------------------------- helpers
-
-
-def snapshot_public(meta: repo.SnapshotMeta) -> s.SnapshotPublic:
-    return s.SnapshotPublic(
-        dimension=meta["dimension"],
-        version=meta["version"],
-        num_judgments=meta["num_judgments"],
-        method=meta["method"],
-        created_at=meta["created_at"],
-        fit_seconds=meta["fit_seconds"],
-        diagnostics=meta["diagnostics"],
-    )
 
 
 def _from_snapshot(snap: Snapshot) -> s.SnapshotPublic:
@@ -214,7 +204,10 @@ def _significance_table(
 ) -> s.SignificanceTablePublic:
     dim = _dimension(state, project_id, dimension)
     try:
-        result = state.significance_table(project_id, dim, adjust=adjust, alpha=alpha, level=level)
+        source = state.load_source((project_id, dim))
+        result = background.significance(
+            state.jobs, project_id, source, adjust=adjust, alpha=alpha, level=level
+        )
     except ValueError as exc:
         raise ApiError(422, "cannot_fit", f"cannot fit {dim!r}: {exc}") from None
     table: s.SignificanceTablePublic = _computed(
@@ -361,7 +354,9 @@ def _elo(
             raise ApiError(404, "not_found", f"unknown system {anchor_system!r} (anchor_system)")
         options = {**options, "anchor": (anchor_system, anchor_rating)}
     try:
-        result = state.elo(project_id, dim, options)
+        result = background.elo(
+            state.jobs, project_id, state.load_source((project_id, dim)), options
+        )
     except ValueError as exc:
         raise ApiError(422, "cannot_fit", f"no Elo ratings for {dim!r}: {exc}") from None
     board: s.EloPublic = _computed(result, dim, "elo_pending", "the Elo ratings")
@@ -414,9 +409,10 @@ def pruning(
         target_se_ratio = 1.05
     dim = _dimension(state, project_id, dimension)
     try:
-        result = state.pruning(
+        result = background.pruning(
+            state.jobs,
             project_id,
-            dim,
+            state.load_source((project_id, dim)),
             keep=keep,
             target_se_ratio=target_se_ratio,
             num_tiers=tiers,

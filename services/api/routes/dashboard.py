@@ -51,6 +51,7 @@ from services.api.errors import ApiError
 from services.api.limits import PAGE_TOKEN_COOKIE
 from services.api.routes.analysis import ELO_DEFAULTS
 from services.api.routes.decisions import Rule, read_family
+from services.runtime import background
 from services.runtime.background import Pending
 from services.store import repository as repo
 
@@ -178,7 +179,8 @@ def _elo(state: Any, project_id: str, dimension: str) -> dict[str, Any] | None:
     """``GET .../elo``'s default answer (its rows, or the judgments it is being computed
     for, or why it has none); None without judgments. Never waits for the job."""
     try:
-        result = state.elo(project_id, dimension, dict(ELO_DEFAULTS))
+        source = state.load_source((project_id, dimension))
+        result = background.elo(state.jobs, project_id, source, dict(ELO_DEFAULTS))
     except ValueError as exc:
         return {"error": str(exc)}
     if result is None:

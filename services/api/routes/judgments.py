@@ -11,8 +11,7 @@ from services import schemas as s
 from services.api.deps import ProjectId, State, WriteProjectId
 from services.api.errors import error_responses
 from services.api.idempotency import Idempotent, idempotent
-from services.api.routes.analysis import snapshot_public
-from services.api.routes.projects import refuse_repeated
+from services.api.routes.projects import refuse_repeated, snapshot_public
 from services.store import repository as repo
 
 if TYPE_CHECKING:

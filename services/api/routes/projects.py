@@ -15,7 +15,6 @@ from services import schemas as s
 from services.api.deps import ProjectId, SettingsDep, State, _bearer
 from services.api.errors import ApiError, error_responses
 from services.api.limits import admin_token_ok
-from services.api.routes.analysis import snapshot_public
 from services.runtime.fit_health import (
     FitFailurePublic,
     ServiceHealth,
@@ -36,6 +35,19 @@ if TYPE_CHECKING:
 router = APIRouter()
 
 # ---------------------------------------------------------------- health, projects
+
+
+def snapshot_public(meta: repo.SnapshotMeta) -> s.SnapshotPublic:
+    """A stored snapshot's metadata as the API shows it."""
+    return s.SnapshotPublic(
+        dimension=meta["dimension"],
+        version=meta["version"],
+        num_judgments=meta["num_judgments"],
+        method=meta["method"],
+        created_at=meta["created_at"],
+        fit_seconds=meta["fit_seconds"],
+        diagnostics=meta["diagnostics"],
+    )
 
 
 def _freshness(conn: Connection, project_id: str, now: datetime) -> s.ProjectFreshness:
