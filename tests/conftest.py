@@ -108,3 +108,33 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Longest test files first, each file's own order kept (a stable sort)."""
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+#: the most memory one test process may hold (its peak resident set, MB); a run above it fails
+MAX_RSS_MB = float(os.environ.get("EVALSET_TEST_MAX_RSS_MB", "6144"))
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
+) -> None:
+    """The suite's peak memory per process, measured and bounded (:data:`MAX_RSS_MB`).
+
+    ru_maxrss of this process and of its reaped children (the xdist workers, which have
+    exited by now, and the servers they started and waited for), in KiB on Linux.
+    """
+    import resource
+
+    if hasattr(config, "workerinput"):
+        return
+    peak = max(
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
+    )
+    peak_mb = peak / 1024.0
+    terminalreporter.write_line(
+        f"peak memory of one test process: {peak_mb:,.0f} MB "
+        f"(bound {MAX_RSS_MB:,.0f} MB: EVALSET_TEST_MAX_RSS_MB)"
+    )
+    if peak_mb > MAX_RSS_MB:
+        terminalreporter.write_line("the suite went past its memory bound", red=True)
+        terminalreporter._session.exitstatus = pytest.ExitCode.TESTS_FAILED

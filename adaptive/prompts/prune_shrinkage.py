@@ -76,7 +76,9 @@ def npmle_posterior(
     pad = float(np.median(se[seen]))
     grid = np.linspace(lo - pad, hi + pad, grid_size)
     z = (estimate[:, None] - grid) / np.where(seen, se, 1.0)[:, None]
-    lik = np.where(seen[:, None], np.exp(-0.5 * z**2 + 0.5 * np.min(z**2, axis=1, keepdims=True)), 1.0)
+    lik = np.where(
+        seen[:, None], np.exp(-0.5 * z**2 + 0.5 * np.min(z**2, axis=1, keepdims=True)), 1.0
+    )
     prior = np.full(grid_size, 1.0 / grid_size)
     for _ in range(iterations):
         joint = lik * prior
