@@ -79,13 +79,13 @@ class NamedSnapshot(NamedTuple):
         state: the integer-indexed snapshot (:func:`evalset.recommend_adapter.prepare`).
         names: its comparisons, prompts and dimensions by name.
         in_family: (C,) the comparisons of the rule's declared family (None: every one).
-        family: the family in words, for the message that refuses a target outside it.
+        family_words: the family in words, for the message that refuses a target outside it.
     """
 
     state: RecommenderState
     names: CellNames
     in_family: np.ndarray | None = None
-    family: str = ""
+    family_words: str = ""
 
 
 class PlannedBatch(NamedTuple):
@@ -129,7 +129,7 @@ def batch_targets(
     outside = [f"{a}:{b}" for a, b in request.targets if not _in_family(snapshot, request, a, b)]
     if outside:
         raise OutsideFamily(
-            f"targets {outside} are not in the declared family ({snapshot.family}): name them "
+            f"targets {outside} are not in the declared family ({snapshot.family_words}): name them "
             "in pairs (family=registered) or ask for family=all-pairs"
         )
     return tuple(c for c in chosen if snapshot.in_family[c])

@@ -111,7 +111,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 #: the most memory one test process may hold (its peak resident set, MB); a run above it fails
-MAX_RSS_MB = float(os.environ.get("EVALSET_TEST_MAX_RSS_MB", "6144"))
+MAX_RSS_MB = float(os.environ.get("EVALSET_TEST_MAX_RSS_MB", "8192"))
 
 
 def pytest_terminal_summary(
