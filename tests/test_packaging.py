@@ -278,6 +278,7 @@ def cli_commands() -> list[list[str]]:
     quiet = ["--format", "json", "--quiet"]
     return [
         ["decisions", "--data", MTBENCH, "--format", "json"],
+        ["answer", "--data", MTBENCH, "--question", "top-k:3", "--format", "json"],
         ["significance", "--data", MTBENCH, "--draws", "400", *quiet],
         ["items", "--data", MTBENCH, "--draws", "400", *quiet],
         ["bt", "--data", MTBENCH, "--by", "pooled", "--method", "fast", *quiet],
