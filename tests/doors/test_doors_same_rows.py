@@ -355,10 +355,9 @@ def test_the_elo_leaderboard_is_the_same_through_every_door(data, served, capsys
     python = evalset.elo(data, rounds=100, seed=2, anchor=("Human1", 1200.0)).to_dicts()
     same_rows(python, cli)
     _, api, project_id, headers = served
-    # the command line's default bootstrap (prompt), asked of the service by name; the service's
-    # rows carry the leaderboard's columns (not the decided ranking's beside them)
+    # every door's default bootstrap resamples whole prompts (the decisions' unit); the
+    # service's rows carry the leaderboard's columns (not the decided ranking's beside them)
     params = {"rounds": 100, "seed": 2, "anchor_system": "Human1", "anchor_rating": 1200}
-    params["bootstrap"] = "prompt"
     url = f"/projects/{project_id}/elo"
     r = when_ready(lambda: api.get(url, params=params, headers=headers), "elo_pending")
     assert r.status_code == 200, r.text

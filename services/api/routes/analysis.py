@@ -59,7 +59,7 @@ AnchorSystem = Annotated[
 AnchorRating = Annotated[float, Query(ge=-1e6, le=1e6)]
 #: ``GET .../elo``'s options when none is given (``evalset elo``'s defaults): the dashboard
 #: asks for these, so it reads the answer that route computes
-ELO_DEFAULTS: dict[str, Any] = {"rounds": 1000, "level": 0.95, "seed": 0, "bootstrap": "judgment"}
+ELO_DEFAULTS: dict[str, Any] = {"rounds": 1000, "level": 0.95, "seed": 0, "bootstrap": "prompt"}
 
 
 # ---------------------------------------------------------------- helpers
@@ -325,7 +325,7 @@ def elo(
     rounds: Rounds = 1000,
     level: Level = 0.95,
     seed: Seed = 0,
-    bootstrap: Bootstrap = "judgment",
+    bootstrap: Bootstrap = "prompt",
     anchor_system: AnchorSystem = None,
     anchor_rating: AnchorRating = 1000.0,
 ) -> s.EloPublic:
