@@ -10,7 +10,6 @@ The command line (``evalset answer``, ``evalset decisions --question``) and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -146,11 +145,4 @@ def answer(
     return pl.DataFrame(report.answers, infer_schema_length=None)
 
 
-def question_decisions(
-    judgments: pl.DataFrame, rule: DecisionRule, question: str
-) -> list[dict[str, Any]]:
-    """The decision rows of the question's family, each with its ``question_role``."""
-    return answer_judgments(judgments, rule, question).decisions.rows
-
-
-__all__: Sequence[str] = ("ANSWER_COLUMNS", "QuestionReport", "answer", "answer_judgments")
+__all__ = ("ANSWER_COLUMNS", "QuestionReport", "answer", "answer_judgments")
