@@ -161,6 +161,17 @@ class EloRow(BaseModel):
     rank_best: int = Field(description="ranks that hold for every system at once")
     rank_worst: int
     n_judgments: int
+    decided_group: int | None = Field(
+        description="the 1-based index of the system's group in the decisions' ranking (the "
+        "``ranking`` question's answer at alpha = 1 - level; null: no group)"
+    )
+    decided_ranks: str | None = Field(
+        description="the ranks that group spans ('1-3', or '4' alone; null: no group)"
+    )
+    note: str = Field(
+        description="empty, or each system the rank intervals separate this one from while "
+        "their decision does not (or the reverse), with the decision and its reason"
+    )
 
 
 class EloPublic(BaseModel):

@@ -356,13 +356,15 @@ def test_the_elo_leaderboard_is_the_same_through_every_door(data, served, capsys
     same_rows(python, cli)
     _, api, project_id, headers = served
     # every door's default bootstrap resamples whole prompts (the decisions' unit); the
-    # service's rows carry the leaderboard's columns (not the decided ranking's beside them)
+    # service's rows carry every column, the decided ranking's beside the leaderboard's
     params = {"rounds": 100, "seed": 2, "anchor_system": "Human1", "anchor_rating": 1200}
     url = f"/projects/{project_id}/elo"
     r = when_ready(lambda: api.get(url, params=params, headers=headers), "elo_pending")
     assert r.status_code == 200, r.text
     rows = r.json()["rows"]
+    assert [k for k in rows[0]] == [k for k in cli[0] if k != "dimension"]
     same_rows(rows, cli, columns=tuple(rows[0]))
+    assert {r["decided_ranks"] for r in rows} - {None}  # the decided ranking is served
     bad = api.get(
         f"/projects/{project_id}/elo", params={**params, "anchor_system": "nobody"}, headers=headers
     )
