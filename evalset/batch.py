@@ -176,18 +176,30 @@ def question_targets(
     its ``pending`` comparisons are the ones a judgment can still move toward an answer. A
     pending pair the judgments never compared has no cell here and is named in a note.
     """
-    from evalset.questions import answer_judgments
+    from evalset.questions import answer_judgments, status_lines
 
     asked = answer_judgments(judgments, request.rule, request.question)
-    for row in asked.answers:
-        need = "out of sight" if row["needed"] is None else f"~{row['needed']} judgments"
+    for line in status_lines(asked):
+        tell(line)
+    out, missing = pending_targets(asked.decisions.rows, comparisons)
+    if missing:
         tell(
-            f"question {row['question']} ({row['dimension']}): {row['answer']}; "
-            f"{row['pending']} comparisons pending, {need} likely still needed"
+            f"note: the question also pends on {len(missing)} pairs nobody compared yet "
+            f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}): a batch from "
+            "a file serves compared pairs only (a served project serves them all)"
         )
+    return out
+
+
+def pending_targets(
+    rows: Sequence[Mapping[str, Any]], comparisons: Sequence[tuple[str, str, str]]
+) -> tuple[tuple[int, ...], list[str]]:
+    """The indices into ``comparisons`` of the decision rows whose ``question_role`` is
+    ``pending`` (:func:`evalset.questions.answer_decisions`), and the pending pairs
+    ``comparisons`` lack (``"A vs B"``)."""
     where = {(d, frozenset((a, b))): c for c, (d, a, b) in enumerate(comparisons)}
     out, missing = [], []
-    for r in asked.decisions.rows:
+    for r in rows:
         if r["question_role"] != "pending":
             continue
         c = where.get((r["dimension"], frozenset((r["system_a"], r["system_b"]))))
@@ -195,13 +207,7 @@ def question_targets(
             missing.append(f"{r['system_a']} vs {r['system_b']}")
         else:
             out.append(c)
-    if missing:
-        tell(
-            f"note: the question also pends on {len(missing)} pairs nobody compared yet "
-            f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}): a batch from "
-            "a file serves compared pairs only (a served project serves them all)"
-        )
-    return tuple(sorted(out))
+    return tuple(sorted(out)), missing
 
 
 Texts = dict[tuple[str, ...], str]

@@ -10,6 +10,7 @@ The command line (``evalset answer``, ``evalset decisions --question``) and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -34,6 +35,8 @@ ANSWER_COLUMNS = (
     "top",
     "among",
     "groups",
+    "order",
+    "verdicts",
     "pending",
     "needed",
     "family_size",
@@ -82,11 +85,34 @@ def answer_judgments(
     rule = rule or DecisionRule()
     systems = sorted(set(judgments["system_a"].to_list()) | set(judgments["system_b"].to_list()))
     report = decide_judgments(judgments, question.rule_for(rule, systems))
+    return answer_decisions(report, question, systems)
+
+
+def answer_decisions(
+    report: DecisionReport, question: Question | str, systems: Sequence[str]
+) -> QuestionReport:
+    """The question's answer read off decisions already made with its family.
+
+    :func:`answer_judgments` decides a frame's judgments; the service passes its running
+    decisions of the same family (``GET .../answer``), so both read the answer alike.
+
+    Args:
+        report: the decisions of the family ``question.rule_for(rule, systems)`` declares
+            (its rows, family and :class:`Decisions`; ``report.rule`` gives the level).
+        question: the question (or its written form).
+        systems: the campaign's systems (the family's): an answer's system indices.
+
+    Returns:
+        :class:`QuestionReport` (see :func:`answer_judgments`).
+    """
+    question = Question.parse(question or None)
+    systems = sorted(systems)
     comparisons = list(report.family.comparisons)
     index = {s: i for i, s in enumerate(systems)}
     role = [""] * len(comparisons)
     answers = []
     resolved = resolve(question, systems)
+    alpha = report.rule.alpha
     for dim in dict.fromkeys(d for d, _, _ in comparisons):
         own = np.array([i for i, (d, _, _) in enumerate(comparisons) if d == dim], np.int64)
         pair_a = np.array([index[comparisons[i][1]] for i in own], np.int64)
@@ -101,18 +127,36 @@ def answer_judgments(
                 "question": str(question),
                 "answered": got.answered,
                 "settled": got.settled,
-                "answer": describe(got, question, systems, rule.alpha),
+                "answer": describe(got, question, systems, alpha),
                 "top": [systems[s] for s in got.top],
                 "among": [systems[s] for s in got.among],
                 "groups": [[systems[s] for s in g] for g in got.groups],
+                "order": [systems[s] for s in got.order],
+                "verdicts": [
+                    {"system": systems[x], "other": systems[y], "outcome": word}
+                    for x, y, word in got.verdicts
+                ],
                 "pending": int(got.relevant.sum()),
                 "needed": None if not np.isfinite(got.needed) else int(round(got.needed)),
                 "family_size": report.family.size,
-                "alpha": rule.alpha,
+                "alpha": alpha,
             }
         )
     rows = [dict(r, question_role=role[i]) for i, r in enumerate(report.rows)]
     return QuestionReport(answers, report._replace(rows=rows), question)
+
+
+def status_lines(asked: QuestionReport) -> list[str]:
+    """How far the question is from an answer, a line per dimension (what a batch for it
+    says: ``evalset recommend --question``, ``POST .../next-batch`` with ``question``)."""
+    out = []
+    for row in asked.answers:
+        need = "out of sight" if row["needed"] is None else f"~{row['needed']} judgments"
+        out.append(
+            f"question {row['question']} ({row['dimension']}): {row['answer']}; "
+            f"{row['pending']} comparisons pending, {need} likely still needed"
+        )
+    return out
 
 
 def answer(
@@ -124,7 +168,9 @@ def answer(
     ``equivalence:A,B`` (docs/decisions.md, "Questions"). Each row: ``answer`` (the
     statement with its level, valid at every look), ``answered``, ``settled`` (answered,
     or nothing pending), ``top`` / ``among`` (top-k: the separated sets at most and at
-    least k), ``groups`` (the order in tied groups), ``pending`` (undecided comparisons
+    least k), ``groups`` (the order in tied groups), ``order`` (the systems by decided
+    wins minus losses, then mean net preference), ``verdicts`` (versus and equivalence: each
+    named pair's ``system``, ``other`` and ``outcome``), ``pending`` (undecided comparisons
     that can still change the answer) and ``needed`` (their judgments likely still
     needed; null when one is out of sight). :func:`evalset.decisions` with the same
     ``question`` gives the decisions it rests on. ``rule``: the decision rule's options
@@ -145,4 +191,11 @@ def answer(
     return pl.DataFrame(report.answers, infer_schema_length=None)
 
 
-__all__ = ("ANSWER_COLUMNS", "QuestionReport", "answer", "answer_judgments")
+__all__ = (
+    "ANSWER_COLUMNS",
+    "QuestionReport",
+    "answer",
+    "answer_decisions",
+    "answer_judgments",
+    "status_lines",
+)

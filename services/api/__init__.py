@@ -50,12 +50,14 @@ def _routers() -> list[APIRouter]:
         hybrid,
         item_fit,
         next_batch,
+        questions,
     )
 
     return [
         next_batch.router,
         crowd.router,
         decisions.router,
+        questions.router,
         agreement.router,
         gold.router,
         hybrid.router,

@@ -1,15 +1,22 @@
-"""A campaign's question gets the same rows through the command line and ``import evalset``."""
+"""A campaign's question gets the same rows through the command line, ``import evalset`` and
+the service (``GET .../answer``, ``GET .../decisions?question=``, ``POST .../next-batch`` with
+a ``question``)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
+import polars as pl
 import pytest
 
 import evalset
 from services.cli import main
-from tests.factories import same_rows
+from services.settings import Settings
+from tests.doors.test_decisions_doors_http import _load
+from tests.factories import ThreadServer, same_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 MTBENCH = ROOT / "data" / "mtbench" / "judgments.csv"
@@ -95,3 +102,84 @@ def test_a_batch_for_a_question_serves_only_its_pending_comparisons(capsys):
     answered = ["recommend", "--data", str(MTBENCH), "--question", "top-3", "--size", "5"]
     assert main([*answered, "--format", "json", "--draws", "50"]) == 0
     assert json.loads(capsys.readouterr().out) == []
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory) -> Iterator[tuple[httpx.Client, str, dict]]:
+    """MT-Bench's judgments in a project of a running service (no re-estimation)."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('questions') / 'questions.db'}"
+    with ThreadServer(Settings(database_url=url, streaming=False)) as server:
+        with httpx.Client(base_url=server.url, timeout=120) as api:
+            project_id, headers = _load(api, pl.read_csv(MTBENCH))
+            yield api, project_id, headers
+
+
+def _without_rule(rows: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k != "rule"} for r in rows]
+
+
+@pytest.mark.parametrize(
+    "question, options",
+    [
+        ("top-k:3", {}),
+        ("top-1", {"alpha": 0.1}),
+        ("ranking", {}),
+        ("versus:gpt-4", {}),
+        ("equivalence:gpt-4,claude-v1", {"margin": 0.2}),
+        ("all-pairs", {}),
+    ],
+)
+def test_the_answer_and_its_decisions_are_the_same_over_http(served, question, options, capsys):
+    api, project_id, headers = served
+    flags = [f"--{k}={v}" for k, v in options.items()]
+    argv = ["answer", "--data", str(MTBENCH), "--question", question, "--format", "json"]
+    assert main([*argv, *flags]) == 0
+    cli = _json(capsys)
+    same_rows(cli, evalset.answer(MTBENCH, question, **options).to_dicts())
+    params = {"question": question, **options}
+    r = api.get(f"/projects/{project_id}/answer", params=params, headers=headers)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    same_rows(body["rows"], cli)
+    argv = ["decisions", "--data", str(MTBENCH), "--question", question, "--format", "json"]
+    assert main([*argv, *flags]) == 0
+    decisions = _json(capsys)
+    r = api.get(f"/projects/{project_id}/decisions", params=params, headers=headers)
+    assert r.status_code == 200, r.text
+    same_rows(r.json()["rows"], _without_rule(decisions))
+    assert r.json()["rule"] == decisions[0]["rule"] == body["rule"]
+    pending = [r for r in _without_rule(decisions) if r["question_role"] == "pending"]
+    same_rows(body["pending"], pending)
+    assert len(pending) == sum(row["pending"] for row in cli)
+
+
+def test_decisions_without_a_question_have_no_question_role(served):
+    api, project_id, headers = served
+    r = api.get(f"/projects/{project_id}/decisions", headers=headers)
+    assert r.status_code == 200 and "question_role" not in r.json()["rows"][0]
+    r = api.get(f"/projects/{project_id}/answer", params={"dimension": "overall"}, headers=headers)
+    assert r.status_code == 200 and r.json()["question"] == "all-pairs"
+
+
+@pytest.mark.parametrize(
+    "params, words",
+    [
+        ({"question": "top-k"}, "top-k needs k"),
+        ({"question": "versus:nobody"}, "unknown system"),
+        ({"question": "best"}, "must be one of"),
+        ({"question": "top-6"}, "k must be below the 6 systems"),
+        ({"question": "ranking", "alpha": 2}, "alpha"),
+    ],
+)
+def test_a_bad_question_over_http_is_a_422_in_the_command_lines_words(
+    served, params, words, capsys
+):
+    api, project_id, headers = served
+    for route in ("answer", "decisions"):
+        r = api.get(f"/projects/{project_id}/{route}", params=params, headers=headers)
+        assert r.status_code == 422, r.text
+        assert words in (r.json()["error"]["message"] if "alpha" not in params else r.text)
+    if "alpha" not in params:
+        argv = ["answer", "--data", str(MTBENCH), "--question", params["question"]]
+        assert main(argv) == 2
+        assert words in capsys.readouterr().err

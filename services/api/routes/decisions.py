@@ -14,13 +14,14 @@ read, so a read costs the new judgments and the comparisons, not the campaign.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Annotated, Any, NamedTuple, NoReturn
+from typing import Annotated, Any, Literal, NamedTuple, NoReturn
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from adaptive.stopping.decision_rows import decision_rows
 from adaptive.stopping.decisions import Decisions
+from adaptive.stopping.questions import QUESTION_FORMS
 from adaptive.stopping.rule import FAMILIES, DecisionRule, Family
 from adaptive.stopping.rule_options import RuleOptions, rule_options_model, rule_problems
 from services.api.deps import ProjectId, State
@@ -68,13 +69,26 @@ class DecisionRow(BaseModel):
     family: str = Field(description="which comparisons share alpha: " + ", ".join(FAMILIES))
     family_size: int
 
+    model_config = ConfigDict(extra="forbid")
+
+
+class QuestionDecisionRow(DecisionRow):
+    """A decision row of a question's family (``question=``)."""
+
+    question_role: Literal["claim", "pending", ""] = Field(
+        description="'claim' (the answer rests on it), 'pending' (undecided, can still change "
+        "the answer: what to annotate next) or ''"
+    )
+
 
 class DecisionsPublic(BaseModel):
     rule: str = Field(description="the decision rule and the error control, in words")
     family: str = Field(description="the comparison family, in words")
     family_size: int
     num_judgments: int
-    rows: list[DecisionRow]
+    rows: list[QuestionDecisionRow] | list[DecisionRow] = Field(
+        description="with ``question``, each row has its ``question_role``"
+    )
 
 
 #: the rule as query parameters: DecisionRule's fields, ``pairs`` repeated as SYSTEM_A:SYSTEM_B
@@ -109,6 +123,14 @@ def _bad_rule(field: str, message: str) -> NoReturn:
 
 
 Rule = Annotated[DecisionRule, Depends(rule_query)]
+#: a campaign's question (``GET .../answer``, ``GET .../decisions``, the dashboard)
+QuestionParam = Annotated[
+    str | None,
+    Query(
+        max_length=2000,
+        description=f"the campaign's question: {QUESTION_FORMS} (docs/decisions.md, 'Questions')",
+    ),
+]
 
 
 class FamilyReport(NamedTuple):
@@ -134,11 +156,13 @@ def check_pair_systems(rule: DecisionRule, systems: Iterable[str]) -> None:
         _bad_rule("pairs", f"pairs name systems the project does not have: {unknown}")
 
 
-def decide_family(tally: ProjectTally, rule: DecisionRule) -> FamilyReport:
-    """The family ``rule`` declares and its decisions (call with the tally advanced, under
-    its ``lock``)."""
+def decide_family(
+    tally: ProjectTally, rule: DecisionRule, family: Family | None = None
+) -> FamilyReport:
+    """The family ``rule`` declares (or ``family``, one of its dimensions' part) and its
+    decisions (call with the tally advanced, under its ``lock``)."""
     check_pairs(rule, tally)
-    family = tally.family(rule)
+    family = family or tally.family(rule)
     result = tally.decide(rule, family)
     rows = decision_rows(
         result,
@@ -165,18 +189,39 @@ def read_family(state: Any, project_id: str, rule: DecisionRule) -> FamilyReport
     summary="Every comparison's decision: B better, A better, equivalent or undecided",
     responses=error_responses(401, 403, 404, 422),
 )
-def decisions(project_id: ProjectId, state: State, rule: Rule) -> DecisionsPublic:
+def decisions(
+    project_id: ProjectId, state: State, rule: Rule, question: QuestionParam = None
+) -> DecisionsPublic:
     """Each comparison of the declared family: its decision from its own judgments, valid
     at every look (the error bound holds however often anyone asks). ``family`` says which
     comparisons share ``alpha`` (default: those with judgments, in every dimension with
     judgments; ``registered`` with ``pairs``; ``all-pairs``); ``correction`` how it is
-    shared (``bonferroni``, ``e-holm``: each read is a look, ``none``). The same rows as
-    ``evalset decisions`` and :func:`evalset.decisions` on the same judgments."""
+    shared (``bonferroni``, ``e-holm``: each read is a look, ``none``). ``question``: the
+    question's family instead, each row with its ``question_role`` (``GET .../answer``).
+    The same rows as ``evalset decisions`` and :func:`evalset.decisions` on the same
+    judgments."""
+    from services.api.question_tally import read_question
+
+    if question is not None:
+        asked = read_question(state, project_id, rule, question)
+        return decisions_public(asked.family, asked.report.decisions.rows, asked.num_judgments)
     report = read_family(state, project_id, rule)
+    return decisions_public(report.family, report.rows, report.num_judgments)
+
+
+def decisions_public(
+    family: Family, rows: list[dict[str, Any]], num_judgments: int
+) -> DecisionsPublic:
+    """The answer of ``GET .../decisions`` for a family's decision rows."""
     return DecisionsPublic(
-        rule=report.decisions.rule,
-        family=report.family.describe(),
-        family_size=report.family.size,
-        num_judgments=report.num_judgments,
-        rows=[DecisionRow(**{k: v for k, v in r.items() if k != "rule"}) for r in report.rows],
+        rule=rows[0]["rule"] if rows else "",
+        family=family.describe(),
+        family_size=family.size,
+        num_judgments=num_judgments,
+        rows=[
+            (QuestionDecisionRow if "question_role" in r else DecisionRow)(
+                **{k: v for k, v in r.items() if k != "rule"}
+            )
+            for r in rows
+        ],
     )
