@@ -9,9 +9,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from adaptive.recommend import DEFAULT_BURN_IN
 from adaptive.stopping.decisions import DecisionRule
+from adaptive.stopping.questions import QUESTION_FORMS
 from adaptive.stopping.rule_options import rule_options_model
 from services.api.routes.decisions import http_rule
 from services.schemas import Id, JsonInt, Name
+from services.schemas_answers import AnswerRow
 
 #: the decision rule the batch serves (GET .../decisions takes the same, as a query):
 #: DecisionRule's fields, ``pairs`` as [system_a, system_b] pairs
@@ -81,12 +83,24 @@ class NextBatchCreate(RuleBody):  # type: ignore[misc,valid-type]  # fields made
         "not marked in this answer (the lease records them); needs annotator_id",
     )
 
+    question: str | None = Field(
+        default=None,
+        max_length=2000,
+        description=f"the campaign's question: {QUESTION_FORMS} (docs/decisions.md, "
+        "'Questions'): serve only the comparisons that can still change its answer (its "
+        "pending ones, decided in the question's family), none once it is answered; the "
+        "answer's `question` says how far it is. Default: every open comparison of the "
+        "rule's family, as before",
+    )
+
     @model_validator(mode="after")
     def _gold_needs_an_annotator(self) -> NextBatchCreate:
         if self.gold_share > 0 and not self.annotator_id:
             raise ValueError(
                 "gold_share needs annotator_id: anonymous judgments of gold cells are not scored"
             )
+        if self.question is not None and (self.targets or self.adjacent or self.tier):
+            raise ValueError("a question chooses the comparisons: leave out targets/adjacent/tier")
         return self
 
     def rule(self) -> DecisionRule:
@@ -125,6 +139,22 @@ class NotServed(BaseModel):
     reason: str
 
 
+class QuestionServed(BaseModel):
+    """The question a batch serves and how far it is from an answer (what ``evalset
+    recommend --question`` prints)."""
+
+    question: str = Field(description="the question in its written form")
+    status: list[str] = Field(
+        description="per dimension: the answer so far, the pending comparisons and the "
+        "judgments they likely still need, in the command line's words"
+    )
+    answers: list[AnswerRow] = Field(description="the rows of GET .../answer for the question")
+    pending_served: int = Field(
+        description="pending comparisons the batch could serve (in the dimensions asked): 0 "
+        "once the question is answered, and the batch is then empty"
+    )
+
+
 class NextBatchPublic(BaseModel):
     lease_id: str
     idempotency_key: str
@@ -144,4 +174,9 @@ class NextBatchPublic(BaseModel):
         "were not served: the annotator judged or holds the others, or the batch has too few "
         "ordinary cells of their comparisons to hide them among (docs/gold.md; 0 on a "
         "replayed request)",
+    )
+    question: QuestionServed | None = Field(
+        default=None,
+        description="with a question: which it serves and how far it is from an answer "
+        "(null without one, and on a replayed request)",
     )

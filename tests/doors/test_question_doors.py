@@ -5,6 +5,7 @@ a ``question``)."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import evalset
 from services.cli import main
 from services.settings import Settings
 from tests.doors.test_decisions_doors_http import _load
-from tests.factories import ThreadServer, same_rows
+from tests.factories import ThreadServer, same_rows, when_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 MTBENCH = ROOT / "data" / "mtbench" / "judgments.csv"
@@ -183,3 +184,98 @@ def test_a_bad_question_over_http_is_a_422_in_the_command_lines_words(
         argv = ["answer", "--data", str(MTBENCH), "--question", params["question"]]
         assert main(argv) == 2
         assert words in capsys.readouterr().err
+
+
+def _publish(server: ThreadServer, project_id: str, frame: pl.DataFrame) -> None:
+    """A posterior snapshot of the frame's systems, as the worker would publish it (no fit)."""
+    import numpy as np
+
+    from adaptive.estimation.streaming import Snapshot as StreamSnapshot
+
+    systems = tuple(sorted(set(frame["system_a"]) | set(frame["system_b"])))
+    items = tuple(frame["item_id"].unique(maintain_order=True).to_list())
+    rng = np.random.default_rng(0)
+    draws = 100
+    server.state.publish(
+        (project_id, "overall"),
+        StreamSnapshot(
+            dimension="overall",
+            version=0,
+            num_judgments=frame.height,
+            last_seq=frame.height,
+            method="laplace",
+            created_at=time.time(),
+            fit_seconds=0.1,
+            diagnostics={},
+            systems=systems,
+            items=items,
+            pair_a=np.array([0], np.int32),
+            pair_b=np.array([1], np.int32),
+            pair_judgments=np.array([1]),
+            pair_prompts=np.array([1]),
+            skill=rng.normal(0.0, 0.3, size=(draws, len(systems))).astype(np.float32),
+            alpha=np.exp(rng.normal(0, 0.2, size=(draws, len(items)))).astype(np.float32),
+            b=np.sort(rng.normal(0, 1, size=(draws, len(items), 2)), axis=-1).astype(np.float32),
+        ),
+    )
+
+
+@pytest.fixture(scope="module")
+def batch_server(tmp_path_factory) -> Iterator[ThreadServer]:
+    url = f"sqlite:///{tmp_path_factory.mktemp('batches') / 'batches.db'}"
+    with ThreadServer(Settings(database_url=url, streaming=False)) as server:
+        yield server
+
+
+def test_a_batch_for_a_question_over_http_is_the_command_lines(batch_server, capsys):
+    """``POST .../next-batch`` with a question: with ``model: "default"`` the command line's
+    batch cell for cell and its status lines; the live batch serves only the pending
+    comparisons of the question's family, none once it is answered."""
+    frame = pl.read_csv(MTBENCH)
+    with httpx.Client(base_url=batch_server.url, timeout=600) as api:
+        project_id, headers = _load(api, frame)
+        url = f"/projects/{project_id}/next-batch"
+        argv = ["recommend", "--data", str(MTBENCH), "--question", "top-1", "--size", "12"]
+        assert main([*argv, "--format", "json", "--seed", "4"]) == 0
+        out = capsys.readouterr()
+        cli = json.loads(out.out)
+        status = [line for line in out.err.splitlines() if line.startswith("question ")]
+        body = {"size": 12, "seed": 4, "question": "top-1", "lease_seconds": 1}
+        r = when_ready(
+            lambda: api.post(url, json={**body, "model": "default"}, headers=headers),
+            "recommendation_pending",
+        )
+        assert r.status_code == 200, r.text
+        columns = ("item_id", "dimension", "system_a", "system_b", "shown_first", "reason")
+        same_rows(r.json()["cells"], cli, columns=(*columns, "needed"))
+        served = r.json()["question"]
+        assert served["question"] == "top-k:1" and served["status"] == status
+        assert status[0].startswith("question top-k:1 (overall): top 1 not yet separated")
+        same_rows(served["answers"], evalset.answer(MTBENCH, "top-1").to_dicts())
+        assert served["pending_served"] == 2
+        # the live batch: the pending comparisons only (decided in the question's family)
+        _publish(batch_server, project_id, frame)
+        time.sleep(1.1)  # the lease of 1 s has expired
+        r = api.post(url, json={**body, "seed": 0}, headers=headers)
+        assert r.status_code == 200, r.text
+        want = {frozenset(("gpt-4", "claude-v1")), frozenset(("gpt-4", "gpt-3.5-turbo"))}
+        cells = r.json()["cells"]
+        assert (
+            len(cells) == 12 and {frozenset((c["system_a"], c["system_b"])) for c in cells} <= want
+        )
+        assert r.json()["question"]["status"] == status
+        # an answered question serves nothing, and says so
+        r = api.post(url, json={"size": 5, "question": "top-3"}, headers=headers)
+        assert r.status_code == 200 and r.json()["cells"] == []
+        served = r.json()["question"]
+        assert served["pending_served"] == 0 and served["answers"][0]["answered"]
+        # without a question: today's batch, no question in the answer
+        r = api.post(url, json={"size": 5, "seed": 2}, headers=headers)
+        assert r.status_code == 200 and r.json()["question"] is None and r.json()["cells"]
+        for bad, words in (
+            ({"question": "top-k"}, "top-k needs k"),
+            ({"question": "versus:nobody"}, "unknown system"),
+            ({"question": "top-1", "adjacent": True}, "a question chooses the comparisons"),
+        ):
+            r = api.post(url, json={"size": 5, **bad}, headers=headers)
+            assert r.status_code == 422 and words in r.text, r.text

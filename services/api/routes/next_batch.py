@@ -11,19 +11,30 @@ idempotency key returns the stored batch (:func:`services.api.idempotency.idempo
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, cast
 
 import numpy as np
 from fastapi import APIRouter, Header
 
+from evalset.batch import pending_targets
 from evalset.plan import OutsideFamily, RecommendRequest, batch_targets, plan_batch
+from evalset.questions import status_lines
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError, error_responses
 from services.api.idempotency import Idempotent, idempotent
 from services.api.next_batch_prepare import Prepared, prepare_batch
-from services.api.next_batch_schemas import LeasedCell, NextBatchCreate, NextBatchPublic, NotServed
+from services.api.next_batch_schemas import (
+    LeasedCell,
+    NextBatchCreate,
+    NextBatchPublic,
+    NotServed,
+    QuestionServed,
+)
+from services.api.question_tally import AskedQuestion, read_question
 from services.api.routes.gold import GoldPlan, plan_gold, secret_rng
+from services.schemas_answers import AnswerRow
 from services.store import repository as repo
 
 if TYPE_CHECKING:
@@ -78,6 +89,7 @@ def _request_content(body: NextBatchCreate) -> dict[str, Any]:
     # leases stored before ``model`` existed were live batches: a default is left out
     skip = {"idempotency_key"} | ({"model"} if body.model == "snapshot" else set())
     skip |= set() if body.gold_share else {"gold_share"}  # the same for leases stored before it
+    skip |= set() if body.question is not None else {"question"}  # and before a question
     content: dict[str, Any] = body.model_dump(mode="json", exclude=skip)
     return content
 
@@ -122,6 +134,7 @@ def recommend_request(body: NextBatchCreate, dimensions: list[str]) -> Recommend
         max_per_cell=1,
         annotator=body.annotator_id or None,
         dimensions=tuple(dimensions),
+        question=body.question or "",
     )
 
 
@@ -144,6 +157,7 @@ class _Plan(NamedTuple):
     chosen: tuple[int, ...] | None
     exclude: np.ndarray | None
     rng: np.random.Generator
+    question: QuestionServed | None
 
 
 def _plan(state: ServiceState, project_id: str, body: NextBatchCreate, now: datetime) -> _Plan:
@@ -151,14 +165,28 @@ def _plan(state: ServiceState, project_id: str, body: NextBatchCreate, now: date
     from evalset.recommend_adapter import UnknownName
 
     request = recommend_request(body, _dimensions(state, project_id, body))
-    prepared = prepare_batch(state, project_id, request, model=body.model, route_by=body.route_by)
+    asked = (
+        read_question(state, project_id, request.rule, body.question) if request.question else None
+    )
+    # the live batch's decisions are the question's family's (every pair it may need);
+    # model=default serves the command line's batch: its compared family, the same targets
+    family_rule = asked.report.decisions.rule if asked and body.model == "snapshot" else None
+    prepared = prepare_batch(
+        state,
+        project_id,
+        replace(request, rule=family_rule) if family_rule else request,
+        model=body.model,
+        route_by=body.route_by,
+    )
+    names = prepared.snapshot.names
+    pending = pending_targets(asked.report.decisions.rows, names.comparisons)[0] if asked else None
     dims = list(request.dimensions)
     gold = plan_gold(
         state, project_id, share=body.gold_share, size=body.size, dimensions=dims, now=now
     )
     exclude = gold.exclude(prepared.snapshot.names, prepared.exclude)  # gold never recommended
     try:
-        chosen = batch_targets(prepared.snapshot, request)
+        chosen = batch_targets(prepared.snapshot, request, pending)
     except UnknownName as exc:
         raise ApiError(404, "not_found", exc.args[0]) from exc
     except OutsideFamily as exc:
@@ -167,13 +195,27 @@ def _plan(state: ServiceState, project_id: str, body: NextBatchCreate, now: date
             422, "validation_error", message, [{"field": "targets", "message": message}]
         ) from exc
     # gold cells and the batch's order: nothing in the request tells them
-    return _Plan(request, prepared, gold, chosen, exclude, secret_rng())
+    served = _question_served(asked, chosen) if asked else None
+    return _Plan(request, prepared, gold, chosen, exclude, secret_rng(), served)
+
+
+def _question_served(asked: AskedQuestion, chosen: tuple[int, ...] | None) -> QuestionServed:
+    """What the answer says of the question a batch serves (``evalset recommend
+    --question``'s lines)."""
+    report = asked.report
+    return QuestionServed(
+        question=str(report.question),
+        status=status_lines(report),
+        answers=[AnswerRow.model_validate(r) for r in report.answers],
+        pending_served=len(chosen or ()),
+    )
 
 
 class _Choice(NamedTuple):
     cells: list[repo.LeasedCellRow]
     not_served: list[dict[str, Any]]
     gold_unserved: int
+    question: QuestionServed | None = None
 
 
 def _choose(
@@ -217,7 +259,7 @@ def _choose(
         for cell in batch
     ]
     mixed, gold_unserved = plan.gold.mix(versioned, plan.rng, leased)
-    return _Choice(mixed, left_out, gold_unserved)
+    return _Choice(mixed, left_out, gold_unserved, plan.question)
 
 
 def _serve(
@@ -276,6 +318,7 @@ def _answer(lease: repo.LeaseRow, choice: _Choice) -> NextBatchPublic:
     if not replayed:
         public.not_served = [NotServed(**row) for row in choice.not_served]
         public.gold_unserved = choice.gold_unserved
+        public.question = choice.question
     return public
 
 

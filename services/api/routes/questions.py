@@ -19,39 +19,9 @@ from services.api.deps import ProjectId, State
 from services.api.errors import error_responses
 from services.api.question_tally import read_question
 from services.api.routes.decisions import QuestionDecisionRow, QuestionParam, Rule
+from services.schemas_answers import AnswerRow
 
 router = APIRouter()
-
-
-class Verdict(BaseModel):
-    system: str = Field(description="the compared system (versus: not a reference)")
-    other: str
-    outcome: str = Field(
-        description="'better', 'worse', 'equivalent', 'undecided' or 'never compared'"
-    )
-
-
-class AnswerRow(BaseModel):
-    """One dimension's answer: the row of ``evalset answer --format json``."""
-
-    dimension: str
-    question: str = Field(description="the question in its written form")
-    answered: bool = Field(description="the question is answered (top-k: a separated set of k)")
-    settled: bool = Field(description="answered, or no pending comparison can still close")
-    answer: str = Field(description="the answer in words, with its level, valid at every look")
-    top: list[str] = Field(description="top-k: the largest separated set of at most k")
-    among: list[str] = Field(description="top-k: the smallest separated set of at least k")
-    groups: list[list[str]] = Field(description="the systems in order, in tied groups")
-    order: list[str] = Field(
-        description="the systems by decided wins minus losses, then mean net preference"
-    )
-    verdicts: list[Verdict] = Field(description="versus and equivalence: each named pair")
-    pending: int = Field(description="undecided comparisons that can still change the answer")
-    needed: int | None = Field(
-        description="judgments the pending comparisons likely still need (null: out of sight)"
-    )
-    family_size: int = Field(description="comparisons sharing alpha (the question's family)")
-    alpha: float
 
 
 class AnswerPublic(BaseModel):
