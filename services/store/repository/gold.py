@@ -9,7 +9,7 @@ either order and its dimension (a gold cell without a dimension holds for every 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TypedDict, cast
 
@@ -149,28 +149,8 @@ def add_gold_cells(
     def problem(i: int, column: str, message: str) -> None:
         problems.append({"row": i, "field": column, "message": message})
 
-    for kind, table, id_column, columns in (
-        ("system", t.systems, "system_id", ("system_a", "system_b")),
-        ("prompt", t.prompts, "prompt_id", ("item_id",)),
-        ("dimension", t.dimensions, "dimension_id", ("dimension",)),
-    ):
-        used = {r[col] for r in rows for col in columns if r[col] is not None}
-        known = _known(conn, table, id_column, project_id, used)
-        for i, r in enumerate(rows):
-            for col in columns:
-                if r[col] is not None and r[col] not in known:
-                    problem(i, col, f"unknown {kind} {r[col]!r}; register it first")
-    g = t.gold_cells.c
-    stored: dict[GoldKey, tuple[str, str]] = {}
-    for dim, item, a, b, answer in conn.execute(
-        select(g.dimension, g.item_id, g.system_a, g.system_b, g.answer).where(
-            g.project_id == project_id
-        )
-    ):
-        stored[(dim, item, frozenset((a, b)))] = (a, answer)
-    dims_of: dict[tuple[str, frozenset[str]], set[str]] = {}
-    for dim, item, pair in stored:
-        dims_of.setdefault((item, pair), set()).add(dim)
+    _check_names(conn, project_id, rows, problem)
+    stored = _stored_answers(conn, project_id)
     judged = _judged(conn, project_id, {r["item_id"] for r in rows})
     # a cell served as an ordinary one, under any lease (a late judgment of an expired
     # lease is accepted too), may still be judged as one: its judgment, stored as gold,
@@ -182,6 +162,62 @@ def add_gold_cells(
         for c in active_leased_cells(conn=conn, project_id=project_id, now=now.replace(year=1970))
         if not c.get("gold")
     }
+    new, unchanged = _new_gold_cells(rows, stored, judged, held, problem)
+    if problems:
+        raise _refused("invalid_batch", "problem(s) in the gold cells", problems)
+    if new:
+        conn.execute(
+            t.gold_cells.insert(),
+            [{**r, "project_id": project_id, "created_at": now} for r in new],
+        )
+    return len(new), unchanged
+
+
+def _check_names(
+    conn: Connection,
+    project_id: str,
+    rows: Sequence[dict[str, Any]],
+    problem: Callable[[int, str, str], None],
+) -> None:
+    """Each row's systems, prompt and dimension (when it names one) registered."""
+    for kind, table, id_column, columns in (
+        ("system", t.systems, "system_id", ("system_a", "system_b")),
+        ("prompt", t.prompts, "prompt_id", ("item_id",)),
+        ("dimension", t.dimensions, "dimension_id", ("dimension",)),
+    ):
+        used = {r[col] for r in rows for col in columns if r[col] is not None}
+        known = _known(conn, table, id_column, project_id, used)
+        for i, r in enumerate(rows):
+            for col in columns:
+                if r[col] is not None and r[col] not in known:
+                    problem(i, col, f"unknown {kind} {r[col]!r}; register it first")
+
+
+def _stored_answers(conn: Connection, project_id: str) -> dict[GoldKey, tuple[str, str]]:
+    """The project's gold cells: key -> (the system first in the registered row, answer)."""
+    g = t.gold_cells.c
+    stored: dict[GoldKey, tuple[str, str]] = {}
+    for dim, item, a, b, answer in conn.execute(
+        select(g.dimension, g.item_id, g.system_a, g.system_b, g.answer).where(
+            g.project_id == project_id
+        )
+    ):
+        stored[(dim, item, frozenset((a, b)))] = (a, answer)
+    return stored
+
+
+def _new_gold_cells(
+    rows: Sequence[dict[str, Any]],
+    stored: dict[GoldKey, tuple[str, str]],
+    judged: dict[GoldKey, int],
+    held: set[GoldKey],
+    problem: Callable[[int, str, str], None],
+) -> tuple[list[dict[str, Any]], int]:
+    """The rows to register, and how many are registered already with the same answer
+    (``problem`` for each that may not be registered)."""
+    dims_of: dict[tuple[str, frozenset[str]], set[str]] = {}
+    for dim, item, pair in stored:
+        dims_of.setdefault((item, pair), set()).add(dim)
     new: list[dict[str, Any]] = []
     unchanged = 0
     for i, r in enumerate(rows):
@@ -200,47 +236,49 @@ def add_gold_cells(
                     f"the gold cell {cell} is registered with answer {answer!r} for "
                     f"{first!r} first; a gold cell's answer cannot be changed",
                 )
-            continue
-        others = dims_of.get(key[1:], set())
-        if others and (not key[0] or "" in others):
-            problem(
-                i,
-                "dimension",
-                f"the gold cell {cell} is registered for "
-                f"{'every dimension' if '' in others else sorted(others)} already (a cell "
-                "without a dimension holds for every dimension)",
-            )
-            continue
-        count = sum(
-            n
-            for (d, item, pair), n in judged.items()
-            if (item, pair) == key[1:] and (not key[0] or d == key[0])
+        elif (refusal := _unregistrable(key, cell, dims_of, judged, held)) is not None:
+            problem(i, *refusal)
+        else:
+            new.append({**r, "dimension": r["dimension"] or ""})
+    return new, unchanged
+
+
+def _unregistrable(
+    key: GoldKey,
+    cell: str,
+    dims_of: dict[tuple[str, frozenset[str]], set[str]],
+    judged: dict[GoldKey, int],
+    held: set[GoldKey],
+) -> tuple[str, str] | None:
+    """(column, why) a cell not registered yet cannot become a gold cell, or None: it is
+    registered for another dimension in a way that overlaps, judged, or served as an
+    ordinary cell."""
+    others = dims_of.get(key[1:], set())
+    if others and (not key[0] or "" in others):
+        return (
+            "dimension",
+            f"the gold cell {cell} is registered for "
+            f"{'every dimension' if '' in others else sorted(others)} already (a cell "
+            "without a dimension holds for every dimension)",
         )
-        if count:
-            problem(
-                i,
-                "item_id",
-                f"the cell {cell} has {count} stored judgment(s), which the running "
-                "decisions counted: a gold cell must be one nobody has judged yet",
-            )
-            continue
-        if any((item, pair) == key[1:] and (not key[0] or d == key[0]) for d, item, pair in held):
-            problem(
-                i,
-                "item_id",
-                f"the cell {cell} was served under a lease as an ordinary cell: its judgment "
-                "may still arrive (late ones are accepted), so it cannot become a gold cell",
-            )
-            continue
-        new.append({**r, "dimension": r["dimension"] or ""})
-    if problems:
-        raise _refused("invalid_batch", "problem(s) in the gold cells", problems)
-    if new:
-        conn.execute(
-            t.gold_cells.insert(),
-            [{**r, "project_id": project_id, "created_at": now} for r in new],
+    count = sum(
+        n
+        for (d, item, pair), n in judged.items()
+        if (item, pair) == key[1:] and (not key[0] or d == key[0])
+    )
+    if count:
+        return (
+            "item_id",
+            f"the cell {cell} has {count} stored judgment(s), which the running "
+            "decisions counted: a gold cell must be one nobody has judged yet",
         )
-    return len(new), unchanged
+    if any((item, pair) == key[1:] and (not key[0] or d == key[0]) for d, item, pair in held):
+        return (
+            "item_id",
+            f"the cell {cell} was served under a lease as an ordinary cell: its judgment "
+            "may still arrive (late ones are accepted), so it cannot become a gold cell",
+        )
+    return None
 
 
 def add_gold_judgments(

@@ -1,7 +1,7 @@
 """An automatic judge's verdicts: validated batch ingestion (all or nothing, idempotent) and reads.
 
 Verdicts have the judgments' schema and are checked by the same validator
-(:func:`services.store.repository.judgments._check_judgments`, hence
+(:func:`services.store.repository.batch_checks.check_judgment_fields`, hence
 :mod:`services.store.validation`), with ``annotator_id`` naming the judge (required) and an
 ``inconsistent`` flag. They live in their own table: no human count, snapshot or human-only
 decision ever reads them. A judge has one verdict per cell (dimension, prompt, pair of systems
@@ -17,13 +17,20 @@ from typing import Any, TypedDict
 from sqlalchemy import Connection, func, select
 
 from services.store import tables as t
-from services.store.repository._common import IngestResult, _chunks, _insert, utcnow
-from services.store.repository.judgments import (
-    _check_judgments,
-    _refuse,
-    check_catalogue,
+from services.store.repository._common import (
+    IngestResult,
+    _chunks,
+    _insert,
     lock_judgments,
+    utcnow,
+)
+from services.store.repository.batch_checks import (
+    Problem,
+    check_catalogue,
+    check_judgment_fields,
+    collector,
     names_in,
+    refuse,
 )
 
 #: one verdict as the service stores and lists it (in this order)
@@ -51,7 +58,11 @@ class VerdictRow(TypedDict):
     inconsistent: bool
 
 
-def _cell(r: dict[str, Any]) -> tuple[str, str, str, frozenset[str]]:
+#: (judge, dimension, prompt, pair of systems either way round)
+_Cell = tuple[str, str, str, frozenset[str]]
+
+
+def _cell(r: dict[str, Any]) -> _Cell:
     return (
         r["annotator_id"],
         r["dimension"],
@@ -80,7 +91,39 @@ def add_verdicts(
             on one cell), one problem per bad row; nothing was written.
     """
     now = now or utcnow()
-    _check_judgments(verdicts)
+    check_judgment_fields(verdicts)
+    _check_verdict_fields(verdicts)
+    lock_judgments(conn=conn, project_id=project_id)
+    rows: list[dict[str, Any]] = [{k: v.get(k) for k in VERDICT_FIELDS} for v in verdicts]
+    for r in rows:
+        r["inconsistent"] = bool(r["inconsistent"])
+    problems: list[dict[str, Any]] = []
+    problem = collector(problems, rows)
+    check_catalogue(conn, project_id, rows, problem, register_unknown=register_unknown, now=now)
+    _check_not_humans(conn, project_id, rows, problem)
+    existing, cells = _stored_verdicts(conn, project_id, rows)
+    new_rows = _new_verdicts(rows, existing, cells, problem)
+    refuse(problems, "invalid_batch", "problem(s)")
+    last_seq = 0
+    if new_rows:
+        stmt = (
+            _insert(conn, t.judge_verdicts)
+            .on_conflict_do_nothing(index_elements=["project_id", "judgment_id"])
+            .returning(t.judge_verdicts.c.seq)
+        )
+        params = [{**r, "project_id": project_id, "received_at": now} for r in new_rows]
+        last_seq = max((int(s) for (s,) in conn.execute(stmt, params)), default=0)
+    return IngestResult(
+        inserted=len(new_rows),
+        duplicates=len(rows) - len(new_rows),
+        dimensions=tuple(sorted({r["dimension"] for r in new_rows})),
+        last_seq=last_seq,
+    )
+
+
+def _check_verdict_fields(verdicts: Sequence[dict[str, Any]]) -> None:
+    """Each verdict names its judge and has a true, false or missing ``inconsistent`` flag
+    (before anything touches the database)."""
     problems: list[dict[str, Any]] = []
     for i, v in enumerate(verdicts):
         if not v.get("annotator_id"):
@@ -101,20 +144,13 @@ def add_verdicts(
                     "message": "inconsistent must be true or false",
                 }
             )
-    _refuse(problems, "validation_error", "invalid field(s)")
-    lock_judgments(conn=conn, project_id=project_id)
-    rows: list[dict[str, Any]] = [{k: v.get(k) for k in VERDICT_FIELDS} for v in verdicts]
-    for r in rows:
-        r["inconsistent"] = bool(r["inconsistent"])
+    refuse(problems, "validation_error", "invalid field(s)")
 
-    def problem(i: int, column: str, message: str) -> None:
-        problems.append(
-            {"row": i, "judgment_id": rows[i]["judgment_id"], "field": column, "message": message}
-        )
 
-    items = {r["item_id"] for r in rows}
-    check_catalogue(conn, project_id, rows, problem, register_unknown=register_unknown, now=now)
-    # a name that judged as a human is not a judge's (judgments are never verdicts)
+def _check_not_humans(
+    conn: Connection, project_id: str, rows: Sequence[dict[str, Any]], problem: Problem
+) -> None:
+    """A name that judged as a human is not a judge's (judgments are never verdicts)."""
     names = {r["annotator_id"] for r in rows}
     humans = names_in(conn, t.judgments, project_id, names)
     humans |= names_in(conn, t.gold_judgments, project_id, names)
@@ -126,10 +162,17 @@ def add_verdicts(
                 f"{r['annotator_id']!r} has human judgments in this project: name the "
                 "automatic judge differently",
             )
+
+
+def _stored_verdicts(
+    conn: Connection, project_id: str, rows: Sequence[dict[str, Any]]
+) -> tuple[dict[str, dict[str, Any]], dict[_Cell, str]]:
+    """The stored verdicts the batch may meet: by ``judgment_id`` (those of the batch's
+    prompts and ids), and the id of each judge's verdict per cell (of the batch's prompts)."""
     c = t.judge_verdicts.c
     existing: dict[str, dict[str, Any]] = {}
-    cells: dict[tuple[str, str, str, frozenset[str]], str] = {}
-    for chunk in _chunks(sorted(items)):
+    cells: dict[_Cell, str] = {}
+    for chunk in _chunks(sorted({r["item_id"] for r in rows})):
         for row in conn.execute(
             select(*[c[k] for k in VERDICT_FIELDS]).where(
                 c.project_id == project_id, c.item_id.in_(chunk)
@@ -145,6 +188,18 @@ def add_verdicts(
             )
         ):
             existing[row.judgment_id] = row._asdict()
+    return existing, cells
+
+
+def _new_verdicts(
+    rows: Sequence[dict[str, Any]],
+    existing: dict[str, dict[str, Any]],
+    cells: dict[_Cell, str],
+    problem: Problem,
+) -> list[dict[str, Any]]:
+    """The verdicts not stored yet: a stored id must be a retry of the same verdict, and a
+    judge gives one verdict per cell (``problem`` otherwise; ``existing`` and ``cells`` take
+    the new ones in, so a repeat within the batch is caught too)."""
     new_rows = []
     for i, r in enumerate(rows):
         old = existing.get(r["judgment_id"])
@@ -170,22 +225,7 @@ def add_verdicts(
         cells[_cell(r)] = r["judgment_id"]
         existing[r["judgment_id"]] = r
         new_rows.append(r)
-    _refuse(problems, "invalid_batch", "problem(s)")
-    last_seq = 0
-    if new_rows:
-        stmt = (
-            _insert(conn, t.judge_verdicts)
-            .on_conflict_do_nothing(index_elements=["project_id", "judgment_id"])
-            .returning(c.seq)
-        )
-        params = [{**r, "project_id": project_id, "received_at": now} for r in new_rows]
-        last_seq = max((int(s) for (s,) in conn.execute(stmt, params)), default=0)
-    return IngestResult(
-        inserted=len(new_rows),
-        duplicates=len(rows) - len(new_rows),
-        dimensions=tuple(sorted({r["dimension"] for r in new_rows})),
-        last_seq=last_seq,
-    )
+    return new_rows
 
 
 def fetch_verdicts(
