@@ -184,16 +184,6 @@ def elo(
         >>> board["system"].to_list()
         ['s2', 's1', 's0']
     """
-    import numpy as np
-
-    from adaptive.leaderboards.elo import (
-        battles_of,
-        bootstrap_ratings,
-        mle_ratings,
-        rank_intervals,
-        win_table,
-    )
-
     if rounds < 10:
         raise ValueError("rounds must be at least 10 (the interval's resamples)")
     if not 0.5 < level < 1:
@@ -211,45 +201,64 @@ def elo(
     rows: list[dict[str, Any]] = []
     for dim in dims:
         frame = judgments.filter(pl.col("dimension") == dim)
-        battles = battles_of(
-            frame["system_a"].to_list(), frame["system_b"].to_list(), frame["winner"].to_list()
-        )
-        systems = battles.systems
-        index = {s: i for i, s in enumerate(systems)}
-        ratings = mle_ratings(win_table(battles))
-        clusters = None
-        if bootstrap == "prompt":
-            clusters = frame["item_id"].cast(pl.Categorical).to_physical().to_numpy()
-        boot = bootstrap_ratings(battles, rounds, seed, clusters)
-        tail = (1 - level) / 2 / len(systems)
-        joint_low, joint_high = np.quantile(boot, [tail, 1 - tail], axis=0)
-        best, worst = rank_intervals(joint_low, joint_high)  # whatever the anchor
-        if anchor is not None:  # in every resample, as the notebook anchors its rounds
-            name, value = anchor
-            if name not in index:
-                raise ValueError(f"anchor system {name!r} is not in {list(systems)}")
-            boot = boot + (value - boot[:, [index[name]]])
-            ratings = ratings + (value - ratings[index[name]])
-        low, high = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2], axis=0)
-        counts = np.bincount(np.concatenate([battles.a, battles.b]), minlength=len(systems))
-        order = np.argsort(-ratings, kind="stable")
-        board = []
-        for rank, i in enumerate(order, start=1):
-            board.append(
-                {
-                    "dimension": dim,
-                    "rank": rank,
-                    "system": systems[i],
-                    "elo": float(ratings[i]),
-                    "ci_low": float(low[i]),
-                    "ci_high": float(high[i]),
-                    "rank_best": int(best[i]),
-                    "rank_worst": int(worst[i]),
-                    "n_judgments": int(counts[i]),
-                }
-            )
+        board = _elo_board(frame, dim, rounds, level, seed, anchor, bootstrap)
         rows += _beside_elo(decided, dim, board)
     return pl.DataFrame(rows)
+
+
+def _elo_board(
+    frame: pl.DataFrame, dim: str, rounds: int, level: float, seed: int,
+    anchor: tuple[str, float] | None, bootstrap: str,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """One dimension's Elo rows, best first: ratings, bootstrap intervals, rank intervals."""
+    import numpy as np
+
+    from adaptive.leaderboards.elo import (
+        battles_of,
+        bootstrap_ratings,
+        mle_ratings,
+        rank_intervals,
+        win_table,
+    )
+
+    battles = battles_of(
+        frame["system_a"].to_list(), frame["system_b"].to_list(), frame["winner"].to_list()
+    )
+    systems = battles.systems
+    index = {s: i for i, s in enumerate(systems)}
+    ratings = mle_ratings(win_table(battles))
+    clusters = None
+    if bootstrap == "prompt":
+        clusters = frame["item_id"].cast(pl.Categorical).to_physical().to_numpy()
+    boot = bootstrap_ratings(battles, rounds, seed, clusters)
+    tail = (1 - level) / 2 / len(systems)
+    joint_low, joint_high = np.quantile(boot, [tail, 1 - tail], axis=0)
+    best, worst = rank_intervals(joint_low, joint_high)  # whatever the anchor
+    if anchor is not None:  # in every resample, as the notebook anchors its rounds
+        name, value = anchor
+        if name not in index:
+            raise ValueError(f"anchor system {name!r} is not in {list(systems)}")
+        boot = boot + (value - boot[:, [index[name]]])
+        ratings = ratings + (value - ratings[index[name]])
+    low, high = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    counts = np.bincount(np.concatenate([battles.a, battles.b]), minlength=len(systems))
+    order = np.argsort(-ratings, kind="stable")
+    board = []
+    for rank, i in enumerate(order, start=1):
+        board.append(
+            {
+                "dimension": dim,
+                "rank": rank,
+                "system": systems[i],
+                "elo": float(ratings[i]),
+                "ci_low": float(low[i]),
+                "ci_high": float(high[i]),
+                "rank_best": int(best[i]),
+                "rank_worst": int(worst[i]),
+                "n_judgments": int(counts[i]),
+            }
+        )
+    return board
 
 
 def _beside_elo(decided: Any, dim: str, board: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -163,48 +163,11 @@ def prepare(
     blocks, names = [], []
     for fit in ordered:
         local = np.array([sys_index[s] for s in fit.systems], np.int64)
-        fit_a, fit_b = local[np.asarray(fit.pair_a)], local[np.asarray(fit.pair_b)]
-        skill = None
-        if fit.skill is not None:
-            draws = np.asarray(fit.skill, np.float64)
-            # systems this fit never saw: prior draws when they get comparisons, else unused
-            skill = (
-                prior.normal(0.0, 1.0, size=(draws.shape[0], len(system_names)))
-                if all_pairs
-                else np.zeros((draws.shape[0], len(system_names)))
-            )
-            skill[:, local] = draws
-        if all_pairs:
-            if skill is None:
-                raise ValueError(f"all_pairs needs per-system draws ({fit.dimension!r} has none)")
-            oriented = {frozenset((a, b)): (a, b) for a, b in zip(fit_a.tolist(), fit_b.tolist())}
-            pairs = [
-                oriented.get(frozenset((i, j)), (i, j))
-                for i in range(len(system_names))
-                for j in range(i + 1, len(system_names))
-            ]
-            pa = np.array([a for a, _ in pairs], np.int64)
-            pb = np.array([b for _, b in pairs], np.int64)
-            theta = skill[:, pb] - skill[:, pa]
-        else:
-            if fit.theta is None:
-                raise ValueError(f"the fit of {fit.dimension!r} has no comparison draws")
-            order = np.lexsort((np.maximum(fit_a, fit_b), np.minimum(fit_a, fit_b)))
-            pa, pb = fit_a[order], fit_b[order]
-            theta = np.asarray(fit.theta, np.float64)[:, order]
-        comp_of: dict[tuple[str, str], tuple[int, float]] = {}
-        for c, (a, b) in enumerate(zip(pa.tolist(), pb.tolist())):
-            comp_of[(system_names[a], system_names[b])] = (c, 1.0)
-            comp_of[(system_names[b], system_names[a])] = (c, -1.0)
-        j_comp, j_prompt, j_signed = [], [], []
-        for r in rows.get(fit.dimension, ()):
-            hit = comp_of.get((r["system_a"], r["system_b"]))
-            if hit is None or r["item_id"] not in prompt_index:
-                continue
-            raw = {"a": -1.0, "b": 1.0}.get(r["winner"], 0.0)
-            j_comp.append(hit[0])
-            j_prompt.append(prompt_index[r["item_id"]])
-            j_signed.append(raw * hit[1])
+        skill = _skill(fit, local, len(system_names), all_pairs, prior)
+        pa, pb, theta = _comparisons(fit, local, skill, len(system_names), all_pairs)
+        j_comp, j_prompt, j_signed = _signed_judgments(
+            rows.get(fit.dimension, ()), pa, pb, system_names, prompt_index
+        )
         blocks.append(
             DimensionDraws(
                 dimension=fit.dimension,
@@ -212,9 +175,9 @@ def prepare(
                 pair_a=pa,
                 pair_b=pb,
                 skill=skill,
-                judgment_comparison=np.asarray(j_comp, np.int64),
-                judgment_prompt=np.asarray(j_prompt, np.int64),
-                judgment_signed=np.asarray(j_signed, np.float64),
+                judgment_comparison=j_comp,
+                judgment_prompt=j_prompt,
+                judgment_signed=j_signed,
             )
         )
         names += [(fit.dimension, system_names[a], system_names[b]) for a, b in zip(pa, pb)]
@@ -232,6 +195,75 @@ def prepare(
         comparisons=tuple(names),
     )
     return snapshot, cell_names
+
+
+def _skill(
+    fit: NamedFit, local: np.ndarray, num_systems: int, all_pairs: bool,
+    prior: np.random.Generator,
+) -> np.ndarray | None:  # fmt: skip
+    """The fit's per-system draws on every system's index (None without them)."""
+    if fit.skill is None:
+        return None
+    draws = np.asarray(fit.skill, np.float64)
+    # systems this fit never saw: prior draws when they get comparisons, else unused
+    skill = (
+        prior.normal(0.0, 1.0, size=(draws.shape[0], num_systems))
+        if all_pairs
+        else np.zeros((draws.shape[0], num_systems))
+    )
+    skill[:, local] = draws
+    return skill
+
+
+def _comparisons(
+    fit: NamedFit, local: np.ndarray, skill: np.ndarray | None, num_systems: int,
+    all_pairs: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """The comparisons' systems (a, b) and their theta draws: every pair of systems, or the
+    fit's own comparisons in (lower, higher) order."""
+    fit_a, fit_b = local[np.asarray(fit.pair_a)], local[np.asarray(fit.pair_b)]
+    if all_pairs:
+        if skill is None:
+            raise ValueError(f"all_pairs needs per-system draws ({fit.dimension!r} has none)")
+        oriented = {frozenset((a, b)): (a, b) for a, b in zip(fit_a.tolist(), fit_b.tolist())}
+        pairs = [
+            oriented.get(frozenset((i, j)), (i, j))
+            for i in range(num_systems)
+            for j in range(i + 1, num_systems)
+        ]
+        pa = np.array([a for a, _ in pairs], np.int64)
+        pb = np.array([b for _, b in pairs], np.int64)
+        return pa, pb, skill[:, pb] - skill[:, pa]
+    if fit.theta is None:
+        raise ValueError(f"the fit of {fit.dimension!r} has no comparison draws")
+    order = np.lexsort((np.maximum(fit_a, fit_b), np.minimum(fit_a, fit_b)))
+    return fit_a[order], fit_b[order], np.asarray(fit.theta, np.float64)[:, order]
+
+
+def _signed_judgments(
+    rows: Iterable[Row], pa: np.ndarray, pb: np.ndarray, system_names: Sequence[str],
+    prompt_index: Mapping[str, int],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """Each judgment's comparison, prompt and signed outcome (+1 for the comparison's b);
+    judgments of a prompt or pair outside the name spaces left out."""
+    comp_of: dict[tuple[str, str], tuple[int, float]] = {}
+    for c, (a, b) in enumerate(zip(pa.tolist(), pb.tolist())):
+        comp_of[(system_names[a], system_names[b])] = (c, 1.0)
+        comp_of[(system_names[b], system_names[a])] = (c, -1.0)
+    j_comp, j_prompt, j_signed = [], [], []
+    for r in rows:
+        hit = comp_of.get((r["system_a"], r["system_b"]))
+        if hit is None or r["item_id"] not in prompt_index:
+            continue
+        raw = {"a": -1.0, "b": 1.0}.get(r["winner"], 0.0)
+        j_comp.append(hit[0])
+        j_prompt.append(prompt_index[r["item_id"]])
+        j_signed.append(raw * hit[1])
+    return (
+        np.asarray(j_comp, np.int64),
+        np.asarray(j_prompt, np.int64),
+        np.asarray(j_signed, np.float64),
+    )
 
 
 def cell_state(

@@ -5,9 +5,8 @@
   leaderboard), every dimension separately.
 * ``annotators``: the annotator screen (position bias, agreement), one row per
   annotator with its evidence.
-* ``damr``: MRBench's desired-annotation match rate per tutor and dimension,
-  optionally next to the paper's Table 3, and the conversion of graded labels
-  into pairwise judgments (written out, or ranked with Bradley-Terry).
+* ``damr``: MRBench's desired-annotation match rate per tutor and dimension (its
+  command: :mod:`services.cli.damr`).
 """
 
 from __future__ import annotations
@@ -16,7 +15,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.cli.common import FORMATS, add_data_args, dimensions_of, emit, log
+from services.cli.common import add_data_args, bt_method, dimensions_of, emit, log
+from services.cli.damr import register_damr
 from stan_free_models.fit_settings import SHORT_NUTS, NutsSettings
 
 if TYPE_CHECKING:
@@ -89,54 +89,10 @@ def _add_fit_args(p: argparse.ArgumentParser, *, default_method: str = "nuts") -
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
-def _bt_method(method: str) -> str:
-    """The fitting method's internal name: ``fast`` is the Laplace path."""
-    return "laplace" if method == "fast" else method
-
-
-def anchored_rows(fit: Any, reference: str | None) -> list[dict[str, Any]]:
-    """Pooled abilities sum-to-zero, or relative to ``reference``; the ``scale`` column says
-    which. Abilities are identified only up to a constant: unanchored, every interval
-    carries that constant's uncertainty while the differences are tight."""
-
-    from adaptive.leaderboards import bt
-
-    rows = bt.ability_rows(fit)
-    names = [r["system"] for r in rows]
-    if reference is not None and reference not in names:
-        raise ValueError(f"reference system {reference!r} not in {names}")
-    if fit.posterior is None:  # mle: the pinned system is the reference already
-        pinned = next(r["system"] for r in rows if r.get("reference"))
-        for r in rows:
-            r["scale"] = f"relative to {pinned}"
-        return sorted(rows, key=lambda r: -r["mean"])
-    draws = fit.ability_draws()
-    if reference is None:
-        draws = draws - draws.mean(axis=1, keepdims=True)
-        scale = "sum-to-zero"
-    else:
-        draws = draws - draws[:, [names.index(reference)]]
-        scale = f"relative to {reference}"
-    low, high = bt.hdi(draws, fit.config.prob)
-    for i, r in enumerate(rows):
-        r.update(
-            mean=float(draws[:, i].mean()),
-            sd=float(draws[:, i].std(ddof=1)),
-            ci_low=float(low[i]),
-            ci_high=float(high[i]),
-            p_positive=float((draws[:, i] > 0).mean()),
-            scale=scale,
-        )
-    return sorted(rows, key=lambda r: (r["dimension"], -r["mean"]))
-
-
 def _read(args: argparse.Namespace) -> pl.DataFrame:
-    from adaptive.core.data import filter_judgments, read_judgments
+    from evalset.files import read_dimensions
 
-    judgments = read_judgments(args.data)
-    if getattr(args, "dimension", None):
-        judgments = filter_judgments(judgments, dimensions=[args.dimension])
-    return judgments
+    return read_dimensions(args.data, getattr(args, "dimension", None))
 
 
 def _weights(path: str, judgments: pl.DataFrame) -> np.ndarray | None:
@@ -173,17 +129,11 @@ def _exclusions(args: argparse.Namespace, judgments: pl.DataFrame) -> list[str]:
         else:
             out += [s.strip() for s in spec.split(",") if s.strip()]
     if getattr(args, "exclude_flagged", False):
-        from adaptive.annotation.annotators import (
-            ScreenConfig,
-            flagged_annotators,
-            screen_annotators,
-        )
+        from evalset.bt_reports import flagged_by_screen
 
-        rows, info = screen_annotators(
-            judgments,
-            ScreenConfig(method="laplace", seed=args.seed, assume_a_first=args.assume_a_first),
+        flagged, info = flagged_by_screen(
+            judgments, seed=args.seed, assume_a_first=args.assume_a_first
         )
-        flagged = flagged_annotators(rows)
         if not args.quiet:
             log(f"annotator screen flagged {len(flagged)}: {', '.join(flagged) or '-'}")
             if "position_note" in info:
@@ -192,10 +142,61 @@ def _exclusions(args: argparse.Namespace, judgments: pl.DataFrame) -> list[str]:
     return sorted(set(out))
 
 
-def run_bt(args: argparse.Namespace) -> int:
+def _bt_config(args: argparse.Namespace) -> Any:
+    from adaptive.leaderboards.bt import BTConfig
+
+    return BTConfig(
+        by=args.by,
+        ties=args.ties,
+        method=bt_method(args.method),
+        position=not args.no_position,
+        num_chains=args.chains,
+        num_warmup=args.warmup,
+        num_samples=args.draws,
+        seed=args.seed,
+        reference=args.reference if args.method == "mle" else None,
+    )
+
+
+def _fits(args: argparse.Namespace, judgments: pl.DataFrame, weight: Any) -> list[Any]:
+    """Each dimension's fit, with its diagnostics on stderr."""
     import numpy as np
 
-    from adaptive.leaderboards import bt
+    from evalset.bt_reports import fit_dimension
+
+    config = _bt_config(args)
+    fits = []
+    for dim in dimensions_of(judgments):
+        if not args.quiet:
+            log(f"fitting {dim!r}: {args.by}, ties={args.ties}, {args.method} ...")
+        w = None
+        if weight is not None:
+            w = np.asarray(weight)
+        fit = fit_dimension(judgments, dim, config, weight=w)
+        if not args.quiet and fit.posterior is not None:
+            d = fit.posterior.diagnostics.summary()
+            log(
+                f"  {fit.input.num_judgments} judgments, {len(fit.input.players)} abilities; "
+                f"max R-hat {d['max_rhat']:.3f}, min bulk ESS {d['min_ess_bulk']:.0f}, "
+                f"divergences {d['num_divergences']}, {d['seconds']:.1f} s; "
+                f"position from {fit.input.position_source}"
+            )
+        fits.append(fit)
+    return fits
+
+
+def _ability_columns(args: argparse.Namespace) -> list[str]:
+    """The table's columns of ``--report abilities``."""
+    columns = [c for c in ABILITY_COLUMNS if not (c == "item_id" and args.by == "pooled")]
+    if args.by == "pooled":
+        columns.append("scale")
+    if args.method == "mle":
+        columns = [c for c in columns if not c.startswith("rank")]
+    return columns
+
+
+def run_bt(args: argparse.Namespace) -> int:
+    from evalset.bt_reports import anchored_rows, report_rows
 
     judgments = _read(args)
     weight = _weights(args.data, judgments)
@@ -209,57 +210,15 @@ def run_bt(args: argparse.Namespace) -> int:
             log(f"excluding {len(excluded)} annotator(s); {judgments.height} judgments remain")
     if args.plot and args.by != "pooled":
         raise ValueError("--plot draws the leaderboard: use it with --by pooled")
-    config = bt.BTConfig(
-        by=args.by,
-        ties=args.ties,
-        method=_bt_method(args.method),
-        position=not args.no_position,
-        num_chains=args.chains,
-        num_warmup=args.warmup,
-        num_samples=args.draws,
-        seed=args.seed,
-        reference=args.reference if args.method == "mle" else None,
-    )
-    fits = []
-    for dim in dimensions_of(judgments):
-        if not args.quiet:
-            log(f"fitting {dim!r}: {args.by}, ties={args.ties}, {args.method} ...")
-        w = None
-        if weight is not None:
-            w = np.asarray(weight)
-        fit = bt.fit_dimension(judgments, dim, config, weight=w)
-        if not args.quiet and fit.posterior is not None:
-            d = fit.posterior.diagnostics.summary()
-            log(
-                f"  {fit.input.num_judgments} judgments, {len(fit.input.players)} abilities; "
-                f"max R-hat {d['max_rhat']:.3f}, min bulk ESS {d['min_ess_bulk']:.0f}, "
-                f"divergences {d['num_divergences']}, {d['seconds']:.1f} s; "
-                f"position from {fit.input.position_source}"
-            )
-        fits.append(fit)
+    fits = _fits(args, judgments, weight)
     report = args.report
+    rows = report_rows(fits, report, by=args.by, reference=args.reference)
     columns = None
     if report == "abilities":
-        if args.by == "pooled":
-            rows = [r for f in fits for r in anchored_rows(f, args.reference)]
-            if not args.quiet and rows:
-                log(f"abilities: {rows[0]['scale']} (--reference SYSTEM to anchor on a system)")
-        else:
-            rows = [r for f in fits for r in bt.ability_rows(f)]
+        if args.by == "pooled" and not args.quiet and rows:
+            log(f"abilities: {rows[0]['scale']} (--reference SYSTEM to anchor on a system)")
         if args.format == "table":
-            columns = [c for c in ABILITY_COLUMNS if not (c == "item_id" and args.by == "pooled")]
-            if args.by == "pooled":
-                columns.append("scale")
-            if args.method == "mle":
-                columns = [c for c in columns if not c.startswith("rank")]
-    elif report == "summary":
-        rows = bt.summary_rows(fits)
-    elif report == "differences":
-        rows = [r for f in fits for r in bt.difference_rows(f)]
-    elif report == "intercepts":
-        rows = [r for f in fits for r in bt.intercept_rows(f)]
-    else:
-        rows = bt.diagnostics_rows(fits)
+            columns = _ability_columns(args)
     if args.format == "table" and report == "abilities" and args.by == "item":
         rows = sorted(rows, key=lambda r: (r["dimension"], r["item_id"], r["rank_mean"]))
     if args.plot:
@@ -275,12 +234,13 @@ def run_bt(args: argparse.Namespace) -> int:
 
 
 def run_annotators(args: argparse.Namespace) -> int:
-    from adaptive.annotation.annotators import ScreenConfig, screen_annotators
+    from adaptive.annotation.annotators import ScreenConfig
+    from evalset.bt_reports import screen_annotators
 
     judgments = _read(args)
     config = ScreenConfig(
         ties=args.ties,
-        method=_bt_method(args.method),
+        method=bt_method(args.method),
         num_chains=args.chains,
         num_warmup=args.warmup,
         num_samples=args.draws,
@@ -303,73 +263,6 @@ def run_annotators(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_damr(args: argparse.Namespace) -> int:
-    from adaptive.core.csv_safe import write_csv
-    from adaptive.leaderboards import damr
-
-    ratings = damr.read_ratings(args.data, subset=args.subset, items=args.items)
-    if args.dimension:
-        ratings = ratings.filter(ratings["dimension"] == args.dimension)
-    if args.pairwise_out:
-        pairs = damr.to_pairwise(ratings, weighting=args.weighting)
-        write_csv(pairs, args.pairwise_out)
-        if not args.quiet:
-            log(f"wrote {pairs.height} pairwise judgments to {args.pairwise_out}")
-    if args.rank:
-        return _rank_tutors(args, ratings)
-    desired = {"Tutor_Tone": ("Encouraging", "Neutral")} if args.tone == "non-offensive" else None
-    rows = damr.damr(ratings, desired=desired)
-    if args.compare_paper:
-        rows = damr.compare_with_paper(rows)
-    if args.format == "table":
-        rows = _wide(rows, "difference" if args.compare_paper else "damr")
-        if not args.quiet and args.compare_paper:
-            log("cells: ours - paper (MRBench Table 3), percentage points")
-    emit(rows, args.format)
-    return 0
-
-
-def _wide(rows: list[dict[str, Any]], value: str) -> list[dict[str, Any]]:
-    table: dict[str, dict[str, Any]] = {}
-    for r in rows:
-        table.setdefault(r["system"], {"system": r["system"], "n": r["n"]})[r["dimension"]] = r[
-            value
-        ]
-    return list(table.values())
-
-
-def _rank_tutors(args: argparse.Namespace, ratings: pl.DataFrame) -> int:
-    from adaptive.core.data import validate_judgments
-    from adaptive.leaderboards import bt, damr
-
-    pairs = damr.to_pairwise(ratings, weighting=args.weighting)
-    judgments = validate_judgments(pairs, source="<pairwise from ratings>")
-    weight = damr.pairwise_weights(pairs)
-    config = bt.BTConfig(
-        by="pooled",
-        ties="davidson",
-        method=_bt_method(args.method),
-        position=False,
-        num_chains=args.chains,
-        num_warmup=args.warmup,
-        num_samples=args.draws,
-        seed=args.seed,
-    )
-    rows = []
-    for dim in dimensions_of(judgments):
-        if not args.quiet:
-            log(f"ranking tutors on {dim!r} ({args.method}) ...")
-        fit = bt.fit_dimension(judgments, dim, config, weight=weight)
-        rows += sorted(bt.ability_rows(fit), key=lambda r: -r["mean"])
-    columns = None
-    if args.format == "table":
-        columns = ["dimension", "system", "mean", "sd", "ci_low", "ci_high"]
-        if args.method != "mle":
-            columns += ["rank_mean", "rank_ci_low", "rank_ci_high"]
-    emit(rows, args.format, columns=columns)
-    return 0
-
-
 def run_elo(args: argparse.Namespace) -> int:
     import evalset
 
@@ -389,6 +282,13 @@ def run_elo(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    _register_bt(sub)
+    _register_elo(sub)
+    _register_annotators(sub)
+    register_damr(sub)
+
+
+def _register_bt(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "bt",
         help="Bayesian Bradley-Terry with position intercept: per-item or pooled abilities, ranks",
@@ -436,6 +336,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.set_defaults(func=run_bt)
 
+
+def _register_elo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "elo",
         help="Arena-style Elo leaderboard: maximum-likelihood ratings (ties half a win), "
@@ -462,6 +364,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.set_defaults(func=run_elo)
 
+
+def _register_annotators(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "annotators", help="annotator screen: position bias and agreement, with flags and reasons"
     )
@@ -485,43 +389,3 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--plot", metavar="FILE", help="position bias and agreement figure (.png or .svg)"
     )
     p.set_defaults(func=run_annotators)
-
-    p = sub.add_parser("damr", help="desired-annotation match rate of graded tutor labels")
-    p.add_argument("--data", required=True, help="ratings CSV (item_id, system, dimension, label)")
-    p.add_argument("--dimension", help="only this dimension")
-    p.add_argument("--format", choices=list(FORMATS), default="table")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--subset", choices=["all", "v1"], default="all", help="v1: MRBench_V1 dialogues only"
-    )
-    p.add_argument("--items", help="items CSV with in_v1 (default: items.csv next to --data)")
-    p.add_argument(
-        "--compare-paper", action="store_true", help="add MRBench Table 3 and the difference"
-    )
-    p.add_argument(
-        "--tone",
-        choices=["encouraging", "non-offensive"],
-        default="encouraging",
-        help="desired Tutor_Tone: Encouraging (Table 4, default) or Encouraging/Neutral",
-    )
-    p.add_argument("--pairwise-out", metavar="CSV", help="write the pairwise judgments here")
-    p.add_argument(
-        "--weighting",
-        choices=["per_label", "none"],
-        default="per_label",
-        help="pair weight 1/(k-1) so each label counts once (default), or 1",
-    )
-    p.add_argument(
-        "--rank", action="store_true", help="rank tutors per dimension with Bradley-Terry"
-    )
-    p.add_argument(
-        "--method",
-        choices=["nuts", "fast", "laplace", "mle"],
-        default="nuts",
-        help="nuts, fast (MAP + Laplace; 'laplace' is the old name), mle (default: %(default)s)",
-    )
-    p.add_argument("--chains", type=int, default=SHORT_NUTS.num_chains)
-    p.add_argument("--warmup", type=int, default=SHORT_NUTS.num_warmup)
-    p.add_argument("--draws", type=int, default=SHORT_NUTS.num_samples)
-    p.add_argument("--quiet", action="store_true")
-    p.set_defaults(func=run_damr)

@@ -106,7 +106,7 @@ def render_rows(
     if fmt == "json":
         return json.dumps([{k: _clean(r.get(k)) for k in r} for r in rows], indent=1)
     if fmt == "csv":  # text cells that would start a spreadsheet formula are escaped
-        from adaptive.core.csv_safe import rows_to_csv
+        from evalset.files import rows_to_csv
 
         cleaned = ({k: _clean(r.get(k)) for k in columns} for r in rows)
         return rows_to_csv(cleaned, columns).rstrip("\n")
@@ -183,6 +183,11 @@ def spinner(message: str, *, quiet: bool = False) -> Iterator[None]:
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+def bt_method(method: str) -> str:
+    """A Bradley-Terry fit's internal method name: ``fast`` is the Laplace path."""
+    return "laplace" if method == "fast" else method
 
 
 def dimensions_of(judgments: pl.DataFrame, only: str | None = None) -> list[str]:

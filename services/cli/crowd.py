@@ -108,7 +108,7 @@ def run_crowd_export(args: argparse.Namespace) -> int:
 
 
 def run_crowd_import(args: argparse.Namespace) -> int:
-    from adaptive.core.csv_safe import csv_text, write_csv
+    from evalset.files import csv_text, write_csv
     from services.crowd import read_results
 
     if args.project:
@@ -180,7 +180,7 @@ def run_crowd_push(args: argparse.Namespace) -> int:
 
 
 def run_crowd_pull(args: argparse.Namespace) -> int:
-    from adaptive.core.csv_safe import csv_text, write_csv
+    from evalset.files import csv_text, write_csv
     from services.crowd.labelstudio_api import (
         LabelStudioError,
         export_by_lease,
@@ -273,6 +273,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--survey-format", choices=("csv", "jsonl"), default="csv", help="survey task file"
     )
     ex.set_defaults(func=run_crowd_export)
+    _register_import(inner)
+    _register_push(inner)
+    _register_pull(inner)
+
+
+def _register_import(inner: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from services.crowd import PLATFORMS
 
     im = inner.add_parser(
         "import",
@@ -288,6 +295,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     im.set_defaults(func=run_crowd_import)
 
+
+def _register_push(inner: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     push = inner.add_parser(
         "push",
         help="import a batch's tasks into a running Label Studio (its API; project made if absent)",
@@ -312,6 +321,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     push.set_defaults(func=run_crowd_push)
 
+
+def _register_pull(inner: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     pull = inner.add_parser(
         "pull",
         help="read a Label Studio project's annotations back as judgments (stored once)",

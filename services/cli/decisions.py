@@ -85,7 +85,8 @@ def rule_from_args(args: argparse.Namespace) -> DecisionRule:
     """The rule of the flags :func:`add_rule_args` added, or a one-line error naming the flag."""
     from pydantic import ValidationError
 
-    from adaptive.stopping.rule_options import RULE_OPTIONS, RuleKeywords, rule_problems
+    from adaptive.stopping.rule_options import RULE_OPTIONS, RuleKeywords
+    from evalset.rules import rule_problems
 
     given = {k: getattr(args, k) for k in RULE_OPTIONS if getattr(args, k, None) is not None}
     try:
@@ -106,12 +107,10 @@ def parse_question(text: str | None) -> Question:
 
 
 def run_decisions(args: argparse.Namespace) -> int:
-    from adaptive.core.data import filter_judgments, read_judgments
     from evalset.decide import decide_judgments
+    from evalset.files import read_dimensions
 
-    judgments = read_judgments(args.data)
-    if args.dimension:
-        judgments = filter_judgments(judgments, dimensions=[args.dimension])
+    judgments = read_dimensions(args.data, args.dimension)
     if args.judge_data:
         if args.question:
             raise CliError("--question reads human decisions only: leave out --judge-data")

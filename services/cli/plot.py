@@ -41,7 +41,7 @@ def run_plot(args: argparse.Namespace) -> int:
         plots.plot_annotators(table, args.plot)
     elif args.kind == "items":
         result = evalset.fit(judgments, dimension=dim, method=args.method, seed=args.seed)
-        from adaptive.estimation.pipeline import analysis_item_rows
+        from evalset.analyses import analysis_item_rows
 
         table = analysis_item_rows(result)
         plots.plot_item_information(result, args.plot)

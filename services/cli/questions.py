@@ -24,13 +24,11 @@ def add_question_arg(parser: argparse.ArgumentParser, *, default: str | None = N
 
 
 def run_answer(args: argparse.Namespace) -> int:
-    from adaptive.core.data import filter_judgments, read_judgments
+    from evalset.files import read_dimensions
     from evalset.questions import answer_judgments
 
     question = parse_question(args.question)
-    judgments = read_judgments(args.data)
-    if args.dimension:
-        judgments = filter_judgments(judgments, dimensions=[args.dimension])
+    judgments = read_dimensions(args.data, args.dimension)
     try:
         report = answer_judgments(judgments, rule_from_args(args), question)
     except ValueError as exc:

@@ -1,20 +1,20 @@
-"""``evalset recommend`` (the next annotation batch) and ``evalset replay`` (effort vs outcome)."""
+"""``evalset recommend`` (the next annotation batch) and ``evalset replay`` (effort vs outcome;
+its command: :mod:`services.cli.replay`)."""
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from adaptive.recommend.state import DEFAULT_BURN_IN
 from adaptive.stopping.rule import DEFAULT_FAMILY
 from evalset.plan import DEFAULT_DRAWS, RecommendRequest
-from services.cli.common import FORMATS, add_map_arg, dimensions_of, emit, log
+from services.cli.common import FORMATS, add_map_arg, emit, log
 from services.cli.decisions import add_rule_args
 from services.cli.errors import CliError
+from services.cli.replay import register_replay
 from services.crowd.tasks import TASK_COLUMNS as CROWD_TASK_COLUMNS
 
 #: a recommended task: the crowd round trip's task columns (without the batch id, given at export)
@@ -39,14 +39,12 @@ def _pairs(text: str | None) -> list[tuple[str, str]]:
 def recommend_from_file(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Fit each dimension of a judgments file (fast path) and recommend a batch
     (:func:`evalset.batch.recommend_batch`)."""
-    from adaptive.core.data import filter_judgments, read_judgments
     from evalset.batch import recommend_batch, side_tables
+    from evalset.files import read_dimensions
     from evalset.plan import RecommendRequest
     from services.cli.decisions import parse_question, rule_from_args
 
-    judgments = read_judgments(args.data)
-    if args.dimension:
-        judgments = filter_judgments(judgments, dimensions=args.dimension)
+    judgments = read_dimensions(args.data, args.dimension)
     folder = Path(args.data).parent
     prompt_text, responses = side_tables(folder)
     if not args.quiet and not prompt_text:
@@ -92,10 +90,8 @@ def recommend_from_file(args: argparse.Namespace) -> list[dict[str, Any]]:
         raise CliError(exc.args[0]) from exc
 
 
-def recommend_from_project(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Ask a running service for the next batch."""
-    import httpx
-
+def _project_body(args: argparse.Namespace) -> dict[str, Any]:
+    """The next-batch request of ``--project``: the size, the rule and what to serve."""
     from services.cli.decisions import rule_from_args
 
     # the decision rule the batch serves, its family too (the service's defaults are the
@@ -124,6 +120,14 @@ def recommend_from_project(args: argparse.Namespace) -> list[dict[str, Any]]:
         body["targets"] = [list(p) for p in _pairs(args.targets)]
     if args.idempotency_key:
         body["idempotency_key"] = args.idempotency_key
+    return body
+
+
+def recommend_from_project(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Ask a running service for the next batch."""
+    import httpx
+
+    body = _project_body(args)
     url = f"{args.url.rstrip('/')}/projects/{args.project}/next-batch"
     token = args.token or os.environ.get("EVALSET_TOKEN")
     if not token:
@@ -138,9 +142,18 @@ def recommend_from_project(args: argparse.Namespace) -> list[dict[str, Any]]:
     payload = response.json()
     if not args.quiet:
         log(f"lease {payload.get('lease_id')} expires at {payload.get('expires_at')}")
-    # the texts, in display order, from the lease's tasks
+    texts = _lease_texts(args, headers, payload["lease_id"])
+    return _task_rows(payload.get("cells", []), texts)
+
+
+def _lease_texts(
+    args: argparse.Namespace, headers: dict[str, str], lease_id: str
+) -> dict[tuple[str, str, str, str], dict[str, Any]]:
+    """The texts, in display order, from the lease's tasks, by (item, a, b, dimension)."""
+    import httpx
+
     texts: dict[tuple[str, str, str, str], dict[str, Any]] = {}
-    lease_url = f"{args.url.rstrip('/')}/projects/{args.project}/leases/{payload['lease_id']}/tasks"
+    lease_url = f"{args.url.rstrip('/')}/projects/{args.project}/leases/{lease_id}/tasks"
     try:
         tasks = httpx.get(lease_url, headers=headers, timeout=60.0)
     except httpx.HTTPError as exc:
@@ -156,8 +169,15 @@ def recommend_from_project(args: argparse.Namespace) -> list[dict[str, Any]]:
             )
     elif not args.quiet:
         log(f"note: no texts for the lease (the service answered {tasks.status_code})")
+    return texts
+
+
+def _task_rows(
+    cells: list[dict[str, Any]], texts: dict[tuple[str, str, str, str], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """One task per leased cell, its systems and texts in display order."""
     rows = []
-    for k, cell in enumerate(payload.get("cells", [])):
+    for k, cell in enumerate(cells):
         first = cell["system_a"] if cell["shown_first"] == "a" else cell["system_b"]
         second = cell["system_b"] if cell["shown_first"] == "a" else cell["system_a"]
         text = texts.get(
@@ -193,176 +213,15 @@ def run_recommend(args: argparse.Namespace) -> int:
     return 0
 
 
-# ------------------------------------------------------------------------ replay
-
-
-REPLAY_COLUMNS = (
-    "dimension",
-    "data",
-    "policy",
-    "seeds",
-    "judgments_mean",
-    "judgments_sd",
-    "share_of_log",
-    "ratio_to_uniform",
-    "closed_mean",
-    "comparisons",
-    "half_closed_judgments",
-    "reversals_max",
-    "agreement_clear",
-    "wrong_sign_rate",
-    "wrong_equivalence_rate",
-)
-#: with --question: how often, how soon and what it answered
-QUESTION_COLUMNS = (
-    "question",
-    "answered_share",
-    "answered_judgments_mean",
-    "answer",
-    "answer_share",
-    "wrong_answers",
-    "ratio_to_oracle",
-    "lower_bound",
-)
-#: every policy a replay compares by default
-DEFAULT_POLICIES = ("adaptive", "uniform", "round_robin", "arena")
-
-
-def run_replay(args: argparse.Namespace) -> int:
-    from adaptive.core.data import read_judgments
-    from evalset.replays import replay_rows
-    from services.cli.decisions import parse_question, rule_from_args
-
-    if args.judge_data:
-        if args.question:
-            raise CliError("--question replays human judgments only: leave out --judge-data")
-        return _replay_with_judge(args)
-    policies = []
-    for part in args.policy or list(DEFAULT_POLICIES):
-        policies += [p.strip() for p in part.split(",") if p.strip()]
-    question = parse_question(args.question) if args.question else None
-    judgments = read_judgments(args.data)
-    rule = rule_from_args(args)
-    try:
-        rows = replay_rows(
-            judgments,
-            policies=policies,
-            seeds=args.seeds,
-            seed=args.seed,
-            batch_size=args.batch_size,
-            budget=args.budget,
-            rule=rule,
-            question=question,
-            semi_synthetic=args.semi_synthetic,
-            prompts_factor=args.prompts_factor,
-            dimensions=args.dimension or dimensions_of(judgments),
-            progress=lambda label, total: _progress(label, total, args.quiet),
-            say=None if args.quiet else log,
-        )
-    except ValueError as exc:
-        raise CliError(str(exc)) from exc
-    if args.format == "json":
-        emit(rows, "json")
-    else:
-        columns = REPLAY_COLUMNS + (QUESTION_COLUMNS if question else ())
-        emit(rows, args.format, columns=columns)
-    if not args.quiet and rows:
-        log(f"rule: {rows[0]['rule']}")
-    if args.plot:
-        plot_anytime(rows, args.plot, title=Path(args.data).parent.name)
-    return 0
-
-
-def _replay_with_judge(args: argparse.Namespace) -> int:
-    """Human-only vs hybrid decisions on a human log and a judge's verdicts (adaptive.judge.hybrid)."""
-    import polars as pl
-
-    from adaptive.simulation.hybrid_replay import replay_files
-    from evalset.hybrid import choose_judge, read_verdicts
-    from services.cli.decisions import rule_from_args
-
-    rule = rule_from_args(args)
-    # the verdicts' one reader and the judge's choice, as every other door
-    verdicts = read_verdicts(args.judge_data)
-    name = choose_judge(verdicts["annotator_id"].to_list(), args.judge)
-    rows = replay_files(
-        args.data, verdicts.filter(pl.col("annotator_id") == name), seed=args.seed,
-        seeds=args.seeds, alpha=rule.alpha, margin=rule.margin,
-    )  # fmt: skip
-    columns = ["dimension", "policy", "human_judgments_mean", "closed_mean", "reversals_max"]
-    emit(rows, args.format, columns=None if args.format == "json" else columns)
-    return 0
-
-
-def _progress(label: str, total: int, quiet: bool) -> Callable[[], None]:
-    """A step function that prints ``label k/total`` on stderr (nothing when quiet)."""
-    state = {"k": 0}
-
-    def step() -> None:
-        state["k"] += 1
-        if not quiet:
-            end = "\n" if state["k"] == total else "\r"
-            print(f"  {label}: seed {state['k']}/{total}", end=end, file=sys.stderr, flush=True)
-
-    return step
-
-
-def plot_anytime(rows: list[dict[str, Any]], path: str, title: str = "") -> None:
-    """Judgments until k comparisons are closed, one panel per dimension, one line per policy.
-
-    A step is drawn only for the k that every seed reached (mean over seeds).
-    """
-    import matplotlib
-    import numpy as np
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    dims = list(dict.fromkeys(r["dimension"] for r in rows))
-    fig, axes = plt.subplots(1, len(dims), figsize=(5.5 * len(dims), 4), squeeze=False)
-    styles = {"adaptive": "-", "uniform": "--", "round_robin": "-.", "arena": ":"}
-    for ax, dim in zip(axes[0], dims):
-        for r in (r for r in rows if r["dimension"] == dim):
-            # only the k every seed reached, so each point averages the same replays
-            pts = [
-                (c["judgments_mean"], c["closed"])
-                for c in r["curve"]
-                if c["judgments_mean"] and c["share_of_seeds"] == 1.0
-            ]
-            if pts:
-                xs, y = zip(*pts)
-                x = np.maximum.accumulate(np.asarray(xs))
-                ax.step(
-                    x,
-                    y,
-                    where="post",
-                    linestyle=styles.get(r["policy"], "-"),
-                    lw=1.8,
-                    label=f"{r['policy']} (all closed/exhausted: {r['judgments_mean']:.0f})",
-                )
-        ax.set_title(f"{title} {dim} ({rows[0]['data']}, {rows[0]['unit']} unit)", fontsize=10)
-        ax.set_xlabel("judgments used")
-        ax.set_ylabel("comparisons closed")
-        ax.set_ylim(0, max(r["comparisons"] for r in rows) + 0.5)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(loc="lower right", fontsize=7, framealpha=0.9)
-        else:
-            ax.text(
-                0.5,
-                0.5,
-                "no comparison closed in every replay",
-                ha="center",
-                transform=ax.transAxes,
-            )
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
 # ---------------------------------------------------------------------- register
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    _register_recommend(sub)
+    register_replay(sub)
+
+
+def _register_recommend(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "recommend",
         help="the next annotation batch: open comparisons only, closest to a decision first",
@@ -416,66 +275,3 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--seed", type=int, default=0, help="same data, request and seed: same batch")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=run_recommend)
-
-    r = sub.add_parser(
-        "replay",
-        help="replay a logged campaign: judgments each policy spends until the decisions close",
-        description=(
-            "Leopard/White replay: each policy may only ask for judgments that exist in the log; "
-            "every policy runs with the same anytime-valid decision rule (evalset decisions) and "
-            "stops when every comparison is closed or its log cannot move it any more. Reports "
-            "judgments used, comparisons closed, reversals against the full log's own sign, and "
-            "with --semi-synthetic (fresh outcomes from a fit to the log, known truth) the "
-            "wrong-sign and wrong-equivalence rates. See docs/replay.md."
-        ),
-    )
-    r.add_argument("--data", required=True, help="judgments file (CSV, JSONL or Parquet)")
-    add_map_arg(r)
-    r.add_argument("--dimension", action="append", help="only this dimension (repeatable)")
-    r.add_argument(
-        "--policy",
-        action="append",
-        help="adaptive, uniform, round_robin, arena, and oracle with --semi-synthetic "
-        "(repeatable or comma-separated; default: the first four)",
-    )
-    r.add_argument(
-        "--question",
-        help="replay until the campaign's question is answered: top-k:K, ranking, "
-        "versus:REF,..., equivalence:A,B (default: every comparison's sign; docs/replay.md)",
-    )
-    r.add_argument("--seeds", type=int, default=20, help="replays per policy (default: 20)")
-    r.add_argument("--seed", type=int, default=0, help="first seed (default: 0)")
-    r.add_argument("--budget", type=int, help="stop after this many judgments (default: the log)")
-    r.add_argument("--batch-size", type=int, default=100, help="judgments per batch (default: 100)")
-    r.add_argument(
-        "--semi-synthetic",
-        action="store_true",
-        help="replay fresh campaigns simulated from a fit to the log (known truth)",
-    )
-    r.add_argument(
-        "--prompts-factor",
-        type=int,
-        default=1,
-        help="with --semi-synthetic: k times the log's prompts, same design (default: 1)",
-    )
-    add_rule_args(r)
-    r.add_argument(
-        "--family",
-        choices=["compared", "all-pairs"],
-        default=DEFAULT_FAMILY,
-        help="the comparisons alpha is split over: those in the log (compared) or every pair "
-        "of its systems (all-pairs), to see what a larger family costs (default: %(default)s)",
-    )
-    r.add_argument("--plot", help="write the anytime curves (judgments until k closed) to this PNG")
-    r.add_argument("--format", choices=list(FORMATS), default="table", help="output format")
-    r.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    r.add_argument(
-        "--judge-data",
-        help="an automatic judge's verdicts (judgments schema, annotator_id naming the judge): "
-        "compare human-only, hybrid_uniform and hybrid_routed (docs/hybrid.md)",
-    )
-    r.add_argument(
-        "--judge",
-        help="with --judge-data naming several judges: the one to use (default: the only one)",
-    )
-    r.set_defaults(func=run_replay)

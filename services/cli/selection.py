@@ -111,18 +111,6 @@ def _selection_options(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _dimensions(args: argparse.Namespace) -> Any:
-    from adaptive.core.cells import build_cells
-    from adaptive.core.data import read_judgments
-    from adaptive.prompts.loco import loco_data
-
-    judgments = read_judgments(args.data)
-    dims = dimensions_of(judgments, args.dimension)
-    for dim in dims:
-        cells = build_cells(judgments, dimension=dim)
-        yield dim, cells, loco_data(cells)
-
-
 def _workers(requested: int | None) -> int:
     """``--workers``, by default every CPU when Ray is installed and 1 (serial) when not."""
     from importlib.util import find_spec
@@ -140,25 +128,10 @@ def _workers(requested: int | None) -> int:
     return max(1, requested)
 
 
-def _heldout(cells: Any, results: Any, config: Any) -> dict[tuple[str, int], dict[str, Any]]:
-    """(policy, k) -> the curve on the held-out comparisons' own judgments."""
-    import numpy as np
-
-    from adaptive.prompts.loco_heldout import heldout_curve
-    from adaptive.prompts.prune_folds import cell_table, judged_from_cells
-
-    table = cell_table(judged_from_cells(cells))
-    rows = heldout_curve(
-        results, table, config.policies, config.grid, np.random.default_rng(config.seed)
-    )
-    return {
-        (r["policy"], r["k"]): {k: r[k] for k in ("heldout_se_ratio", "heldout_folds")}
-        for r in rows
-    }
-
-
 def run_loco_command(args: argparse.Namespace) -> int:
-    from adaptive.prompts.loco import LocoConfig, run_loco, summarize_folds
+    from adaptive.prompts.loco import LocoConfig
+    from evalset.files import read_judgments
+    from evalset.loco import loco_dimensions, loco_rows, run_loco
 
     config = LocoConfig(
         grid=args.grid,
@@ -170,7 +143,8 @@ def run_loco_command(args: argparse.Namespace) -> int:
     )
     workers = _workers(args.workers)
     rows: list[dict[str, Any]] = []
-    for dim, cells, data in _dimensions(args):
+    judgments = read_judgments(args.data)
+    for dim, cells, data in loco_dimensions(judgments, dimensions_of(judgments, args.dimension)):
         if not args.quiet:
             where = "serially" if workers == 1 else f"on Ray with {workers} workers"
             log(
@@ -183,10 +157,7 @@ def run_loco_command(args: argparse.Namespace) -> int:
         if not args.quiet:
             nodes = len(set(info.node_ids))
             log(f"loco {dim!r}: {time.perf_counter() - start:.1f} s on {nodes} node(s)")
-        heldout = _heldout(cells, results, config)
-        for row in summarize_folds(results, config):
-            fresh = heldout.get((row["policy"], row["k"]), {"heldout_se_ratio": 1.0})
-            rows.append({"dimension": dim, **row, **fresh})
+        rows += loco_rows(dim, cells, results, config)
     if args.plot:
         from evalset.plots import plot_se_curve
 
@@ -209,8 +180,8 @@ def run_loco_command(args: argparse.Namespace) -> int:
 
 
 def run_prune_command(args: argparse.Namespace) -> int:
-    from adaptive.core.data import read_judgments
     from adaptive.prompts.pruning import PruneConfig
+    from evalset.files import read_judgments
     from evalset.pruning import prune_judgments
 
     config = PruneConfig(
@@ -257,6 +228,11 @@ def kept_list(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    _register_loco(sub)
+    _register_prune(sub)
+
+
+def _register_loco(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "loco",
         help="leave-one-comparison-out SE vs number of prompts per selection policy (paper Fig. 2)",
@@ -306,6 +282,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _add_selection_args(p)
     p.set_defaults(func=run_loco_command)
 
+
+def _register_prune(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "prune",
         help="kept and dropped prompts per model tier, with reasons and the SE ratio on fresh "

@@ -26,6 +26,13 @@ if TYPE_CHECKING:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    _register_serve(sub)
+    _register_token(sub)
+    _register_import(sub)
+    _register_export(sub)
+
+
+def _register_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = sub.add_parser("serve", help="run the HTTP API (OpenAPI docs at /docs)")
     serve.add_argument("--host", help="interface (default: EVALSET_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default: EVALSET_PORT or 8000)")
@@ -49,6 +56,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve.add_argument("--log-level", default="warning")
     serve.set_defaults(func=run_serve)
 
+
+def _register_token(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     tok = sub.add_parser(
         "token", help="create, list, rotate or revoke a project's API tokens (in the store)"
     )
@@ -67,6 +76,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     tok.add_argument("--format", choices=["table", "json"], default="table")
     tok.set_defaults(func=run_token)
 
+
+def _register_import(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     imp = sub.add_parser(
         "import", help="bulk-load a judgments file (CSV, TSV, JSON, JSONL or Parquet)"
     )
@@ -96,6 +107,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     imp.add_argument("--format", choices=["table", "json"], default="table")
     imp.set_defaults(func=run_judgments_import)
 
+
+def _register_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     exp = sub.add_parser("export", help="write all judgments (or judge verdicts) of a project")
     exp.add_argument("--project", required=True, help="project id")
     exp.add_argument(
@@ -193,7 +206,7 @@ def derive_judgment_ids(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def run_judgments_import(args: argparse.Namespace) -> int:
-    from adaptive.core.data import read_judgments
+    from evalset.files import read_judgments
     from services.store import Store
     from services.store import repository as repo
 
@@ -244,7 +257,7 @@ def run_judgments_import(args: argparse.Namespace) -> int:
 
 def _where(path: str, frame: Any, exc: Any) -> str:
     """The store's problems at the file's lines (its rows are the batch's, 0-based)."""
-    from adaptive.core.data import record_lines
+    from evalset.files import record_lines
 
     lines = record_lines(path) if str(path).lower().endswith(tuple(SUFFIXES)) else None
     records = frame["row"].to_list()
@@ -374,8 +387,8 @@ def run_token(args: argparse.Namespace) -> int:
 def run_judgments_export(args: argparse.Namespace) -> int:
     import polars as pl
 
-    from adaptive.core.csv_safe import csv_text, write_csv
     from adaptive.core.data import JUDGMENT_FIELDS
+    from evalset.files import csv_text, write_csv
     from services.store import Store
     from services.store import repository as repo
     from services.store.repository.verdicts import VERDICT_FIELDS, fetch_verdicts
