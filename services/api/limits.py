@@ -191,145 +191,26 @@ class Guard:
         settings = service.settings
         method = scope["method"]
         path = scope["path"]
-        headers = scope["headers"]
-        token = bearer(headers)
+        token = bearer(scope["headers"])
         if token is None and method in ("GET", "HEAD"):
             # a page a browser opens (the dashboard) carries its token in ?token= or a cookie
             token = scope_page_token(scope)
-
-        # 1. who is asking, from the headers alone. A request without a valid token is
-        # counted against its address before it is answered (401 or 429), so guessing
-        # tokens costs the guesser the same rate as any anonymous request
         client = scope.get("client")
-        address_key = "addr:" + (client[0] if client else "?")
-        client_key: str | None = None
-        if method == "POST" and path.rstrip("/") == "/projects":
-            if not admin_token_ok(settings.admin_token, token):
-                if not await self._anonymous_allowed(send, address_key, settings):
-                    return
-                await _send_error(
-                    send, 401, "unauthorized", "creating a project needs the admin token"
-                )
-                return
-            if settings.admin_token:
-                client_key = "admin"
-        elif (match := _PROJECT_PATH.match(path)) is not None:
-            project_id = unquote(match.group(1)) if "%" in match.group(1) else match.group(1)
-            if token is None:
-                if not await self._anonymous_allowed(send, address_key, settings):
-                    return
-                await _send_error(
-                    send,
-                    401,
-                    "unauthorized",
-                    "missing bearer token (Authorization: Bearer <token>)",
-                )
-                return
-            if (
-                settings.admin_token
-                and _GOLD_PATH.match(path) is not None
-                and admin_token_ok(settings.admin_token, token)
-            ):
-                # the gold routes answer the admin token (their answers are the checks')
-                client_key = "admin"
-            else:
-                owner = service.tokens.cached(service.store, token)
-                if owner is None:
-                    # a token this replica has not checked lately costs a store lookup: it
-                    # spends the address's budget first (an unknown token keeps it spent)
-                    if not await self._anonymous_allowed(send, address_key, settings):
-                        return
-                    try:
-                        owner = await anyio.to_thread.run_sync(
-                            service.tokens.get, service.store, token, settings.token_cache_seconds
-                        )
-                    except Exception:
-                        await _send_error(
-                            send,
-                            503,
-                            "unavailable",
-                            "the store is not reachable",
-                            headers=[(b"retry-after", str(RETRY_AFTER_SECONDS).encode())],
-                        )
-                        return
-                    if owner is not None:
-                        self.limiter.refund(address_key, settings.rate_limit_burst)
-                if owner is None:
-                    await _send_error(send, 401, "unauthorized", "invalid bearer token")
-                    return
-                if owner != project_id:
-                    await _send_error(
-                        send, 403, "forbidden", "this token does not give access to that project"
-                    )
-                    return
-                client_key = "token:" + repo.hash_token(token)
-
+        address = client[0] if client else "?"
+        # 1. who is asking, from the headers alone
+        admitted, client_key = await self._authenticate(send, service, method, path, token, address)
         # 2. how often
-        wait = self.limiter.wait(
-            client_key or address_key, settings.rate_limit_per_second, settings.rate_limit_burst
-        )
-        per_minute = settings.create_project_per_minute
-        if not wait and per_minute and method == "POST" and path.rstrip("/") == "/projects":
-            # each creation stores a project and a token: a flood is cheap to send, not to keep
-            wait = self.limiter.wait(
-                "create:" + (client[0] if client else "?"),
-                per_minute / 60.0,
-                10,
-            )
-        if wait > 0:
-            await _send_rate_limited(send, wait, settings)
+        if not admitted or not await self._within_rate(
+            send, settings, method, path, client_key or "addr:" + address, address
+        ):
             return
-
         # 3. the body, bounded in size and time
         if method not in _BODY_METHODS:
             await self.app(scope, receive, send)
             return
-        limit = settings.max_body_bytes
-        declared = _content_length(headers)
-        if declared is not None and declared > limit:
-            await _send_error(
-                send,
-                413,
-                "payload_too_large",
-                f"the body has {declared} bytes; the limit is {limit}",
-                close=True,
-            )
+        body = await _read_body(receive, send, settings, scope["headers"])
+        if body is None:
             return
-        chunks: list[bytes] = []
-        size = 0
-        deadline = time.monotonic() + settings.body_timeout_seconds
-        while True:
-            remaining = deadline - time.monotonic()
-            message: Message | None = None
-            if remaining > 0:
-                with anyio.move_on_after(remaining):
-                    message = await receive()
-            if message is None:
-                await _send_error(
-                    send,
-                    408,
-                    "request_timeout",
-                    f"the body did not arrive within {settings.body_timeout_seconds:g} s",
-                    close=True,
-                )
-                return
-            if message["type"] == "http.disconnect":
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                await _send_error(
-                    send,
-                    413,
-                    "payload_too_large",
-                    f"the body has more than {limit} bytes (the limit)",
-                    close=True,
-                )
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
         replayed = False
 
         async def replay() -> Message:
@@ -340,6 +221,149 @@ class Guard:
             return await receive()
 
         await self.app(scope, replay, send)
+
+    async def _authenticate(
+        self, send: Send, service: Any, method: str, path: str, token: str | None, address: str
+    ) -> tuple[bool, str | None]:
+        """(admitted, the key the request is rate-limited by: None for its address). A
+        request without a valid token is counted against its address before it is answered
+        (401 or 429), so guessing tokens costs the guesser the same rate as any anonymous
+        request; a refused one is answered here."""
+        settings = service.settings
+        address_key = "addr:" + address
+        if method == "POST" and path.rstrip("/") == "/projects":
+            if not admin_token_ok(settings.admin_token, token):
+                if await self._anonymous_allowed(send, address_key, settings):
+                    await _send_error(
+                        send, 401, "unauthorized", "creating a project needs the admin token"
+                    )
+                return False, None
+            return True, "admin" if settings.admin_token else None
+        match = _PROJECT_PATH.match(path)
+        if match is None:
+            return True, None
+        project_id = unquote(match.group(1)) if "%" in match.group(1) else match.group(1)
+        if token is None:
+            if await self._anonymous_allowed(send, address_key, settings):
+                await _send_error(
+                    send,
+                    401,
+                    "unauthorized",
+                    "missing bearer token (Authorization: Bearer <token>)",
+                )
+            return False, None
+        if (
+            settings.admin_token
+            and _GOLD_PATH.match(path) is not None
+            and admin_token_ok(settings.admin_token, token)
+        ):
+            # the gold routes answer the admin token (their answers are the checks')
+            return True, "admin"
+        return await self._project_token(send, service, token, project_id, address_key)
+
+    async def _project_token(
+        self, send: Send, service: Any, token: str, project_id: str, address_key: str
+    ) -> tuple[bool, str | None]:
+        """(admitted, rate key) of a request with a token on a project's path: the token must
+        be the project's (401 unknown, 403 another project's, 503 no store to ask)."""
+        settings = service.settings
+        owner = service.tokens.cached(service.store, token)
+        if owner is None:
+            # a token this replica has not checked lately costs a store lookup: it
+            # spends the address's budget first (an unknown token keeps it spent)
+            if not await self._anonymous_allowed(send, address_key, settings):
+                return False, None
+            try:
+                owner = await anyio.to_thread.run_sync(
+                    service.tokens.get, service.store, token, settings.token_cache_seconds
+                )
+            except Exception:
+                await _send_error(
+                    send,
+                    503,
+                    "unavailable",
+                    "the store is not reachable",
+                    headers=[(b"retry-after", str(RETRY_AFTER_SECONDS).encode())],
+                )
+                return False, None
+            if owner is not None:
+                self.limiter.refund(address_key, settings.rate_limit_burst)
+        if owner is None:
+            await _send_error(send, 401, "unauthorized", "invalid bearer token")
+            return False, None
+        if owner != project_id:
+            await _send_error(
+                send, 403, "forbidden", "this token does not give access to that project"
+            )
+            return False, None
+        return True, "token:" + repo.hash_token(token)
+
+    async def _within_rate(
+        self, send: Send, settings: Any, method: str, path: str, key: str, address: str
+    ) -> bool:
+        """Count the request against ``key``'s bucket (and a project creation against its
+        address's); False (and a 429 sent) when over the rate."""
+        wait = self.limiter.wait(key, settings.rate_limit_per_second, settings.rate_limit_burst)
+        per_minute = settings.create_project_per_minute
+        if not wait and per_minute and method == "POST" and path.rstrip("/") == "/projects":
+            # each creation stores a project and a token: a flood is cheap to send, not to keep
+            wait = self.limiter.wait("create:" + address, per_minute / 60.0, 10)
+        if wait > 0:
+            await _send_rate_limited(send, wait, settings)
+            return False
+        return True
+
+
+async def _read_body(
+    receive: Receive, send: Send, settings: Any, headers: list[tuple[bytes, bytes]]
+) -> bytes | None:
+    """The whole body, or None when it was refused (413 too large, 408 too slow; the
+    connection closed) or the client went away."""
+    limit = settings.max_body_bytes
+    declared = _content_length(headers)
+    if declared is not None and declared > limit:
+        await _send_error(
+            send,
+            413,
+            "payload_too_large",
+            f"the body has {declared} bytes; the limit is {limit}",
+            close=True,
+        )
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    deadline = time.monotonic() + settings.body_timeout_seconds
+    while True:
+        remaining = deadline - time.monotonic()
+        message: Message | None = None
+        if remaining > 0:
+            with anyio.move_on_after(remaining):
+                message = await receive()
+        if message is None:
+            await _send_error(
+                send,
+                408,
+                "request_timeout",
+                f"the body did not arrive within {settings.body_timeout_seconds:g} s",
+                close=True,
+            )
+            return None
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            await _send_error(
+                send,
+                413,
+                "payload_too_large",
+                f"the body has more than {limit} bytes (the limit)",
+                close=True,
+            )
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
 
 
 async def _send_rate_limited(send: Send, wait: float, settings: Any) -> None:
