@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from adaptive.estimation.item_fit import DEFAULT_LEVEL
-from services.api.dashboard_page import _e, _fmt_tick, _label, _ticks
+from services.api.dashboard_charts import _e, _fmt_tick, _label, _ticks
 from services.api.routes.item_fit import item_fit_answer
 from services.runtime.background import Pending
 

@@ -1,13 +1,12 @@
-"""The dashboard's HTML: inline SVG charts and the page, from :func:`services.api.routes.dashboard.collect`.
+"""The dashboard's page: its sections laid out from :func:`services.api.routes.dashboard.collect`.
 
 Plain strings, every value escaped; no script and no request beyond the page (the
-dashboard's Content-Security-Policy forbids both).
+dashboard's Content-Security-Policy forbids both). The charts are
+:mod:`services.api.dashboard_charts`'.
 """
 
 from __future__ import annotations
 
-import html
-import math
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -15,193 +14,17 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
-from evalset.colors import DECISION_COLORS
-
-__all__ = ["COLORS", "FAVICON", "forest_svg", "judgments_svg", "outcomes_svg", "render_dashboard"]
-
-#: the decision colours of every figure (evalset.colors)
-COLORS = DECISION_COLORS
-#: comparisons drawn in the judgments chart (open ones closest to a decision first)
-MAX_BARS = 60
-
-FAVICON = (
-    "data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 16 16'%3E"
-    "%3Crect width='16' height='16' rx='3' fill='%230072B2'/%3E%3C/svg%3E"
+from services.api.dashboard_charts import (
+    COLORS,
+    FAVICON,
+    MAX_BARS,
+    _e,
+    forest_svg,
+    judgments_svg,
+    outcomes_svg,
 )
 
-
-# ---------------------------------------------------------------- charts (inline SVG)
-
-
-def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _label(text: str, limit: int = 44) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
-
-
-def _label_width(labels: list[str]) -> int:
-    """Room for right-aligned 11px labels (about 6.3 px a character), within bounds."""
-    longest = max((len(_label(t)) for t in labels), default=0)
-    return int(min(300, max(70, 6.3 * longest + 14)))
-
-
-def _ticks(low: float, high: float, count: int = 5) -> list[float]:
-    span = high - low
-    if span <= 0:
-        return [low]
-    raw = span / count
-    step = 10 ** math.floor(math.log10(raw))
-    step *= next(m for m in (1, 2, 2.5, 5, 10) if step * m >= raw)
-    first = math.ceil(low / step) * step
-    return [first + i * step for i in range(int((high - first) / step + 1e-9) + 1)]
-
-
-def _fmt_tick(x: float) -> str:
-    return f"{x:g}" if abs(x) >= 1e-9 else "0"
-
-
-def forest_svg(board: list[dict[str, Any]], standing: dict[str, str]) -> str:
-    """Each system's skill and 95% interval, best on top, coloured by its decision
-    against the leader."""
-    if not board:
-        return ""
-    label_w = _label_width([r["system_id"] for r in board])
-    plot_w, row_h, top, bottom = 430, 22, 10, 34
-    low = min(r["ci_low"] for r in board)
-    high = max(r["ci_high"] for r in board)
-    pad = 0.05 * (high - low or 1.0)
-    low, high = low - pad, high + pad
-    width, height = label_w + plot_w + 20, top + row_h * len(board) + bottom
-
-    def x(v: float) -> float:
-        return float(label_w + (v - low) / (high - low) * plot_w)
-
-    parts = [
-        f'<svg class="chart" id="forest" role="img" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">',
-        "<title>Leaderboard: skill and 95% interval per system</title>",
-    ]
-    axis_y = top + row_h * len(board) + 4
-    for t in _ticks(low, high):
-        parts.append(
-            f'<line x1="{x(t):.1f}" x2="{x(t):.1f}" y1="{top}" y2="{axis_y}" class="grid"/>'
-            f'<text x="{x(t):.1f}" y="{axis_y + 14}" class="tick">{_fmt_tick(t)}</text>'
-        )
-    for i, r in enumerate(board):
-        y = top + row_h * i + row_h / 2
-        status = standing.get(r["system_id"], "not compared")
-        color = COLORS[status]
-        parts.append(
-            f'<g data-system="{_e(r["system_id"])}"><title>{_e(r["system_id"])}: '
-            f"{r['mean']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}], {_e(status)}</title>"
-            f'<text x="{label_w - 8}" y="{y + 4:.1f}" class="label">{_e(_label(r["system_id"]))}</text>'
-            f'<line x1="{x(r["ci_low"]):.1f}" x2="{x(r["ci_high"]):.1f}" y1="{y:.1f}" '
-            f'y2="{y:.1f}" stroke="{color}" stroke-width="2.5"/>'
-            f'<circle cx="{x(r["mean"]):.1f}" cy="{y:.1f}" r="4.5" fill="{color}"/></g>'
-        )
-    parts.append(
-        f'<text x="{label_w + plot_w / 2:.0f}" y="{height - 2}" class="axis">'
-        "skill (newest snapshot), 95% interval</text></svg>"
-    )
-    return "".join(parts)
-
-
-def judgments_svg(decisions: list[dict[str, Any]]) -> str:
-    """Judgments per comparison, coloured by decision; an open comparison's judgments
-    likely still needed as a hatched extension."""
-    if not decisions:
-        return ""
-    label_w = _label_width([f"{d['system_a']} vs {d['system_b']}" for d in decisions])
-    plot_w, row_h, top, bottom = 560, 18, 8, 34
-    top_n = max(
-        (
-            d["n_judgments"] + (d["needed"] or 0)
-            if d["decision"] == "undecided"
-            else d["n_judgments"]
-        )
-        for d in decisions
-    )
-    top_n = max(top_n, 1)
-    width, height = label_w + plot_w + 70, top + row_h * len(decisions) + bottom
-
-    def x(v: float) -> float:
-        return float(label_w + v / top_n * plot_w)
-
-    parts = [
-        f'<svg class="chart" id="judgment-bars" role="img" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">',
-        "<title>Judgments per comparison, coloured by decision</title>",
-        '<defs><pattern id="needed" width="6" height="6" patternUnits="userSpaceOnUse" '
-        'patternTransform="rotate(45)"><rect width="6" height="6" fill="#fdf0d5"/>'
-        '<line x1="0" y1="0" x2="0" y2="6" stroke="#E69F00" stroke-width="2"/></pattern></defs>',
-    ]
-    axis_y = top + row_h * len(decisions) + 2
-    for t in _ticks(0, top_n, 4):
-        parts.append(
-            f'<line x1="{x(t):.1f}" x2="{x(t):.1f}" y1="{top}" y2="{axis_y}" class="grid"/>'
-            f'<text x="{x(t):.1f}" y="{axis_y + 14}" class="tick">{_fmt_tick(t)}</text>'
-        )
-    for i, d in enumerate(decisions):
-        y = top + row_h * i
-        n = d["n_judgments"]
-        color = COLORS.get(d["decision"], "#999999")
-        label = f"{d['system_a']} vs {d['system_b']}"
-        needed = d["needed"] if d["decision"] == "undecided" else None
-        tip = f"{label}: {d['decision']}, {n} judgments" + (
-            f", about {needed} more needed" if needed else ""
-        )
-        bar = (
-            f'<rect x="{label_w}" y="{y + 3}" width="{x(n) - label_w:.1f}" height="{row_h - 6}" '
-            f'fill="{color}"/>'
-        )
-        if needed:
-            bar += (
-                f'<rect x="{x(n):.1f}" y="{y + 3}" width="{x(n + needed) - x(n):.1f}" '
-                f'height="{row_h - 6}" fill="url(#needed)" stroke="#E69F00" stroke-width="0.5"/>'
-            )
-        end = x(n + (needed or 0))
-        parts.append(
-            f'<g data-a="{_e(d["system_a"])}" data-b="{_e(d["system_b"])}" data-n="{n}">'
-            f"<title>{_e(tip)}</title>"
-            f'<text x="{label_w - 8}" y="{y + row_h / 2 + 4:.1f}" class="label">{_e(_label(label))}</text>'
-            f'{bar}<text x="{end + 4:.1f}" y="{y + row_h / 2 + 4:.1f}" class="value">{n}'
-            f"{f' + {needed}' if needed else ''}</text></g>"
-        )
-    parts.append(
-        f'<text x="{label_w + plot_w / 2:.0f}" y="{height - 2}" class="axis">'
-        "judgments (hatched: likely still needed)</text></svg>"
-    )
-    return "".join(parts)
-
-
-def outcomes_svg(counts: dict[str, int]) -> str:
-    """One stacked bar: comparisons by decision."""
-    total = sum(counts.values())
-    if not total:
-        return ""
-    width, height = 600, 26
-    parts = [
-        f'<svg class="chart" id="outcomes" role="img" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">'
-        "<title>Comparisons by decision</title>"
-    ]
-    x = 0.0
-    for name in ("B better", "A better", "equivalent", "undecided"):
-        k = counts.get(name, 0)
-        if not k:
-            continue
-        w = k / total * width
-        parts.append(
-            f'<rect x="{x:.1f}" y="0" width="{w:.1f}" height="{height}" fill="{COLORS[name]}">'
-            f"<title>{_e(name)}: {k}</title></rect>"
-        )
-        if w > 28:
-            parts.append(f'<text x="{x + w / 2:.1f}" y="{height / 2 + 5}" class="inbar">{k}</text>')
-        x += w
-    parts.append("</svg>")
-    return "".join(parts)
+__all__ = ["COLORS", "FAVICON", "render_dashboard"]
 
 
 # ---------------------------------------------------------------- the page
@@ -329,7 +152,8 @@ def _elo_section(elo: dict[str, Any] | None, refresh: int) -> str:
     rows = "".join(
         f'<tr data-system="{_e(r.system)}"><td>{r.rank}</td><td class="t">{_e(r.system)}</td>'
         f"<td>{r.elo:.0f}</td><td>[{r.ci_low:.0f}, {r.ci_high:.0f}]</td>"
-        f"<td>{r.rank_best}&ndash;{r.rank_worst}</td><td>{r.n_judgments}</td></tr>"
+        f"<td>{r.rank_best}&ndash;{r.rank_worst}</td><td>{r.n_judgments}</td>"
+        f'<td title="{_e(r.note)}">{_e(r.decided_ranks or "")}{" *" if r.note else ""}</td></tr>'
         for r in board.rows
     )
     return (
@@ -338,27 +162,52 @@ def _elo_section(elo: dict[str, Any] | None, refresh: int) -> str:
         "system at 1000), 95% bootstrap intervals; rank intervals hold for every system at "
         f"once. <code>GET .../elo</code> and <code>evalset elo</code> give these rows.{newer}</p>"
         '<table><thead><tr><th>rank</th><th class="t">system</th><th>Elo</th>'
-        "<th>95% interval</th><th>rank interval</th><th>judgments</th></tr></thead>"
+        "<th>95% interval</th><th>rank interval</th><th>judgments</th>"
+        "<th title=\"the ranks of its group in the decisions' ranking (the ranking question "
+        'at the same level); * where the two differ: the note says why">decided ranks</th>'
+        "</tr></thead>"
         f"<tbody>{rows}</tbody></table></section>"
     )
 
 
 def render_dashboard(
-    data: dict[str, Any], *, path: str, params: dict[str, Any], refresh: int, cards: str = ""
+    data: dict[str, Any],
+    *,
+    path: str,
+    params: dict[str, Any],
+    refresh: int,
+    cards: str = "",
+    lead: str = "",
 ) -> str:
-    """The dashboard page for :func:`collect`'s ``data``; ``cards``: sections after Elo's."""
+    """The dashboard page for :func:`collect`'s ``data``; ``lead``: sections after the
+    progress (the answer card), ``cards``: sections after Elo's."""
     decisions = _order(data["decisions"])
-    counts = Counter(d["decision"] for d in decisions)
-    closed = len(decisions) - counts.get("undecided", 0)
-    open_ = [d for d in decisions if d["decision"] == "undecided"]
-    needed_known = [d["needed"] for d in open_ if d["needed"] is not None]
-    compared = [d for d in decisions if d["n_judgments"] > 0]
-    uncompared = [d for d in decisions if d["n_judgments"] == 0]
-    not_compared = len(uncompared)
-    out_of_sight = len(open_) - len(needed_known) - not_compared
-    snap = data["snapshot"]
-    board = data["leaderboard"]
+    sections = (
+        _header(data, path, params, refresh),
+        "<main>",
+        _progress(data, decisions),
+        lead,
+        _leaderboard(data),
+        _elo_section(data["elo"], refresh),
+        cards,
+        _annotators(data["annotators"]),
+        _decisions(decisions),
+        _fits(data),
+        "</main>",
+    )
+    meta_refresh = f'<meta http-equiv="refresh" content="{refresh}">' if refresh else ""
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"{meta_refresh}<title>{_e(data['project_id'])}: evalset dashboard</title>"
+        f'<link rel="icon" href="{FAVICON}"><style>{_STYLE}</style></head><body>'
+        + "".join(sections)
+        + "</body></html>"
+    )
 
+
+def _header(data: dict[str, Any], path: str, params: dict[str, Any], refresh: int) -> str:
+    """The campaign's name and counts, and the links that change what the page shows."""
     nav = [
         '<div class="nav meta">refresh every: '
         + _links(path, params, "refresh", [0, 5, 15, 60], lambda v: "off" if v == 0 else f"{v} s")
@@ -370,7 +219,7 @@ def render_dashboard(
             + _links(path, params, "dimension", data["dimensions"], str)
             + "</div>"
         )
-    head = (
+    return (
         f"<header><h1>Campaign <code>{_e(data['project_id'])}</code>"
         f" &middot; {_e(data['dimension'])}</h1>"
         f'<div class="meta" id="summary" data-judgments="{data["num_judgments"]}">'
@@ -383,9 +232,18 @@ def render_dashboard(
         + "</header>"
     )
 
-    # progress
+
+def _progress(data: dict[str, Any], decisions: list[dict[str, Any]]) -> str:
+    """Comparisons closed and open, judgments per comparison, judgments likely still needed."""
+    counts = Counter(d["decision"] for d in decisions)
+    closed = len(decisions) - counts.get("undecided", 0)
+    open_ = [d for d in decisions if d["decision"] == "undecided"]
+    needed_known = [d["needed"] for d in open_ if d["needed"] is not None]
+    compared = [d for d in decisions if d["n_judgments"] > 0]
+    not_compared = len(decisions) - len(compared)
+    out_of_sight = len(open_) - len(needed_known) - not_compared
     sum_needed = sum(needed_known)
-    progress = (
+    return (
         '<section id="progress" '
         f'data-closed="{closed}" data-open="{len(open_)}" data-judgments="{data["dim_judgments"]}" '
         f'data-needed="{sum_needed}"><h2>Progress</h2><div class="kpis">'
@@ -417,94 +275,98 @@ def render_dashboard(
         + f'<p class="note">{_e(data["rule"])}</p></section>'
     )
 
-    # leaderboard
+
+def _leaderboard(data: dict[str, Any]) -> str:
+    """The newest snapshot's leaderboard: a forest plot and its table."""
+    snap, board = data["snapshot"], data["leaderboard"]
     if snap is None:
-        lb = (
+        return (
             '<section id="leaderboard"><h2>Leaderboard</h2><p class="note">No snapshot of this '
             "dimension yet: re-estimation runs after each accepted batch.</p></section>"
         )
-    else:
-        rows = "".join(
-            f'<tr data-system="{_e(r["system_id"])}"><td>{r["rank"] or ""}</td>'
-            f'<td class="t"><i class="dot" style="background:'
-            f'{COLORS[data["standing"].get(r["system_id"], "not compared")]}"></i>'
-            f"{_e(r['system_id'])}</td><td>{_num(r['mean'])}</td><td>{_num(r['sd'])}</td>"
-            f"<td>[{_num(r['ci_low'])}, {_num(r['ci_high'])}]</td>"
-            f"<td>{_num(r['mean_rank'], 2)}</td><td>{_num(r['p_best'], 2)}</td></tr>"
-            for r in board
-        )
-        behind = data["dim_judgments"] - snap.num_judgments
-        lb = (
-            '<section id="leaderboard"><h2>Leaderboard</h2>'
-            f'<p class="meta" id="leaderboard-snapshot" data-version="{snap.version}">'
-            f"snapshot v{snap.version} ({_e(snap.method)}), fitted on {snap.num_judgments} "
-            f"judgments at {_when(snap.created_at)}"
-            + (f"; {behind} newer judgments not in it yet" if behind > 0 else "")
-            + "</p>"
-            + '<div class="side"><div>'
-            + forest_svg(board, data["standing"])
-            + _legend(
-                [
-                    "leader",
-                    "below the leader",
-                    "equivalent to the leader",
-                    "undecided",
-                    "not compared",
-                ]
-            )
-            + '<p class="note" id="forest-colours">A colour is the decision of that system\'s '
-            "own comparison with the leader, not its rank: a system can be decided below the "
-            "leader (blue) while one ranked under it is still undecided (amber). Amber also "
-            "marks a system its decision puts above the snapshot's leader (the model and the "
-            "judgments disagree on the top).</p>"
-            + '</div><table><thead><tr><th>rank</th><th class="t">system</th><th>skill</th>'
-            "<th>sd</th><th>95% interval</th><th>mean rank</th><th>P(best)</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table></div></section>"
-        )
-
-    elo = _elo_section(data["elo"], refresh)
-
-    # decisions
-    def decision_row(d: dict[str, Any]) -> str:
-        return (
-            f'<tr data-a="{_e(d["system_a"])}" data-b="{_e(d["system_b"])}" '
-            f'data-decision="{_e(d["decision"])}">'
-            f'<td class="t">{_e(d["system_a"])}</td><td class="t">{_e(d["system_b"])}</td>'
-            f'<td class="t decision"><i class="dot" style="background:'
-            f'{COLORS.get(d["decision"], "#999")}"></i>{_e(d["decision"])}</td>'
-            f"<td>{_num(d['net_preference'])}</td>"
-            f"<td>[{_num(d['cs_low'])}, {_num(d['cs_high'])}]</td>"
-            f"<td>{_num(d['b_share'])} [{_num(d['b_share_low'])}, {_num(d['b_share_high'])}]</td>"
-            f'<td class="n">{d["n_judgments"]}</td><td>{d["n_used"]}</td><td>{d["n_prompts"]}</td>'
-            f'<td>{d["closed_at"] or ""}</td><td class="needed">{"" if d["needed"] is None else d["needed"]}</td></tr>'
-        )
-
-    head_row = (
-        '<thead><tr><th class="t">A</th><th class="t">B</th><th class="t">decision</th>'
-        '<th>&Delta;</th><th title="the interval an equivalence decision rests on">'
-        "&Delta; sequence</th>"
-        '<th title="B&#39;s share of the non-tie judgments and the sign test&#39;s sequence: '
-        'B better when it reaches 0.5">B share</th><th>judgments</th><th>used</th>'
-        "<th>prompts</th><th>closed at</th><th>still needed</th></tr></thead>"
+    rows = "".join(
+        f'<tr data-system="{_e(r["system_id"])}"><td>{r["rank"] or ""}</td>'
+        f'<td class="t"><i class="dot" style="background:'
+        f'{COLORS[data["standing"].get(r["system_id"], "not compared")]}"></i>'
+        f"{_e(r['system_id'])}</td><td>{_num(r['mean'])}</td><td>{_num(r['sd'])}</td>"
+        f"<td>[{_num(r['ci_low'])}, {_num(r['ci_high'])}]</td>"
+        f"<td>{_num(r['mean_rank'], 2)}</td><td>{_num(r['p_best'], 2)}</td></tr>"
+        for r in board
     )
+    behind = data["dim_judgments"] - snap.num_judgments
+    legend = ["leader", "below the leader", "equivalent to the leader", "undecided", "not compared"]
+    return (
+        '<section id="leaderboard"><h2>Leaderboard</h2>'
+        f'<p class="meta" id="leaderboard-snapshot" data-version="{snap.version}">'
+        f"snapshot v{snap.version} ({_e(snap.method)}), fitted on {snap.num_judgments} "
+        f"judgments at {_when(snap.created_at)}"
+        + (f"; {behind} newer judgments not in it yet" if behind > 0 else "")
+        + "</p>"
+        + '<div class="side"><div>'
+        + forest_svg(board, data["standing"])
+        + _legend(legend)
+        + '<p class="note" id="forest-colours">A colour is the decision of that system\'s '
+        "own comparison with the leader, not its rank: a system can be decided below the "
+        "leader (blue) while one ranked under it is still undecided (amber). Amber also "
+        "marks a system its decision puts above the snapshot's leader (the model and the "
+        "judgments disagree on the top).</p>"
+        + '</div><table><thead><tr><th>rank</th><th class="t">system</th><th>skill</th>'
+        "<th>sd</th><th>95% interval</th><th>mean rank</th><th>P(best)</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table></div></section>"
+    )
+
+
+def decision_row(d: dict[str, Any]) -> str:
+    """A decisions table row (the answer card's pending comparisons use it too)."""
+    needed = "" if d["needed"] is None else d["needed"]
+    return (
+        f'<tr data-a="{_e(d["system_a"])}" data-b="{_e(d["system_b"])}" '
+        f'data-decision="{_e(d["decision"])}">'
+        f'<td class="t">{_e(d["system_a"])}</td><td class="t">{_e(d["system_b"])}</td>'
+        f'<td class="t decision"><i class="dot" style="background:'
+        f'{COLORS.get(d["decision"], "#999")}"></i>{_e(d["decision"])}</td>'
+        f"<td>{_num(d['net_preference'])}</td>"
+        f"<td>[{_num(d['cs_low'])}, {_num(d['cs_high'])}]</td>"
+        f"<td>{_num(d['b_share'])} [{_num(d['b_share_low'])}, {_num(d['b_share_high'])}]</td>"
+        f'<td class="n">{d["n_judgments"]}</td><td>{d["n_used"]}</td><td>{d["n_prompts"]}</td>'
+        f'<td>{d["closed_at"] or ""}</td><td class="needed">{needed}</td></tr>'
+    )
+
+
+#: the decisions table's head
+DECISION_HEAD = (
+    '<thead><tr><th class="t">A</th><th class="t">B</th><th class="t">decision</th>'
+    '<th>&Delta;</th><th title="the interval an equivalence decision rests on">'
+    "&Delta; sequence</th>"
+    '<th title="B&#39;s share of the non-tie judgments and the sign test&#39;s sequence: '
+    'B better when it reaches 0.5">B share</th><th>judgments</th><th>used</th>'
+    "<th>prompts</th><th>closed at</th><th>still needed</th></tr></thead>"
+)
+
+
+def _decisions(decisions: list[dict[str, Any]]) -> str:
+    """Every comparison's decision; those without judgments folded away."""
+    compared = [d for d in decisions if d["n_judgments"] > 0]
+    uncompared = [d for d in decisions if d["n_judgments"] == 0]
     drows = "".join(decision_row(d) for d in compared)
     folded = (
         f"<details><summary>{len(uncompared)} comparisons without judgments yet</summary>"
-        f'<table class="uncompared">{head_row}<tbody>'
+        f'<table class="uncompared">{DECISION_HEAD}<tbody>'
         + "".join(decision_row(d) for d in uncompared)
         + "</tbody></table></details>"
         if uncompared
         else ""
     )
-    dec = (
+    return (
         '<section id="decisions"><h2>Decisions</h2><p class="note">Net preference &Delta;: '
         "mean over prompts of the signed judgment (+1 B, &minus;1 A, 0 tie); &Delta; &gt; 0: "
         "B better. Valid at every look (anytime-valid).</p>"
-        f"<table>{head_row}<tbody>{drows}</tbody></table>{folded}</section>"
+        f"<table>{DECISION_HEAD}<tbody>{drows}</tbody></table>{folded}</section>"
     )
 
-    # annotators
-    ann = data["annotators"]
+
+def _annotators(ann: list[dict[str, Any]]) -> str:
+    """The most active annotators: judgments, A / B / tie shares, first shown won."""
     shown = ann[:25]
     arows = "".join(
         f'<tr><td class="t">{_e(a["annotator_id"])}</td><td>{a["n"]}</td>'
@@ -516,7 +378,7 @@ def render_dashboard(
         )
         for a in shown
     )
-    annotators = (
+    return (
         '<section id="annotators"><h2>Annotators</h2>'
         + (
             f'<p class="note">the {len(shown)} most active of {len(ann)}</p>'
@@ -532,7 +394,9 @@ def render_dashboard(
         "<code>evalset annotators</code> screens them with intervals.</p></section>"
     )
 
-    # snapshots and refit events
+
+def _fits(data: dict[str, Any]) -> str:
+    """The newest snapshots' diagnostics and the latest refit events."""
     srows = "".join(
         f'<tr><td class="t">{_e(m["method"])}</td><td>{m["version"]}</td>'
         f"<td>{m['num_judgments']}</td><td>{_when(m['created_at'])}</td>"
@@ -549,7 +413,7 @@ def render_dashboard(
         f'<td class="t">{_e(e["detail"])}</td></tr>'
         for e in data["events"]
     )
-    fits = (
+    return (
         '<section id="fits"><h2>Snapshots and refits</h2>'
         + (
             '<table id="snapshots"><thead><tr><th class="t">method</th><th>version</th>'
@@ -568,13 +432,4 @@ def render_dashboard(
             else '<p class="note">No refit events yet.</p>'
         )
         + '<p class="note">All of them: <code>GET /projects/{id}/events</code>.</p></section>'
-    )
-
-    meta_refresh = f'<meta http-equiv="refresh" content="{refresh}">' if refresh else ""
-    return (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"{meta_refresh}<title>{_e(data['project_id'])}: evalset dashboard</title>"
-        f'<link rel="icon" href="{FAVICON}"><style>{_STYLE}</style></head><body>'
-        f"{head}<main>{progress}{lb}{elo}{cards}{annotators}{dec}{fits}</main></body></html>"
     )

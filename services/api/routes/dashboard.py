@@ -12,6 +12,9 @@ charts, inline CSS, a Content-Security-Policy that forbids anything else). It sh
 * item fit (``GET .../item-fit`` at its default level, a background answer too): the
   flagged prompts with the reason in words, and the figures of ``evalset items --plot``
   (:mod:`services.api.dashboard_item_fit`);
+* the answer card (:mod:`services.api.dashboard_answer`): the campaign's question of
+  ``?question=`` (default ``ranking``) answered as ``GET .../answer`` answers it: the
+  statement, the groups or top set, and the comparisons still pending;
 * every comparison's decision in the declared family (the rows of ``GET .../decisions``
   with the same rule: :func:`services.api.routes.decisions.read_family`); the judgments still
   needed count the family's comparisons only;
@@ -44,13 +47,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from adaptive.stopping.decisions import DecisionRule
 from services.answers import leaderboard_rows
+from services.api.dashboard_answer import answer_section, collect_answer
 from services.api.dashboard_item_fit import collect_item_fit, item_fit_section
 from services.api.dashboard_page import FAVICON, render_dashboard
 from services.api.deps import PageProjectId, State, request_page_token
 from services.api.errors import ApiError
 from services.api.limits import PAGE_TOKEN_COOKIE
 from services.api.routes.analysis import ELO_DEFAULTS
-from services.api.routes.decisions import Rule, read_family
+from services.api.routes.decisions import QuestionParam, Rule, read_family
 from services.runtime import background
 from services.runtime.background import Pending
 from services.store import repository as repo
@@ -193,9 +197,15 @@ def _elo(state: Any, project_id: str, dimension: str) -> dict[str, Any] | None:
 
 
 def collect(
-    state: Any, project_id: str, dimension: str | None, rule: DecisionRule, num_events: int = 15
+    state: Any,
+    project_id: str,
+    dimension: str | None,
+    rule: DecisionRule,
+    num_events: int = 15,
+    question: str | None = None,
 ) -> dict[str, Any]:
-    """Everything the page shows, read in one transaction (decisions computed as the API does)."""
+    """Everything the page shows, read in one transaction (decisions computed as the API does;
+    the answer card's ``question``: :mod:`services.api.dashboard_answer`)."""
     with state.store.read() as conn:
         project = repo.get_project(conn=conn, project_id=project_id)
         if project is None:
@@ -238,6 +248,7 @@ def collect(
         "leaderboard": board,
         "standing": _leader_standing(board, decisions),
         "elo": _elo(state, project_id, dimension),
+        "answer": collect_answer(state, project_id, rule, question, dimension),
         "item_fit": collect_item_fit(state, project_id, dimension),
         "snapshots": [m for m in metas.values() if m is not None],
         "annotators": _annotators(dim_rows),
@@ -253,6 +264,7 @@ def dashboard(
     rule: Rule,
     refresh: Annotated[int, Query(ge=0, le=3600, description="seconds between reloads")] = 15,
     dimension: Annotated[str | None, Query(max_length=200)] = None,
+    question: QuestionParam = None,
 ) -> Response:
     """The campaign at a glance (HTML). ``?token=`` once sets a cookie for this page."""
     path = request.url.path
@@ -272,8 +284,9 @@ def dashboard(
         )
         return response
     params["refresh"] = refresh
-    data = collect(state, project_id, dimension, rule)
+    data = collect(state, project_id, dimension, rule, question=question)
     params["dimension"] = data["dimension"]
     cards = item_fit_section(data["item_fit"], refresh)
-    page = render_dashboard(data, path=path, params=params, refresh=refresh, cards=cards)
+    lead = answer_section(data["answer"], path=path, params=params, num_systems=data["num_systems"])
+    page = render_dashboard(data, path=path, params=params, refresh=refresh, cards=cards, lead=lead)
     return HTMLResponse(page, headers=_PAGE_HEADERS)

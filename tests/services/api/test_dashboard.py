@@ -403,6 +403,74 @@ def test_dashboard_in_a_browser(server, browser):
     print(f"dashboard in chromium: {time.monotonic() - started:.1f} s")
 
 
+def _card(page) -> dict:  # noqa: ANN001
+    """What the answer card shows: question, statement, groups, top set, pending pairs."""
+    card = page.locator("#answer")
+    top = page.locator("#answer-top")
+    return {
+        "question": card.get_attribute("data-question"),
+        "answer": page.locator("#answer-statement").inner_text(),
+        "answered": page.locator("#answer-statement").get_attribute("data-answered"),
+        "groups": page.locator("#answer-groups li").evaluate_all(
+            "items => items.map(li => li.dataset.group.split(','))"
+        ),
+        "top": top.get_attribute("data-top") if top.count() else None,
+        "among": top.get_attribute("data-among") if top.count() else None,
+        "pending": int(page.locator("#answer-pending").get_attribute("data-pending")),
+        "pending_pairs": page.locator("#answer table.pending tbody tr").evaluate_all(
+            "rows => rows.map(r => [r.dataset.a, r.dataset.b])"
+        ),
+    }
+
+
+def test_the_answer_card_in_a_browser(server, browser):
+    """The card answers the page's question as GET .../answer does: ranking by default, the
+    question of ``?question=`` (or of its links), a question the campaign cannot ask in words."""
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        project_id, token = _campaign(server, client)
+        headers = {"Authorization": f"Bearer {token}"}
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        watch = Watch(context, server.url)
+        page = context.new_page()
+        watch.attach(page)
+        page.goto(f"{server.url}/projects/{project_id}/dashboard?token={token}&refresh=0")
+        page.wait_for_selector("#answer")
+        for question in ("ranking", "top-k:1"):
+            if question != "ranking":  # the card's own link
+                page.locator("#answer .nav").get_by_role("link", name=question).click()
+                page.wait_for_selector(f'#answer[data-question="{question}"]')
+            r = client.get(
+                f"/projects/{project_id}/answer", params={"question": question}, headers=headers
+            )
+            assert r.status_code == 200, r.text
+            body = r.json()
+            row = body["rows"][0]
+            shown = _card(page)
+            assert shown["question"] == question and shown["answer"] == row["answer"]
+            assert shown["answered"] == str(row["answered"]).lower()
+            assert shown["pending"] == row["pending"] == len(body["pending"])
+            pairs = [[d["system_a"], d["system_b"]] for d in body["pending"]]
+            assert sorted(shown["pending_pairs"]) == sorted(pairs)
+            if question == "ranking":
+                assert shown["groups"] == row["groups"] and len(row["order"]) == len(STRENGTH)
+            else:
+                assert shown["top"] == ",".join(row["top"])
+                assert shown["among"] == ",".join(row["among"])
+                assert shown["groups"] == row["groups"]
+        if os.environ.get("EVALSET_DOCS_SCREENSHOTS"):
+            page.locator("#answer").screenshot(path=str(DOCS_IMG / "dashboard_answer.png"))
+        # a question this campaign cannot ask: said in the card, the page still shows
+        page.goto(f"{server.url}/projects/{project_id}/dashboard?refresh=0&question=versus:nobody")
+        assert "unknown system(s) 'nobody'" in page.locator("#answer-error").inner_text()
+        assert page.locator("#decisions tbody tr").count() == 7
+        page.goto(f"{server.url}/projects/{project_id}/dashboard?refresh=0&question=top-k")
+        assert "top-k needs k" in page.locator("#answer-error").inner_text()
+        width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        assert width[0] <= width[1], width
+        assert watch.errors == [] and watch.foreign == []
+        context.close()
+
+
 def test_api_docs_render_offline(server, browser):
     context = browser.new_context(viewport={"width": 1360, "height": 900})
     watch = Watch(context, server.url)
@@ -454,6 +522,7 @@ def test_dashboard_of_a_new_campaign(server):
         assert r.status_code == 200, r.text
         assert "No snapshot of this dimension yet" in r.text
         assert "No refit events yet" in r.text
+        assert 'data-question="ranking"' in r.text and "No judgments of this dimension" in r.text
         assert 'data-closed="0" data-open="0"' in r.text  # no dimension has judgments yet
         assert "helpfulness" in r.text  # the other dimension is a link
         r = client.get("/projects/fresh/dashboard", headers=headers)
@@ -470,8 +539,11 @@ def test_the_newest_finished_elo_rows_show_while_newer_ones_are_computed():
 
     row = {"rank": 1, "system": "a<b", "elo": 1010.0, "ci_low": 990.0, "ci_high": 1030.0}
     row |= {"rank_best": 1, "rank_worst": 2, "n_judgments": 40}
+    row |= {"decided_group": 1, "decided_ranks": "1-2", "note": "Elo ranks it above b<c: ..."}
     board = EloPublic(dimension="overall", num_judgments=40, rows=[EloRow.model_validate(row)])
     section = _elo_section({"board": board, "pending": 55}, 15)
     assert 'data-judgments="40"' in section and "a&lt;b" in section
     assert "ratings of all 55 judgments are being computed" in section
     assert 'id="elo-pending"' not in section
+    # the decided ranks beside, the note where the two differ
+    assert '<td>40</td><td title="Elo ranks it above b&lt;c: ...">1-2 *</td>' in section
