@@ -9,22 +9,24 @@ here touches a database or the web: the refresher is handed a ``load_fn``
 and a ``latest_fn`` (the newest stored snapshot, for warm starts after a
 restart). Its configuration is the service's :class:`~services.settings.Settings`.
 
-When to do what is decided by the pure functions of :mod:`services.runtime.schedule`.
+When to do what is decided by the pure functions of :mod:`services.runtime.schedule`; the
+keys' states, the fits and publishing are :class:`~services.runtime.refresh_base.RefreshBase`'s.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Hashable
-from dataclasses import dataclass, replace
-from typing import Any, cast
+from collections.abc import Hashable
+from dataclasses import replace
+from typing import cast
 
 import polars as pl
 
 from adaptive.estimation.skill_update import SkillBase, skill_snapshot
 from adaptive.estimation.snapshot import FAST, FULL, Snapshot
-from adaptive.estimation.streaming import Source, fit_snapshot, stream_config
+from adaptive.estimation.streaming import Source
+from services.runtime.refresh_base import RefreshBase, RefreshEvent
 from services.runtime.schedule import (
     KeyState,
     Shape,
@@ -35,59 +37,12 @@ from services.runtime.schedule import (
     padded,
     plan_update,
 )
-from services.settings import Settings
 
 
-@dataclass(frozen=True)
-class RefreshEvent:
-    """One thing the worker did (returned diagnostics; the service decides what to log)."""
-
-    key: Hashable
-    # "published", "superseded" (the store kept a newer one), "rejected", "failed",
-    # "skipped", "items" (a new base fitted), "prepared" (the next padded size compiled)
-    kind: str
-    method: str
-    version: int
-    num_judgments: int
-    seconds: float
-    detail: str = ""
-
-
-class Refresher:
-    """Re-estimates keys (e.g. (project, dimension)) on background threads after each batch.
-
-    Args:
-        load_fn: key -> :class:`Source` (current judgments), or None when there are none.
-        publish_fn: (key, snapshot) -> version; stores the snapshot, or returns None when
-            the store keeps a newer snapshot of that method instead (another replica's).
-        latest_fn: key -> newest stored fast :class:`Snapshot` or None (restores
-            warm starts after a restart instead of refitting from scratch).
-        config: the service's :class:`~services.settings.Settings` (re-estimation fields).
-    """
-
-    def __init__(
-        self,
-        *,
-        load_fn: Callable[[Any], Source | None],
-        publish_fn: Callable[[Any, Snapshot], int | None],
-        latest_fn: Callable[[Any], Snapshot | None],
-        config: Settings | None = None,
-    ) -> None:
-        self.load_fn = load_fn
-        self.publish_fn = publish_fn
-        self.latest_fn = latest_fn
-        self.config = config if config is not None else Settings()
-        self._states: dict[Hashable, KeyState] = {}
-        self._lock = threading.Lock()
-        self._wake = threading.Condition(self._lock)
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._item_threads: list[threading.Thread] = []
-        #: (seconds from accepted batch to a published snapshot that includes it, method)
-        self.freshness: list[tuple[float, str]] = []
-        #: recent events, newest last (bounded)
-        self.events: list[RefreshEvent] = []
-        self.busy = False
+class Refresher(RefreshBase):
+    """Re-estimates keys (e.g. (project, dimension)) on background threads after each batch:
+    a fast update per key with new judgments, the held items' refreshes, the scheduled NUTS
+    refits, and the next padded shape's compilation (the arguments: :class:`RefreshBase`)."""
 
     # -- control
 
@@ -114,73 +69,6 @@ class Refresher:
             thread.join(timeout)
         self._threads = []
         self._item_threads = []
-
-    def notify(self, key: Hashable, *, last_seq: int = 0, accepted_at: float | None = None) -> None:
-        """A batch up to ``last_seq`` was stored for ``key``: refit soon (never blocks)."""
-        with self._wake:
-            state = self._states.setdefault(key, KeyState())
-            state.pending.append(
-                (last_seq, time.monotonic() if accepted_at is None else accepted_at)
-            )
-            state.dirty = True
-            self._wake.notify_all()
-
-    def idle(self) -> bool:
-        with self._lock:
-            return not self.busy and not any(
-                s.dirty or s.items_running for s in self._states.values()
-            )
-
-    def wait_idle(self, timeout: float = 60.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.idle():
-                return True
-            time.sleep(0.01)
-        return False
-
-    # -- work
-
-    def _record(self, event: RefreshEvent) -> None:
-        with self._lock:
-            self.events.append(event)
-            del self.events[:-200]
-
-    def _state(self, key: Hashable) -> KeyState:
-        with self._lock:
-            return self._states.setdefault(key, KeyState())
-
-    def _publish(self, key: Hashable, snapshot: Snapshot, started: float) -> int | None:
-        version = self.publish_fn(key, snapshot)
-        now = time.monotonic()
-        if version is None:
-            self._record(
-                RefreshEvent(
-                    key,
-                    "superseded",
-                    snapshot.method,
-                    0,
-                    snapshot.num_judgments,
-                    now - started,
-                    "the store holds a snapshot of newer judgments (another replica's)",
-                )
-            )
-            return None
-        state = self._state(key)
-        with self._lock:
-            if snapshot.last_seq >= state.published_seq:
-                state.published_seq = snapshot.last_seq
-                state.published_judgments = snapshot.num_judgments
-            done = [p for p in state.pending if p[0] <= snapshot.last_seq]
-            state.pending = [p for p in state.pending if p[0] > snapshot.last_seq]
-            self.freshness.extend((now - at, snapshot.method) for _, at in done)
-            del self.freshness[:-100_000]
-        self._record(
-            RefreshEvent(
-                key, "published", snapshot.method, version, snapshot.num_judgments, now - started
-            )
-        )
-        return version
 
     def _next_dirty(self) -> Hashable | None:
         with self._wake:
@@ -218,13 +106,7 @@ class Refresher:
         state = self._state(key)
         state.last_fast_at = started
         if state.published_seq < 0:
-            # first look at this key since start: restore the stored snapshot, do not refit
-            latest = self.latest_fn(key)
-            if latest is not None:
-                state.fast = latest
-                state.published_seq = latest.last_seq
-                state.published_judgments = latest.num_judgments
-                state.nuts_judgments = latest.num_judgments
+            self._restore(key, state)
         source = self.load_fn(key)
         if source is None:
             return None
@@ -281,22 +163,38 @@ class Refresher:
         if snapshot.diagnostics.get("converged", True):
             state.fast = snapshot
         if self.config.prepare_next_shape and not self._stop.is_set():
-            now = Shape(source.num_judgments, source.judgments["item_id"].n_unique())
-            growing, state.prompts = now.prompts > state.prompts > 0, now.prompts
-            targets = next_shapes(now, state.prepared, prompts_growing=growing)
-            if targets:
-                state.prepared.update(padded(t) for t in targets)
-                thread = threading.Thread(
-                    target=self._prepare_shapes,
-                    args=(key, source, now, targets),
-                    name="prepare-shape",
-                    # not a daemon: a process that exits waits for the compile under way
-                    # (a daemon thread killed inside XLA aborts the interpreter)
-                    daemon=False,
-                )
-                self._item_threads = [t for t in self._item_threads if t.is_alive()] + [thread]
-                thread.start()
+            self._prepare_next(key, state, source)
         return snapshot
+
+    def _restore(self, key: Hashable, state: KeyState) -> None:
+        """The first look at ``key`` since the start: restore the stored snapshot (a warm
+        start and what is published), do not refit."""
+        latest = self.latest_fn(key)
+        if latest is not None:
+            state.fast = latest
+            state.published_seq = latest.last_seq
+            state.published_judgments = latest.num_judgments
+            state.nuts_judgments = latest.num_judgments
+
+    def _prepare_next(self, key: Hashable, state: KeyState, source: Source) -> None:
+        """Compile the next padded sizes ``source`` grows into, on a thread of their own,
+        when it is close to its own (:func:`~services.runtime.schedule.next_shapes`)."""
+        now = Shape(source.num_judgments, source.judgments["item_id"].n_unique())
+        growing, state.prompts = now.prompts > state.prompts > 0, now.prompts
+        targets = next_shapes(now, state.prepared, prompts_growing=growing)
+        if not targets:
+            return
+        state.prepared.update(padded(t) for t in targets)
+        thread = threading.Thread(
+            target=self._prepare_shapes,
+            args=(key, source, now, targets),
+            name="prepare-shape",
+            # not a daemon: a process that exits waits for the compile under way
+            # (a daemon thread killed inside XLA aborts the interpreter)
+            daemon=False,
+        )
+        self._item_threads = [t for t in self._item_threads if t.is_alive()] + [thread]
+        thread.start()
 
     def _prepare_shapes(
         self, key: Hashable, source: Source, now: Shape, targets: list[Shape]
@@ -356,36 +254,6 @@ class Refresher:
                 state.pending = [p for p in state.pending if p[0] > latest.last_seq]
         if latest is not None:
             state.fast = latest
-
-    def _fast_fit(
-        self, source: Source, previous: Snapshot | None
-    ) -> tuple[Snapshot, SkillBase | None]:
-        """A full MAP + Laplace fit of every judgment, warm-started from ``previous``."""
-        options = {"num_draws": self.config.fast_num_draws}
-        return self._fit(source, "fast", options, previous, with_base=True)  # type: ignore[return-value]
-
-    def _fit(
-        self,
-        source: Source,
-        method: str,
-        options: dict[str, Any],
-        previous: Snapshot | None = None,
-        *,
-        with_base: bool = False,
-    ) -> Snapshot | tuple[Snapshot, SkillBase | None]:
-        """Fit every judgment of ``source`` with ``method`` (seeded by the judgment count)."""
-        cfg = self.config
-        seed = (cfg.seed + source.num_judgments) % 2**31
-        return fit_snapshot(
-            source.judgments,
-            dimension=source.dimension,
-            systems=source.systems,
-            config=stream_config(method, cell_effect=cfg.cell_effect, seed=seed, **options),
-            last_seq=source.last_seq,
-            previous=previous,
-            max_draws=cfg.snapshot_max_draws,
-            with_base=with_base,
-        )
 
     def _start_items_refresh(self, key: Hashable, base: SkillBase) -> None:
         """Refit everything (a new base) on a thread of its own; skill updates go on meanwhile."""

@@ -4,10 +4,11 @@ In the API process a fit competes with the request threads for the GIL: tracing
 and compiling a new shape bucket holds it for seconds, and on a 2-core machine
 the requests wait behind it. Here the worker is a child process with its own
 store connection and its own :class:`~services.runtime.state.ServiceState` (thread
-mode); to the API process it is a :class:`~services.runtime.state.Notifier`, built by
-``create_app``. The API process only sends it ``(project, dimensions, last_seq,
-accepted_at)`` over a pipe after each stored batch; answers are read from the
-snapshots the worker stores, as before. The child dies with its parent
+mode); to the API process it is a :class:`~services.runtime.supervisor.Notifier`, built
+by ``create_app`` and supervised by
+:class:`~services.runtime.supervisor.WorkerSupervisor`. The API process only sends it
+``(project, dimensions, last_seq, accepted_at)`` over a pipe after each stored batch;
+answers are read from the snapshots the worker stores, as before. The child dies with its parent
 (``PR_SET_PDEATHSIG`` on Linux) and is started with ``spawn`` (JAX and forked
 threads do not mix).
 

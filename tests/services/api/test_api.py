@@ -335,7 +335,7 @@ def test_answers_come_from_a_named_snapshot(streaming_api: httpx.Client) -> None
 def test_a_worker_process_re_estimates_outside_the_api_process(database_url: str) -> None:
     for api in _serve(database_url, worker="process"):
         state = api.server.state  # type: ignore[attr-defined]
-        worker = state._worker
+        worker = state.worker
         assert worker is not None and state.refresher is None
         wait_for(worker.alive, "the worker process")  # it starts a moment after the service
         assert worker.process.pid != os.getpid()
@@ -354,9 +354,9 @@ def test_a_worker_process_re_estimates_outside_the_api_process(database_url: str
             headers=headers,
         )
         wait_for_snapshot(api, project_id, headers, 250)
-        assert state._worker is not worker and state._worker.alive()
+        assert state.worker is not worker and state.worker.alive()
     # stopping the server stops its worker
-    assert not state._worker.alive()
+    assert not state.worker.alive()
 
 
 def _children(pid: int) -> list[int]:

@@ -65,7 +65,7 @@ def test_a_dead_worker_is_restarted_without_traffic(tmp_path: Path) -> None:
             "last_restart_at": None,
         }
         # the worker starts a moment after the service
-        pid = wait_for(lambda: srv.state._worker.process.pid, "the worker process")
+        pid = wait_for(lambda: srv.state.worker.process.pid, "the worker process")
         os.kill(pid, signal.SIGKILL)
         start = time.monotonic()
 
@@ -96,7 +96,7 @@ def test_the_worker_process_leaves_the_requests_a_cpu(tmp_path: Path) -> None:
     assert len(expected) == max(1, len(os.sched_getaffinity(0)) - 1)
     with ThreadServer(settings) as srv:
         # the worker starts a moment after the service, and then sets its own scheduling
-        pid = wait_for(lambda: srv.state._worker.process.pid, "the worker process")
+        pid = wait_for(lambda: srv.state.worker.process.pid, "the worker process")
         wait_for(lambda: os.sched_getscheduler(pid) == os.SCHED_BATCH, "SCHED_BATCH")
         assert os.sched_getaffinity(pid) == expected
         # os.nice adds to the server's own niceness (a suite run under nice starts above 0)
