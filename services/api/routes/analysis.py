@@ -8,7 +8,6 @@ here fits a model.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
@@ -22,8 +21,13 @@ from services.answers import item_rows, leaderboard_rows, pair_rows
 from services.api.deps import ProjectId, SettingsDep, State
 from services.api.errors import ApiError, error_responses
 from services.api.routes.projects import snapshot_public
+from services.api.snapshot_reads import (
+    computed_answer,
+    from_snapshot,
+    newest_snapshot,
+    resolve_dimension,
+)
 from services.runtime import background
-from services.runtime.background import Pending
 from services.store import repository as repo
 
 router = APIRouter()
@@ -65,75 +69,10 @@ ELO_DEFAULTS: dict[str, Any] = {"rounds": 1000, "level": 0.95, "seed": 0, "boots
 # ---------------------------------------------------------------- helpers
 
 
-def _from_snapshot(snap: Snapshot) -> s.SnapshotPublic:
-    return s.SnapshotPublic(
-        dimension=snap.dimension,
-        version=snap.version,
-        num_judgments=snap.num_judgments,
-        method=snap.method,
-        created_at=datetime.fromtimestamp(snap.created_at, UTC),
-        fit_seconds=snap.fit_seconds,
-        diagnostics=snap.diagnostics,
-    )
-
-
-def _dimension(state: State, project_id: str, dimension: str | None) -> str:
-    with state.store.read() as conn:
-        known = [d["dimension_id"] for d in repo.list_dimensions(conn=conn, project_id=project_id)]
-    if dimension is None:
-        if len(known) == 1:
-            return known[0]
-        if "overall" in known:
-            return "overall"
-        raise ApiError(
-            422, "validation_error", f"the project has several dimensions {known}; name one"
-        )
-    if dimension not in known:
-        raise ApiError(
-            404, "not_found", f"unknown dimension {dimension!r}; the project has {known}"
-        )
-    return dimension
-
-
-def _snapshot(state: State, project_id: str, dimension: str, method: str | None) -> Snapshot:
-    snap = state.snapshot(project_id, dimension, None if method in (None, "latest") else method)
-    if snap is None:
-        with state.store.read() as conn:
-            n = repo.count_judgments(conn=conn, project_id=project_id, dimension=dimension)
-        which = "" if method in (None, "latest") else f" {method}"
-        raise ApiError(
-            409,
-            "no_snapshot",
-            f"no{which} snapshot of dimension {dimension!r} yet ({n} judgments stored); "
-            "re-estimation runs after each accepted batch, try again shortly",
-        )
-    return snap
-
-
-def _newest(state: State, project_id: str, dimension: str | None, method: str | None) -> Snapshot:
-    """The snapshot a request answers from: of the dimension asked (or the default one),
-    the newest of ``method``."""
-    return _snapshot(state, project_id, _dimension(state, project_id, dimension), method)
-
-
 def _significance(snap: Snapshot, rows: list[dict[str, Any]]) -> s.SignificancePublic:
     return s.SignificancePublic(
-        snapshot=_from_snapshot(snap), rows=[s.SignificanceRow(**r) for r in rows]
+        snapshot=from_snapshot(snap), rows=[s.SignificanceRow(**r) for r in rows]
     )
-
-
-def _computed(result: Any, dim: str, code: str, what: str) -> Any:
-    """A background answer (services/runtime/background.py), or the 409 that says why not yet."""
-    if result is None:
-        raise ApiError(409, "no_snapshot", f"no judgments of dimension {dim!r} yet")
-    if isinstance(result, Pending):
-        raise ApiError(
-            409,
-            code,
-            f"{what} of {dim!r} with {result.num_judgments} judgments is being computed; "
-            "try again shortly",
-        )
-    return result
 
 
 def _answers(path: str, operation_id: str) -> Callable[[DecoratedCallable], DecoratedCallable]:
@@ -188,7 +127,7 @@ def significance(
                 "method: all_pairs and method apply to model=snapshot",
             )
         return _significance_table(state, project_id, dimension, rule or adjust, alpha, level)
-    snap = _newest(state, project_id, dimension, method)
+    snap = newest_snapshot(state, project_id, dimension, method)
     return _significance_rows(
         state, project_id, snap, None, all_pairs, rule or adjust, alpha, level
     )
@@ -202,7 +141,7 @@ def _significance_table(
     alpha: float,
     level: float,
 ) -> s.SignificanceTablePublic:
-    dim = _dimension(state, project_id, dimension)
+    dim = resolve_dimension(state, project_id, dimension)
     try:
         source = state.load_source((project_id, dim))
         result = background.significance(
@@ -210,7 +149,7 @@ def _significance_table(
         )
     except ValueError as exc:
         raise ApiError(422, "cannot_fit", f"cannot fit {dim!r}: {exc}") from None
-    table: s.SignificanceTablePublic = _computed(
+    table: s.SignificanceTablePublic = computed_answer(
         result, dim, "significance_pending", "the default model's fit"
     )
     return table
@@ -233,7 +172,7 @@ def significance_pair(
     """One pair in the orientation asked (A vs B); works for pairs never compared too."""
     if system_a == system_b:
         raise ApiError(422, "validation_error", "system_b must differ from system_a")
-    snap = _newest(state, project_id, dimension, method)
+    snap = newest_snapshot(state, project_id, dimension, method)
     for name in (system_a, system_b):
         if name not in snap.systems:
             raise ApiError(404, "not_found", f"unknown system {name!r} in snapshot {snap.version}")
@@ -310,9 +249,9 @@ def leaderboard(
         options |= {k: v for k, v in elo_only.items() if v is not None}
         rating = 1000.0 if anchor_rating is None else anchor_rating
         return _elo(state, project_id, dimension, options, anchor_system, rating)
-    snap = _newest(state, project_id, dimension, method)
+    snap = newest_snapshot(state, project_id, dimension, method)
     return s.LeaderboardPublic(
-        snapshot=_from_snapshot(snap),
+        snapshot=from_snapshot(snap),
         rows=[s.LeaderboardRow(**r) for r in leaderboard_rows(snap, level=level)],
     )
 
@@ -346,7 +285,7 @@ def _elo(
     anchor_rating: float,
 ) -> s.EloPublic:
     """The Elo answer of ``GET .../elo`` (and ``.../leaderboard?scale=elo``), or its 409."""
-    dim = _dimension(state, project_id, dimension)
+    dim = resolve_dimension(state, project_id, dimension)
     if anchor_system is not None:
         with state.store.read() as conn:
             known = {x["system_id"] for x in repo.list_systems(conn=conn, project_id=project_id)}
@@ -359,7 +298,7 @@ def _elo(
         )
     except ValueError as exc:
         raise ApiError(422, "cannot_fit", f"no Elo ratings for {dim!r}: {exc}") from None
-    board: s.EloPublic = _computed(result, dim, "elo_pending", "the Elo ratings")
+    board: s.EloPublic = computed_answer(result, dim, "elo_pending", "the Elo ratings")
     return board
 
 
@@ -368,9 +307,9 @@ def prompt_parameters(
     project_id: ProjectId, state: State, dimension: Dimension = None, method: Method = None
 ) -> s.PromptParametersPublic:
     """Per prompt: discrimination alpha and thresholds b (mean, sd), most discriminating first."""
-    snap = _newest(state, project_id, dimension, method)
+    snap = newest_snapshot(state, project_id, dimension, method)
     return s.PromptParametersPublic(
-        snapshot=_from_snapshot(snap),
+        snapshot=from_snapshot(snap),
         rows=[s.PromptParameterRow(**r) for r in item_rows(snap)],
     )
 
@@ -407,7 +346,7 @@ def pruning(
         if keep is not None:
             raise ApiError(422, "validation_error", "give keep or target_se_ratio, not both")
         target_se_ratio = 1.05
-    dim = _dimension(state, project_id, dimension)
+    dim = resolve_dimension(state, project_id, dimension)
     try:
         result = background.pruning(
             state.jobs,
@@ -420,7 +359,7 @@ def pruning(
         )
     except (ValueError, KeyError, IndexError) as exc:
         raise ApiError(422, "cannot_prune", f"cannot prune {dim!r}: {exc}") from None
-    pruning: s.PruningPublic = _computed(result, dim, "pruning_pending", "the pruning")
+    pruning: s.PruningPublic = computed_answer(result, dim, "pruning_pending", "the pruning")
     return pruning
 
 

@@ -24,7 +24,8 @@ from adaptive.estimation.streaming import Source
 from services import schemas as s
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError, error_responses
-from services.api.routes.analysis import Dimension, _computed, _dimension
+from services.api.routes.analysis import Dimension
+from services.api.snapshot_reads import computed_answer, resolve_dimension
 from services.runtime.background import BackgroundJobs, Pending, default_fits_now, seen
 
 __all__ = ["check_stored_items", "item_fit_answer", "item_fit_public", "router"]
@@ -104,10 +105,10 @@ def item_fit(
     below ``level`` and ``misfit_reason`` in words, with the test information curves.
     Computed on a background thread once per judgments seen, whatever the level: 409
     ``item_fit_pending`` until it is done, then kept until the next batch."""
-    dim = _dimension(state, project_id, dimension)
+    dim = resolve_dimension(state, project_id, dimension)
     try:
         result = item_fit_answer(state, project_id, dim, level)
     except ValueError as exc:
         raise ApiError(422, "cannot_fit", f"no item fit for {dim!r}: {exc}") from None
-    answer: s.ItemFitPublic = _computed(result, dim, "item_fit_pending", "the item fit")
+    answer: s.ItemFitPublic = computed_answer(result, dim, "item_fit_pending", "the item fit")
     return answer
