@@ -14,7 +14,7 @@ import polars as pl
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
-from adaptive.annotation.agreement import NoRepeatedCells, agreement_rows
+from evalset.stored import NoRepeatedCells, agreement_rows
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError, error_responses
 from services.store import repository as repo

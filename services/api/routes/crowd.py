@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, Validatio
 from sqlalchemy import select
 
 from adaptive.core.data import DataError
-from adaptive.core.json_text import JsonTextError, parse_json_lines, parse_json_text
+from evalset.json_text import JsonTextError, parse_json_lines, parse_json_text
 from services import schemas as s
 from services.api.deps import ProjectId, State, WriteProjectId
 from services.api.errors import ApiError

@@ -26,7 +26,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
-import polars as pl
 from fastapi import APIRouter, Query
 
 from adaptive.annotation.gold import (
@@ -34,8 +33,8 @@ from adaptive.annotation.gold import (
     DEFAULT_CARELESS,
     DEFAULT_GOLD_LEVEL,
     GoldRule,
-    gold_rows,
 )
+from evalset.stored import score_gold
 from services.api.deps import GoldProjectId, State
 from services.api.errors import ApiError, error_responses
 from services.schemas_gold import (
@@ -107,18 +106,7 @@ def _score_rows(
                 404, "not_found", f"unknown dimension {dimension!r}; the project has {known}"
             )
         judgments = [j for j in judgments if j["dimension"] == dimension]
-    if cells and any(j["annotator_id"] for j in judgments):
-        columns = ("item_id", "system_a", "system_b", "annotator_id", "winner", "dimension")
-        frame = pl.DataFrame(
-            [{k: dict(j)[k] for k in columns} for j in judgments],
-            schema=dict.fromkeys(columns, pl.Utf8),
-        )
-        fields = ("item_id", "system_a", "system_b", "dimension", "answer")
-        gold = pl.DataFrame(
-            [{k: dict(c)[k] for k in fields} for c in cells], schema=dict.fromkeys(fields, pl.Utf8)
-        )
-        return len(judgments), gold_rows(frame, gold, rule)
-    return len(judgments), []
+    return len(judgments), score_gold(judgments, cells, rule)
 
 
 @router.get(

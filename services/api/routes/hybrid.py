@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 
 from adaptive.stopping.rule import DecisionRule
 from evalset.hybrid import HybridReport, decide_with_judge
+from evalset.stored import judgments_frame
 from services import schemas as s
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError, error_responses
@@ -292,7 +293,9 @@ def stored_report(
                 return report, name
         judgments = repo.fetch_judgments(conn=conn, project_id=project_id)
         verdicts = _without_gold(conn, project_id, name)
-    report = decide_with_judge(_human_frame(judgments), _verdict_frame(verdicts), rule, judge=name)
+    report = decide_with_judge(
+        judgments_frame(judgments), _verdict_frame(verdicts), rule, judge=name
+    )
     state.hybrid_reports[key] = (len(judgments), verdict_seq, report)
     return report, name
 
@@ -301,20 +304,6 @@ def _unprocessable(field: str, message: str, exc: Exception) -> NoReturn:
     raise ApiError(
         422, "validation_error", message, [{"field": field, "message": message}]
     ) from exc
-
-
-def _human_frame(judgments: Sequence[JudgmentRow]) -> pl.DataFrame:
-    from adaptive.core.data import validate_judgments
-
-    columns: tuple[str, ...] = ("item_id", "system_a", "system_b", "annotator_id", "winner")
-    columns += ("dimension",)
-    if any(j["lease_id"] for j in judgments):  # which next batch served each cell
-        columns += ("lease_id",)
-    table = pl.DataFrame(
-        [{c: j[c] for c in columns} for j in judgments],  # type: ignore[literal-required]
-        schema=dict.fromkeys(columns, pl.Utf8),
-    )
-    return validate_judgments(table, source="<store>")
 
 
 def _verdict_frame(verdicts: Sequence[VerdictRow]) -> pl.DataFrame:
@@ -336,7 +325,7 @@ def _decide(
     words, family, size = "", "no comparisons (no human judgments)", 0
     if judgments:
         report = decide_with_judge(
-            _human_frame(judgments),
+            judgments_frame(judgments),
             _verdict_frame(verdicts),
             rule,
             judge=name,
