@@ -109,6 +109,7 @@ def run(
         traces.append(replay(seed, log, policy, config))
     row = summarize_replays(traces, logs, rule)
     row.pop("curve", None)
+    row.update(needed_check([t.answer for t in traces]))
     return {
         "setting": setting,
         "question": question,
@@ -119,6 +120,34 @@ def run(
         "seconds": round(time.perf_counter() - start, 1),
         **row,
     }
+
+
+def needed_check(answers) -> dict:
+    """The ``needed`` an answer printed against the judgments the campaign then spent.
+
+    Per campaign, at its first look with a finite figure and at the look nearest half-way
+    to the answer (or to the last look): the judgments spent from that look until
+    answered, over the figure printed there; a campaign the log ran out on counts as
+    spending more than any figure (inf), so the lucky campaigns are not the only ones
+    kept. Median over campaigns, and the share answered within the figure.
+    """
+    first, half = [], []
+    for a in answers:
+        looks = [(u, n) for u, n in a.needs if np.isfinite(n) and n > 0]
+        if not looks:
+            continue
+        end = a.answered_at if np.isfinite(a.answered_at) else looks[-1][0]
+        for out, (u, n) in (
+            (first, looks[0]),
+            (half, min(looks, key=lambda look: abs(look[0] - end / 2))),
+        ):
+            out.append((a.answered_at - u) / n)
+    row: dict = {"needed_campaigns": len(first)}
+    for name, r in (("first", first), ("half", half)):
+        if r:
+            row[f"needed_ratio_{name}"] = round(float(np.median(r)), 3)
+            row[f"needed_within_{name}"] = round(float(np.mean(np.asarray(r) <= 1.0)), 3)
+    return row
 
 
 LOGS = {
@@ -194,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
                 with open(args.out, "a") as fh:
                     fh.write(json.dumps(row) + "\n")
                 keys = ("judgments_mean", "answered_share", "wrong_answer_rate", "lower_bound")
-                shown = " ".join(f"{k}={row[k]:.3g}" for k in keys if row[k] is not None)
+                keys += ("needed_ratio_first", "needed_within_first", "needed_ratio_half")
+                shown = " ".join(f"{k}={row[k]:.3g}" for k in keys if row.get(k) is not None)
                 ratios = f"x uniform {row['ratio_to_uniform'] or float('nan'):.2f}"
                 ratios += f", x oracle {row['ratio_to_oracle'] or float('nan'):.2f}"
                 print(

@@ -32,6 +32,9 @@ class QuestionTrace(NamedTuple):
         answered_at: judgments used when it was first answered (inf: never).
         claims: (C,) comparisons whose decisions any look's statement rested on.
         answer: the final answer in words (system names), for counting across seeds.
+        lower_bound: :func:`lower_bound` of the question on this log.
+        needs: (judgments used, judgments the answer said it still needed) at each look
+            before it was answered, to check the printed figure against what followed.
     """
 
     answered: bool
@@ -39,6 +42,7 @@ class QuestionTrace(NamedTuple):
     claims: np.ndarray
     answer: str
     lower_bound: float | None = None
+    needs: tuple[tuple[float, float], ...] = ()
 
 
 def true_order(log: Log) -> np.ndarray:
@@ -88,6 +92,7 @@ class QuestionReplay:
         self.oracle_order = true_order(log) if oracle else None
         self.claims = np.zeros(log.num_comparisons, bool)
         self.answered_at = np.inf
+        self.needs: list[tuple[float, float]] = []
         self.last: tuple[Answer, Decisions] | None = None
         self.unit = config.rule.unit
         self.alpha = config.rule.alpha
@@ -121,6 +126,8 @@ class QuestionReplay:
         self.claims |= answer.claims
         if answer.answered and not np.isfinite(self.answered_at):
             self.answered_at = float(used)
+        elif not answer.answered:
+            self.needs.append((float(used), float(answer.needed)))
         if answer.settled:
             return np.zeros_like(movable)
         if self.oracle_order is not None:
@@ -146,6 +153,7 @@ class QuestionReplay:
             self.claims.copy(),
             summary(answer, decisions, self.log, self.names),
             lower_bound(self.question, self.log, self.alpha),
+            tuple(self.needs),
         )
 
 

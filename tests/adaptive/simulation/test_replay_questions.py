@@ -143,3 +143,14 @@ def test_a_system_entering_late_is_waited_for_and_can_take_the_top():
     closed = trace.closed_total[list(late)]
     assert np.all(closed[np.isfinite(closed)] > 200) and np.isfinite(closed).sum() == 3
     assert wrong_claims(trace.outcome, trace.answer.claims, log, 0.1) == 0
+
+
+def test_each_look_before_the_answer_keeps_what_it_said_was_still_needed():
+    _, traces = _runs("top-1", "adaptive", SPREAD, seeds=range(3))
+    for t in traces:
+        needs = t.answer.needs
+        assert needs, "the answer came at the first look"
+        used = [u for u, _ in needs]
+        assert used == sorted(used) and used[-1] < t.answer.answered_at
+        # a pending answer needs judgments (inf: out of sight)
+        assert all(n > 0 for _, n in needs)
