@@ -161,7 +161,7 @@ TINY = dict(
     "skill_updates",
     [
         pytest.param(False, id="default-model"),
-        pytest.param(True, id="skill-updates-and-items-refreshes"),
+        pytest.param(True, id="skill-updates-and-items-refreshes", marks=pytest.mark.slow),
     ],
 )
 def test_fast_items_and_nuts_fits_at_once_never_fail(skill_updates: bool) -> None:

@@ -198,8 +198,9 @@ def _target(backend: str, tmp_path) -> Iterator:  # noqa: ANN001
             yield from seeded_server(url)
 
 
+@pytest.mark.slow
 def test_generated_requests_get_no_server_error(tmp_path) -> None:  # noqa: ANN001
-    """The quick version: 200 requests on SQLite (the slow one runs 1,000 on both stores)."""
+    """The quick version: 200 requests on SQLite (the other runs 1,000 on both stores)."""
     for url, project_id, headers in _target("sqlite", tmp_path):
         result = fuzz(url, project_id, headers, num_requests=200, pruning=False)
     assert result["requests"] >= 200
