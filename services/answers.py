@@ -53,19 +53,119 @@ def pair_rows(
         all_pairs: make the family every unordered pair of systems, not only compared ones.
         rule: ``holm``, ``bonferroni`` or ``none`` (see ``adaptive.estimation.significance``).
     """
-    from adaptive.estimation.significance import (
-        adjusted_verdicts,
-        interval_end_mcse,
-        settled_verdicts,
-        summarize_draws,
-    )
+    family, wanted, by_key = _pair_family(snapshot, pairs, all_pairs)
+    out_pairs = wanted if pairs is not None else family
+    if not family or not out_pairs:
+        return []
+    fam = np.array(family, dtype=np.int64).reshape(-1, 2)
+    v = _verdicts(snapshot, fam, rule, alpha, level)
+    keys = np.array([by_key[frozenset(p)] for p in out_pairs], dtype=np.int64)
+    signs = np.array([1.0 if tuple(fam[k]) == p else -1.0 for k, p in zip(keys, out_pairs)])
+    oriented, end_mcse, settled = _oriented(v.theta, v.stats, keys, signs, level)
+    counts = _pair_counts(snapshot)
+    rows = []
+    for r, (a, b) in enumerate(out_pairs):
+        k, sign = int(keys[r]), float(signs[r])
+        p_b = v.stats["p_b_better"][k] if sign > 0 else 1.0 - v.stats["p_b_better"][k]
+        nj, npr = counts.get(frozenset((a, b)), (0, 0))
+        rows.append(
+            {
+                "dimension": snapshot.dimension,
+                "system_a": snapshot.systems[a],
+                "system_b": snapshot.systems[b],
+                "mean": float(oriented["mean"][r]),
+                "sd": float(v.stats["sd"][k]),
+                "ci_low": float(oriented["ci_low"][r]),
+                "ci_high": float(oriented["ci_high"][r]),
+                "p_b_better": float(p_b),
+                "significant": bool(v.stats["significant"][k]),
+                "ci_mcse": float(end_mcse[r]) if np.isfinite(end_mcse[r]) else None,
+                "verdict_settled": bool(settled[r]),
+                "p_two_sided": float(v.stats["p_two_sided"][k]),
+                "significant_adjusted": bool(v.adjusted[k]),
+                "model_adjusted": bool(v.model_adjusted[k]),
+                **_data_fields(v.data, k, sign),
+                "adjust_rule": rule if v.data is None else f"{rule} on the model and on the data",
+                "family_size": int(len(family)),
+                "n_judgments": nj,
+                "n_prompts": npr,
+            }
+        )
+    return rows
 
+
+def _pair_counts(snapshot: Snapshot) -> dict[frozenset[int], tuple[int, int]]:
+    """Each compared pair's judgments and prompts in the snapshot."""
+    return {
+        frozenset((int(a), int(b))): (int(nj), int(npr))
+        for a, b, nj, npr in zip(
+            snapshot.pair_a, snapshot.pair_b, snapshot.pair_judgments, snapshot.pair_prompts
+        )
+    }
+
+
+class _Verdicts(NamedTuple):
+    """The family's draws of theta, their summaries and the adjusted verdicts."""
+
+    theta: np.ndarray  # (D, F) s_B - s_A of each family pair, oriented as the family
+    stats: dict[str, np.ndarray]  # adaptive.estimation.significance.summarize_draws
+    model_adjusted: np.ndarray  # (F,) the model's adjusted verdict
+    data: _DataHalf | None  # the data's half (None: a snapshot without observed values)
+    adjusted: np.ndarray  # (F,) the model's and the data's, in the same direction
+
+
+def _verdicts(
+    snapshot: Snapshot, fam: np.ndarray, rule: str, alpha: float, level: float
+) -> _Verdicts:
+    """The family's verdicts: the model's on theta and (when the snapshot kept them) the
+    data's, adjusted over the family ``fam`` ((F, 2) system indices)."""
+    from adaptive.estimation.significance import adjusted_verdicts, summarize_draws
+
+    theta = snapshot.skill[:, fam[:, 1]].astype(np.float64) - snapshot.skill[:, fam[:, 0]]
+    stats = summarize_draws(theta, level)
+    stats["p_two_sided"] = tail_probability(theta, stats["p_two_sided"])
+    model_adjusted = adjusted_verdicts(stats["p_two_sided"], rule, alpha)
+    data = _data_verdicts(snapshot, fam, rule, alpha, level)
+    if data is None:
+        return _Verdicts(theta, stats, model_adjusted, None, model_adjusted)
+    same_sign = np.sign(stats["mean"]) == np.sign(data.observed)
+    return _Verdicts(theta, stats, model_adjusted, data, model_adjusted & data.adjusted & same_sign)
+
+
+def _oriented(
+    theta: np.ndarray,
+    stats: dict[str, np.ndarray],
+    keys: np.ndarray,
+    signs: np.ndarray,
+    level: float,
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """The rows' mean and interval in the orientation asked, the Monte Carlo error of the
+    interval end nearest 0 (as `evalset significance` computes it; the snapshot's draws as
+    one chain: a full fit's are thinned across its chains) and whether it settles the verdict."""
+    from adaptive.estimation.significance import interval_end_mcse, settled_verdicts
+
+    low_k, high_k = stats["ci_low"][keys], stats["ci_high"][keys]
+    oriented = {
+        "mean": signs * stats["mean"][keys],
+        "ci_low": np.where(signs > 0, low_k, -high_k),
+        "ci_high": np.where(signs > 0, high_k, -low_k),
+    }
+    end_mcse = interval_end_mcse((theta[:, keys] * signs)[None], level)
+    return oriented, end_mcse, settled_verdicts(oriented, end_mcse)
+
+
+def _pair_family(
+    snapshot: Snapshot, pairs: Sequence[tuple[str, str]] | None, all_pairs: bool
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]], dict[frozenset[int], int]]:
+    """:func:`pair_rows`' family (the compared pairs as stored, then every other pair with
+    ``all_pairs``, then the pairs asked for that it lacks), the pairs asked for as indices,
+    and each pair's place in the family.
+
+    Raises:
+        KeyError: a pair names an unknown system.
+        ValueError: a system compared with itself.
+    """
     index = {s: i for i, s in enumerate(snapshot.systems)}
-    counts = {}
-    for a, b, nj, npr in zip(
-        snapshot.pair_a, snapshot.pair_b, snapshot.pair_judgments, snapshot.pair_prompts
-    ):
-        counts[frozenset((int(a), int(b)))] = (int(nj), int(npr))
     family: list[tuple[int, int]] = [
         (int(a), int(b)) for a, b in zip(snapshot.pair_a, snapshot.pair_b)
     ]
@@ -88,66 +188,7 @@ def pair_rows(
         if frozenset(p) not in by_key:
             by_key[frozenset(p)] = len(family)
             family.append(p)
-    if not family:
-        return []
-    fam = np.array(family, dtype=np.int64).reshape(-1, 2)
-    theta = snapshot.skill[:, fam[:, 1]].astype(np.float64) - snapshot.skill[:, fam[:, 0]]
-    stats = summarize_draws(theta, level)
-    stats["p_two_sided"] = tail_probability(theta, stats["p_two_sided"])
-    model_adjusted = adjusted_verdicts(stats["p_two_sided"], rule, alpha)
-    data = _data_verdicts(snapshot, fam, rule, alpha, level)
-    if data is None:
-        adjusted = model_adjusted
-    else:
-        adjusted = (
-            model_adjusted & data.adjusted & (np.sign(stats["mean"]) == np.sign(data.observed))
-        )
-    out_pairs = wanted if pairs is not None else [tuple(p) for p in fam.tolist()]
-    if not out_pairs:
-        return []
-    keys = np.array([by_key[frozenset(p)] for p in out_pairs], dtype=np.int64)
-    signs = np.array([1.0 if tuple(fam[k]) == p else -1.0 for k, p in zip(keys, out_pairs)])
-    # Monte Carlo error of the interval end nearest 0 of each row's draws in the orientation
-    # asked, as `evalset significance` computes it; the snapshot's draws as one chain (a full
-    # fit's are thinned across its chains).
-    low_k, high_k = stats["ci_low"][keys], stats["ci_high"][keys]
-    oriented = {
-        "mean": signs * stats["mean"][keys],
-        "ci_low": np.where(signs > 0, low_k, -high_k),
-        "ci_high": np.where(signs > 0, high_k, -low_k),
-    }
-    end_mcse = interval_end_mcse((theta[:, keys] * signs)[None], level)
-    settled = settled_verdicts(oriented, end_mcse)
-    rows = []
-    for r, (a, b) in enumerate(out_pairs):
-        k = int(keys[r])
-        sign = float(signs[r])
-        p_b = stats["p_b_better"][k] if sign > 0 else 1.0 - stats["p_b_better"][k]
-        nj, npr = counts.get(frozenset((a, b)), (0, 0))
-        rows.append(
-            {
-                "dimension": snapshot.dimension,
-                "system_a": snapshot.systems[a],
-                "system_b": snapshot.systems[b],
-                "mean": float(oriented["mean"][r]),
-                "sd": float(stats["sd"][k]),
-                "ci_low": float(oriented["ci_low"][r]),
-                "ci_high": float(oriented["ci_high"][r]),
-                "p_b_better": float(p_b),
-                "significant": bool(stats["significant"][k]),
-                "ci_mcse": float(end_mcse[r]) if np.isfinite(end_mcse[r]) else None,
-                "verdict_settled": bool(settled[r]),
-                "p_two_sided": float(stats["p_two_sided"][k]),
-                "significant_adjusted": bool(adjusted[k]),
-                "model_adjusted": bool(model_adjusted[k]),
-                **_data_fields(data, k, sign),
-                "adjust_rule": rule if data is None else f"{rule} on the model and on the data",
-                "family_size": int(len(family)),
-                "n_judgments": nj,
-                "n_prompts": npr,
-            }
-        )
-    return rows
+    return family, wanted, by_key
 
 
 #: fewer draws than this on the smaller side of 0 leave the tail to the normal approximation
