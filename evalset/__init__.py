@@ -324,18 +324,25 @@ def prune(
     tiers: int = 2,
     dimension: str | None = None,
     seed: int = 0,
+    rank: str = "shared",
 ) -> pl.DataFrame:
     """Kept and dropped prompts per model tier with reasons and expected SE (``evalset prune``).
 
     The rows of :func:`evalset.pruning.prune_judgments`, the library ``evalset prune`` and
     ``GET /projects/{id}/pruning`` call: the kept prompts first, most informative first.
+    ``rank``: ``shared`` (each prompt's effect shared by the tier's comparisons, shrunk;
+    the default, as ``evalset prune --rank``) or ``information`` (the paper's ranking).
     """
     from adaptive.prompts.pruning import PruneConfig
     from evalset.pruning import prune_judgments
 
     if (keep is None) == (target_se_ratio is None):
         raise ValueError("give exactly one of keep or target_se_ratio")
-    config = PruneConfig(keep=keep, target_se_ratio=target_se_ratio, num_tiers=tiers, seed=seed)
+    if rank not in ("shared", "information"):
+        raise ValueError(f"rank must be 'shared' or 'information', not {rank!r}")
+    config = PruneConfig(
+        keep=keep, target_se_ratio=target_se_ratio, num_tiers=tiers, seed=seed, rank=rank
+    )
     rows = prune_judgments(read(data), config, dimension=dimension)
     return pl.DataFrame(rows, infer_schema_length=None)
 
