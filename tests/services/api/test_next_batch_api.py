@@ -302,3 +302,20 @@ def test_the_default_model_batch_is_the_command_lines_on_two_dimensions_with_dis
     columns = ("item_id", "dimension", "system_a", "system_b", "shown_first", "reason", "needed")
     got = [{k: c[k] for k in columns} for c in r.json()["cells"]]
     assert len(want) == 10 and got == [{k: w[k] for k in columns} for w in want]
+
+
+def test_a_body_without_a_question_has_the_fingerprint_it_had_before_questions():
+    """An idempotency key stored before ``question`` existed still names the same request;
+    a question is part of the request it binds."""
+    from pydantic import ValidationError
+
+    from services.api.next_batch_schemas import NextBatchCreate
+    from services.api.routes.next_batch import _request_content, _request_hash
+
+    plain = NextBatchCreate(size=5, seed=2)
+    assert "question" not in _request_content(plain)
+    asked = NextBatchCreate(size=5, seed=2, question="top-1")
+    assert _request_content(asked)["question"] == "top-1"
+    assert _request_hash(asked) != _request_hash(plain)
+    with pytest.raises(ValidationError, match="a question chooses the comparisons"):
+        NextBatchCreate(size=5, question="ranking", targets=[("a", "b")])
