@@ -183,12 +183,18 @@ def question_targets(
         tell(line)
     out, missing = pending_targets(asked.decisions.rows, comparisons)
     if missing:
-        tell(
-            f"note: the question also pends on {len(missing)} pairs nobody compared yet "
-            f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}): a batch from "
-            "a file serves compared pairs only (a served project serves them all)"
-        )
+        tell(uncompared_note(missing, "a batch from a file"))
     return out
+
+
+def uncompared_note(missing: Sequence[str], door: str) -> str:
+    """The note on the pending pairs a batch of the compared comparisons cannot serve."""
+    more = ", ..." if len(missing) > 5 else ""
+    return (
+        f"note: the question also pends on {len(missing)} pairs nobody compared yet "
+        f"({', '.join(missing[:5])}{more}): {door} serves compared pairs only (a served "
+        "project's live batch serves them all)"
+    )
 
 
 def pending_targets(

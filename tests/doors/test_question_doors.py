@@ -279,3 +279,28 @@ def test_a_batch_for_a_question_over_http_is_the_command_lines(batch_server, cap
         ):
             r = api.post(url, json={"size": 5, **bad}, headers=headers)
             assert r.status_code == 422 and words in r.text, r.text
+
+
+def test_a_pending_pair_nobody_compared_is_named_by_every_door(batch_server, tmp_path, capsys):
+    """The command line's batch (and model=default's) serves compared pairs only: both say
+    which pending pairs nobody compared yet."""
+    frame = pl.read_csv(MTBENCH)
+    pair = pl.col("system_a").is_in(["gpt-4", "claude-v1"]) & pl.col("system_b").is_in(
+        ["gpt-4", "claude-v1"]
+    )
+    frame = frame.filter(~pair)
+    path = tmp_path / "judgments.csv"
+    frame.write_csv(path)
+    argv = ["recommend", "--data", str(path), "--question", "top-1", "--size", "6"]
+    assert main([*argv, "--format", "json"]) == 0
+    err = capsys.readouterr().err
+    note = next(line for line in err.splitlines() if line.startswith("note: the question"))
+    assert "claude-v1 vs gpt-4" in note or "gpt-4 vs claude-v1" in note
+    with httpx.Client(base_url=batch_server.url, timeout=600) as api:
+        project_id, headers = _load(api, frame)
+        url = f"/projects/{project_id}/next-batch"
+        body = {"size": 6, "question": "top-1", "model": "default"}
+        r = when_ready(lambda: api.post(url, json=body, headers=headers), "recommendation_pending")
+        assert r.status_code == 200, r.text
+        status = r.json()["question"]["status"]
+        assert status[-1] == note.replace("a batch from a file", "model=default")

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, cast
 import numpy as np
 from fastapi import APIRouter, Header
 
-from evalset.batch import pending_targets
+from evalset.batch import pending_targets, uncompared_note
 from evalset.plan import OutsideFamily, RecommendRequest, batch_targets, plan_batch
 from evalset.questions import status_lines
 from services.api.deps import ProjectId, State
@@ -179,7 +179,9 @@ def _plan(state: ServiceState, project_id: str, body: NextBatchCreate, now: date
         route_by=body.route_by,
     )
     names = prepared.snapshot.names
-    pending = pending_targets(asked.report.decisions.rows, names.comparisons)[0] if asked else None
+    pending, missing = (
+        pending_targets(asked.report.decisions.rows, names.comparisons) if asked else (None, [])
+    )
     dims = list(request.dimensions)
     gold = plan_gold(
         state, project_id, share=body.gold_share, size=body.size, dimensions=dims, now=now
@@ -195,17 +197,20 @@ def _plan(state: ServiceState, project_id: str, body: NextBatchCreate, now: date
             422, "validation_error", message, [{"field": "targets", "message": message}]
         ) from exc
     # gold cells and the batch's order: nothing in the request tells them
-    served = _question_served(asked, chosen) if asked else None
+    served = _question_served(asked, chosen, missing) if asked else None
     return _Plan(request, prepared, gold, chosen, exclude, secret_rng(), served)
 
 
-def _question_served(asked: AskedQuestion, chosen: tuple[int, ...] | None) -> QuestionServed:
+def _question_served(
+    asked: AskedQuestion, chosen: tuple[int, ...] | None, missing: list[str]
+) -> QuestionServed:
     """What the answer says of the question a batch serves (``evalset recommend
-    --question``'s lines)."""
+    --question``'s lines; ``missing``: pending pairs the batch's snapshot lacks)."""
     report = asked.report
+    note = [uncompared_note(missing, "model=default")] if missing else []
     return QuestionServed(
         question=str(report.question),
-        status=status_lines(report),
+        status=status_lines(report) + note,
         answers=[AnswerRow.model_validate(r) for r in report.answers],
         pending_served=len(chosen or ()),
     )
