@@ -1,7 +1,7 @@
 """``evalset serve``, ``evalset import`` and ``evalset export``: the service and its store.
 
 ``import`` reads a judgments file through the same validation as every other
-command (:func:`adaptive.core.data.read_judgments`) and writes it in one transaction,
+command (:func:`evalset.files.read_judgments`) and writes it in one transaction,
 idempotently: rows without a ``judgment_id`` get one derived from their content
 (and their occurrence among identical rows), so importing a file twice stores it
 once. A running server notices imported judgments within a few seconds.
