@@ -333,16 +333,9 @@ def prune(
     ``rank``: ``shared`` (each prompt's effect shared by the tier's comparisons, shrunk;
     the default, as ``evalset prune --rank``) or ``information`` (the paper's ranking).
     """
-    from adaptive.prompts.pruning import PruneConfig
-    from evalset.pruning import prune_judgments
+    from evalset.pruning import prune_config, prune_judgments
 
-    if (keep is None) == (target_se_ratio is None):
-        raise ValueError("give exactly one of keep or target_se_ratio")
-    if rank not in ("shared", "information"):
-        raise ValueError(f"rank must be 'shared' or 'information', not {rank!r}")
-    config = PruneConfig(
-        keep=keep, target_se_ratio=target_se_ratio, num_tiers=tiers, seed=seed, rank=rank
-    )
+    config = prune_config(keep, target_se_ratio, tiers=tiers, seed=seed, rank=rank)
     rows = prune_judgments(read(data), config, dimension=dimension)
     return pl.DataFrame(rows, infer_schema_length=None)
 

@@ -20,6 +20,21 @@ if TYPE_CHECKING:  # adaptive.prompts.pruning loads JAX: imported where it is us
     from adaptive.prompts.pruning import PruneConfig
 
 
+def prune_config(
+    keep: int | None, target_se_ratio: float | None, *, tiers: int, seed: int, rank: str
+) -> PruneConfig:
+    """The :class:`~adaptive.prompts.pruning.PruneConfig` of :func:`evalset.prune`'s keywords."""
+    from adaptive.prompts.pruning import PruneConfig
+
+    if (keep is None) == (target_se_ratio is None):
+        raise ValueError("give exactly one of keep or target_se_ratio")
+    if rank not in ("shared", "information"):
+        raise ValueError(f"rank must be 'shared' or 'information', not {rank!r}")
+    return PruneConfig(
+        keep=keep, target_se_ratio=target_se_ratio, num_tiers=tiers, seed=seed, rank=rank
+    )
+
+
 def prune_judgments(
     judgments: pl.DataFrame,
     config: PruneConfig,
