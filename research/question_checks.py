@@ -127,26 +127,32 @@ def needed_check(answers) -> dict:
 
     Per campaign, at its first look with a finite figure and at the look nearest half-way
     to the answer (or to the last look): the judgments spent from that look until
-    answered, over the figure printed there; a campaign the log ran out on counts as
+    answered, over the figure printed there. A campaign the log ran out on counts as
     spending more than any figure (inf), so the lucky campaigns are not the only ones
-    kept. Median over campaigns, and the share answered within the figure.
+    kept; it is known to have spent more than the figure when the judgments after that
+    look already exceed it. Median ratio over campaigns, the share answered within the
+    figure (``within``) and the share known to have needed more (``over``).
     """
-    first, half = [], []
+    found: dict[str, list[tuple[float, float]]] = {"first": [], "half": []}
     for a in answers:
         looks = [(u, n) for u, n in a.needs if np.isfinite(n) and n > 0]
         if not looks:
             continue
-        end = a.answered_at if np.isfinite(a.answered_at) else looks[-1][0]
-        for out, (u, n) in (
-            (first, looks[0]),
-            (half, min(looks, key=lambda look: abs(look[0] - end / 2))),
+        last = looks[-1][0]
+        end = a.answered_at if np.isfinite(a.answered_at) else last
+        for name, (u, n) in (
+            ("first", looks[0]),
+            ("half", min(looks, key=lambda look: abs(look[0] - end / 2))),
         ):
-            out.append((a.answered_at - u) / n)
-    row: dict = {"needed_campaigns": len(first)}
-    for name, r in (("first", first), ("half", half)):
-        if r:
-            row[f"needed_ratio_{name}"] = round(float(np.median(r)), 3)
-            row[f"needed_within_{name}"] = round(float(np.mean(np.asarray(r) <= 1.0)), 3)
+            spent = (a.answered_at - u) / n
+            found[name].append((spent, spent if np.isfinite(spent) else (last - u) / n))
+    row: dict = {"needed_campaigns": len(found["first"])}
+    for name, pairs in found.items():
+        if pairs:
+            spent, at_least = (np.asarray(v) for v in zip(*pairs))
+            row[f"needed_ratio_{name}"] = round(float(np.median(spent)), 3)
+            row[f"needed_within_{name}"] = round(float(np.mean(spent <= 1.0)), 3)
+            row[f"needed_over_{name}"] = round(float(np.mean(at_least > 1.0)), 3)
     return row
 
 
@@ -223,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
                 with open(args.out, "a") as fh:
                     fh.write(json.dumps(row) + "\n")
                 keys = ("judgments_mean", "answered_share", "wrong_answer_rate", "lower_bound")
-                keys += ("needed_ratio_first", "needed_within_first", "needed_ratio_half")
+                keys += ("needed_ratio_first", "needed_within_first", "needed_over_first")
                 shown = " ".join(f"{k}={row[k]:.3g}" for k in keys if row.get(k) is not None)
                 ratios = f"x uniform {row['ratio_to_uniform'] or float('nan'):.2f}"
                 ratios += f", x oracle {row['ratio_to_oracle'] or float('nan'):.2f}"
