@@ -178,10 +178,7 @@ def _plan(state: ServiceState, project_id: str, body: NextBatchCreate, now: date
         model=body.model,
         route_by=body.route_by,
     )
-    names = prepared.snapshot.names
-    pending, missing = (
-        pending_targets(asked.report.decisions.rows, names.comparisons) if asked else (None, [])
-    )
+    pending, missing = _pending(asked, request, prepared, body.model) if asked else (None, [])
     dims = list(request.dimensions)
     gold = plan_gold(
         state, project_id, share=body.gold_share, size=body.size, dimensions=dims, now=now
@@ -199,6 +196,18 @@ def _plan(state: ServiceState, project_id: str, body: NextBatchCreate, now: date
     # gold cells and the batch's order: nothing in the request tells them
     served = _question_served(asked, chosen, missing) if asked else None
     return _Plan(request, prepared, gold, chosen, exclude, secret_rng(), served)
+
+
+def _pending(
+    asked: AskedQuestion, request: RecommendRequest, prepared: Prepared, model: str
+) -> tuple[tuple[int, ...], list[str]]:
+    """The snapshot's comparisons the question pends on in the dimensions asked, and (the
+    command line's batch, model=default: compared pairs only) the pending pairs it lacks."""
+    rows = [r for r in asked.report.decisions.rows if r["dimension"] in request.dimensions]
+    pending, missing = pending_targets(rows, prepared.snapshot.names.comparisons)
+    # the live snapshot has every pair of the systems (a dimension without a snapshot is
+    # not served at all)
+    return pending, missing if model == "default" else []
 
 
 def _question_served(
