@@ -304,3 +304,30 @@ def test_a_pending_pair_nobody_compared_is_named_by_every_door(batch_server, tmp
         assert r.status_code == 200, r.text
         status = r.json()["question"]["status"]
         assert status[-1] == note.replace("a batch from a file", "model=default")
+
+
+def test_one_dimension_is_answered_with_its_own_family_at_every_door(
+    batch_server, tmp_path, capsys
+):
+    """Two dimensions: without ``dimension`` one family spans both (each answer row its
+    dimension's); ``dimension=D`` is ``evalset answer --dimension D``, D's own family."""
+    frame = pl.read_csv(MTBENCH)
+    second = frame.gather_every(2).with_columns(pl.lit("helpfulness").alias("dimension"))
+    frame = pl.concat([frame, second])
+    path = tmp_path / "two.csv"
+    frame.write_csv(path)
+    with httpx.Client(base_url=batch_server.url, timeout=600) as api:
+        project_id, headers = _load(api, frame)
+        url = f"/projects/{project_id}/answer"
+        for dimension in (None, "helpfulness", "overall"):
+            argv = ["answer", "--data", str(path), "--question", "ranking", "--format", "json"]
+            assert main([*argv, *(["--dimension", dimension] if dimension else [])]) == 0
+            cli = _json(capsys)
+            params = {"question": "ranking", **({"dimension": dimension} if dimension else {})}
+            r = api.get(url, params=params, headers=headers)
+            assert r.status_code == 200, r.text
+            same_rows(r.json()["rows"], cli)
+            # every pair of the 6 systems in each dimension the family spans
+            assert [row["family_size"] for row in cli] == ([15] if dimension else [30, 30])
+        r = api.get(url, params={"question": "ranking", "dimension": "nope"}, headers=headers)
+        assert r.status_code == 404 and "nope" in r.json()["error"]["message"]
