@@ -19,8 +19,8 @@ from adaptive.stopping.decisions import DecisionRule, Decisions
 from adaptive.stopping.rule import Family
 from evalset.plan import NamedSnapshot
 from services.api.errors import ApiError
+from services.api.family_tally import check_pairs
 from services.api.next_batch_default import default_model_state
-from services.api.routes.decisions import check_pairs
 from services.runtime.tally import ProjectTally, concat, flip, take
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@
 (:meth:`adaptive.stopping.questions.Question.rule_for`: every pair of the registered systems
 for ``top-k`` and ``ranking``, the named pairs for ``versus`` and ``equivalence``) is decided
 on the running tally as ``GET .../decisions`` decides any family
-(:func:`services.api.routes.decisions.decide_family`), and the answer is read off those
+(:func:`services.api.family_tally.decide_family`), and the answer is read off those
 decisions by :func:`evalset.questions.answer_decisions`, the use case ``evalset answer``
 reads a file's decisions with. A bad question is a 422 in the command line's words.
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from adaptive.stopping.questions import Question
 from services.api.errors import ApiError
-from services.api.routes.decisions import decide_family
+from services.api.family_tally import decide_family
 
 if TYPE_CHECKING:
     from adaptive.stopping.rule import DecisionRule, Family

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +17,6 @@ import pytest
 import evalset
 from services.cli import main
 from services.settings import Settings
-from tests.doors.test_decisions_doors_http import _load
 from tests.factories import ThreadServer, same_rows, when_ready
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,6 +103,36 @@ def test_a_batch_for_a_question_serves_only_its_pending_comparisons(capsys):
     answered = ["recommend", "--data", str(MTBENCH), "--question", "top-3", "--size", "5"]
     assert main([*answered, "--format", "json", "--draws", "50"]) == 0
     assert json.loads(capsys.readouterr().out) == []
+
+
+def _load(api: httpx.Client, frame: pl.DataFrame) -> tuple[str, dict]:
+    """A project holding ``frame``'s systems, prompts, dimensions and judgments (file order)."""
+    project_id = f"p-{uuid.uuid4().hex[:8]}"
+    r = api.post("/projects", json={"project_id": project_id})
+    headers = {"Authorization": f"Bearer {r.json()['token']}"}
+    catalogue = {
+        "systems": [
+            {"system_id": s} for s in sorted(set(frame["system_a"]) | set(frame["system_b"]))
+        ],
+        "prompts": [
+            {"prompt_id": p, "text": p} for p in frame["item_id"].unique(maintain_order=True)
+        ],
+        "dimensions": [
+            {"dimension_id": d}
+            for d in frame["dimension"].unique(maintain_order=True)
+            if d != "overall"
+        ],
+    }
+    for what, rows in catalogue.items():
+        if rows:
+            r = api.post(f"/projects/{project_id}/{what}", json={what: rows}, headers=headers)
+            assert r.status_code < 300, r.text
+    rows = [{"judgment_id": f"j{i}", **r} for i, r in enumerate(frame.to_dicts())]
+    for lo in range(0, len(rows), 10_000):
+        batch = {"judgments": rows[lo : lo + 10_000]}
+        r = api.post(f"/projects/{project_id}/judgments", json=batch, headers=headers)
+        assert r.status_code == 200, r.text
+    return project_id, headers
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ charts, inline CSS, a Content-Security-Policy that forbids anything else). It sh
   ``?question=`` (default ``ranking``) answered as ``GET .../answer`` answers it: the
   statement, the groups or top set, and the comparisons still pending;
 * every comparison's decision in the declared family (the rows of ``GET .../decisions``
-  with the same rule: :func:`services.api.routes.decisions.read_family`); the judgments still
+  with the same rule: :func:`services.api.family_tally.read_family`); the judgments still
   needed count the family's comparisons only;
 * annotators (judgments, A / B / tie shares, how often the response shown first won);
 * the newest snapshots' diagnostics and the latest refit events.
@@ -52,9 +52,10 @@ from services.api.dashboard_item_fit import collect_item_fit, item_fit_section
 from services.api.dashboard_page import FAVICON, render_dashboard
 from services.api.deps import PageProjectId, State, request_page_token
 from services.api.errors import ApiError
+from services.api.family_tally import read_family
 from services.api.limits import PAGE_TOKEN_COOKIE
 from services.api.routes.analysis import ELO_DEFAULTS
-from services.api.routes.decisions import QuestionParam, Rule, read_family
+from services.api.routes.decisions import QuestionParam, Rule
 from services.runtime import background
 from services.runtime.background import Pending
 from services.store import repository as repo

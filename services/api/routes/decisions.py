@@ -13,20 +13,22 @@ read, so a read costs the new judgments and the comparisons, not the campaign.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Annotated, Any, Literal, NamedTuple, NoReturn
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from adaptive.stopping.decision_rows import decision_rows
-from adaptive.stopping.decisions import Decisions
 from adaptive.stopping.questions import QUESTION_FORMS
 from adaptive.stopping.rule import FAMILIES, DecisionRule, Family
 from adaptive.stopping.rule_options import RuleOptions, rule_options_model, rule_problems
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError, error_responses
-from services.runtime.tally import ProjectTally
+from services.api.family_tally import FamilyReport as FamilyReport
+from services.api.family_tally import check_pair_systems as check_pair_systems
+from services.api.family_tally import check_pairs as check_pairs
+from services.api.family_tally import decide_family as decide_family
+from services.api.family_tally import read_family
+from services.api.question_tally import read_question
 from services.schemas import PAIR_PATTERN, SchemaPattern
 
 router = APIRouter()
@@ -118,10 +120,6 @@ def rule_query(options: Annotated[RuleQuery, Query()]) -> DecisionRule:  # type:
     return http_rule(options)
 
 
-def _bad_rule(field: str, message: str) -> NoReturn:
-    raise ApiError(422, "validation_error", message, [{"field": field, "message": message}])
-
-
 Rule = Annotated[DecisionRule, Depends(rule_query)]
 #: a campaign's question (``GET .../answer``, ``GET .../decisions``, the dashboard)
 QuestionParam = Annotated[
@@ -131,55 +129,6 @@ QuestionParam = Annotated[
         description=f"the campaign's question: {QUESTION_FORMS} (docs/decisions.md, 'Questions')",
     ),
 ]
-
-
-class FamilyReport(NamedTuple):
-    """The decisions of a project's declared family, as every HTTP door reads them."""
-
-    rows: list[
-        dict[str, Any]
-    ]  # adaptive.stopping.decision_rows.decision_rows, with the family's columns
-    family: Family
-    decisions: Decisions
-    num_judgments: int
-
-
-def check_pairs(rule: DecisionRule, tally: ProjectTally) -> None:
-    """A 422 when a registered pair names a system the project has not registered."""
-    check_pair_systems(rule, tally.systems)
-
-
-def check_pair_systems(rule: DecisionRule, systems: Iterable[str]) -> None:
-    """A 422 when a registered pair names a system not among ``systems`` (the project's)."""
-    unknown = sorted({s for pair in rule.pairs for s in pair} - set(systems))
-    if unknown:
-        _bad_rule("pairs", f"pairs name systems the project does not have: {unknown}")
-
-
-def decide_family(
-    tally: ProjectTally, rule: DecisionRule, family: Family | None = None
-) -> FamilyReport:
-    """The family ``rule`` declares (or ``family``, one of its dimensions' part) and its
-    decisions (call with the tally advanced, under its ``lock``)."""
-    check_pairs(rule, tally)
-    family = family or tally.family(rule)
-    result = tally.decide(rule, family)
-    rows = decision_rows(
-        result,
-        list(family.comparisons),
-        available_prompts=tally.available_prompts(family),
-        unit=rule.unit,
-        family=family,
-    )
-    return FamilyReport(rows, family, result, tally.num_judgments)
-
-
-def read_family(state: Any, project_id: str, rule: DecisionRule) -> FamilyReport:
-    """:func:`decide_family` on the project's tally, advanced to every stored judgment."""
-    tally = state.tallies.project(project_id)
-    with tally.lock:
-        state.tallies.advance(state.store, project_id)
-        return decide_family(tally, rule)
 
 
 @router.get(
@@ -200,8 +149,6 @@ def decisions(
     question's family instead, each row with its ``question_role`` (``GET .../answer``).
     The same rows as ``evalset decisions`` and :func:`evalset.decisions` on the same
     judgments."""
-    from services.api.question_tally import read_question
-
     if question is not None:
         asked = read_question(state, project_id, rule, question)
         return decisions_public(asked.family, asked.report.decisions.rows, asked.num_judgments)
