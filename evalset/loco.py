@@ -10,7 +10,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from adaptive.prompts.loco import run_loco as run_loco
@@ -21,8 +21,9 @@ if TYPE_CHECKING:
     from adaptive.core.cells import CellData
     from adaptive.prompts.loco import FoldResult, LocoConfig
     from adaptive.prompts.loco_data import LocoData
+    from evalset.fit_cache import FitCache
 
-__all__ = ["loco_dimensions", "loco_rows", "run_loco"]
+__all__ = ["loco_dimensions", "loco_folds", "loco_rows", "run_loco"]
 
 
 def loco_dimensions(
@@ -38,6 +39,30 @@ def loco_dimensions(
     for dim in dimensions:
         cells = build_cells(judgments, dimension=dim)
         yield dim, cells, loco_data(cells)
+
+
+def loco_folds(
+    data: LocoData,
+    config: LocoConfig,
+    *,
+    workers: int = 1,
+    progress: Any = None,
+    cache: FitCache | None = None,
+    log: Callable[[str], None] | None = None,
+) -> tuple[list[FoldResult], Any]:
+    """:func:`adaptive.prompts.loco.run_loco` of every fold (the same results serially or on
+    Ray), or the same folds from ``cache`` (keyed by the cells' arrays and ``config``;
+    :func:`evalset.fit_cache.default_cache`; None: fit), which ``log`` is told of."""
+    from evalset.fit_cache import arrays_digest, fetch
+
+    folds: tuple[list[FoldResult], Any] = fetch(
+        cache,
+        "loco folds",
+        lambda: (arrays_digest(data), repr(config), config.seed),
+        lambda: run_loco(data, config, workers=workers, progress=progress),
+        log=log,
+    )
+    return folds
 
 
 def _heldout(

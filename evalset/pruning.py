@@ -18,6 +18,11 @@ from evalset._common import _dims
 
 if TYPE_CHECKING:  # adaptive.prompts.pruning loads JAX: imported where it is used
     from adaptive.prompts.pruning import PruneConfig
+    from evalset.fit_cache import FitCache
+
+#: the PruneConfig fields that plan from the tiers' fits, not fit them: one cached fit
+#: serves every ``--keep`` and ``--target-se-ratio``
+PLANNED = {"keep": None, "target_se_ratio": None, "rank": "shared"}
 
 
 def prune_config(
@@ -41,6 +46,7 @@ def prune_judgments(
     *,
     dimension: str | None = None,
     log: Callable[[str], None] | None = None,
+    cache: FitCache | None = None,
 ) -> list[dict[str, Any]]:
     """Every tier's kept and dropped prompts, with reasons, of each dimension.
 
@@ -49,18 +55,18 @@ def prune_judgments(
         config: what to keep (``keep`` or ``target_se_ratio``), tiers, redundancy, seed.
         dimension: only this one (default: every dimension, in order of appearance).
         log: where each tier's summary goes (default: nowhere).
+        cache: where the tiers' fits are kept (:func:`evalset.fit_cache.default_cache`; None,
+            the default and the service's: fit).
 
     Returns:
         :func:`adaptive.prompts.pruning.plan_rows` of every dimension: the kept prompts first, most
         informative first, then the dropped ones by name (per dimension and tier).
     """
-    import jax
-
     from adaptive.core.cells import build_cells
     from adaptive.prompts.loco import loco_data
     from adaptive.prompts.prune_folds import cell_table, judged_from_cells
     from adaptive.prompts.prune_predict import predict_precision
-    from adaptive.prompts.pruning import fit_tiers, plan_rows
+    from adaptive.prompts.pruning import plan_rows
     from adaptive.prompts.tiers import tier_names
 
     say = log or (lambda _: None)
@@ -70,7 +76,7 @@ def prune_judgments(
         cells = build_cells(judgments, dimension=dim)
         data = loco_data(cells)
         say(f"prune {dim!r}: fitting, tiers and information ...")
-        fits = fit_tiers(data, config, jax.random.PRNGKey(config.seed))
+        fits = _tier_fits(data, dim, config, cache, say)
         table = cell_table(judged_from_cells(cells))
         plans, precisions = predict_precision(table, config, fits)
         kept: set[int] = set()
@@ -106,6 +112,25 @@ def prune_judgments(
         )
     )
     return rows
+
+
+def _tier_fits(
+    data: Any, dim: str, config: PruneConfig, cache: FitCache | None, say: Callable[[str], None]
+) -> Any:
+    """:func:`adaptive.prompts.pruning.fit_tiers` of one dimension's cells, or the same fit
+    from ``cache`` (keyed by the cells' arrays and the fitting part of ``config``)."""
+    import jax
+
+    from adaptive.prompts.pruning import fit_tiers
+    from evalset.fit_cache import arrays_digest, config_repr, fetch
+
+    return fetch(
+        cache,
+        "prune fits",
+        lambda: (arrays_digest(data), dim, config_repr(config, **PLANNED), config.seed),
+        lambda: fit_tiers(data, config, jax.random.PRNGKey(config.seed)),
+        log=lambda message: say(f"prune {dim!r}: {message}"),
+    )
 
 
 def describe_precision(precision: Any) -> str:

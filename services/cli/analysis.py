@@ -228,6 +228,16 @@ def fit_config(args: argparse.Namespace) -> Any:
     return config
 
 
+def fit_cache() -> Any:
+    """The fit cache of ``EVALSET_FIT_CACHE_DIR`` (:mod:`evalset.fit_cache`; None: off)."""
+    from evalset.fit_cache import default_cache
+
+    try:
+        return default_cache()
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
 def _analyses(args: argparse.Namespace, config: Any) -> Any:
     import numpy as np
 
@@ -235,6 +245,7 @@ def _analyses(args: argparse.Namespace, config: Any) -> Any:
     from evalset.files import read_judgments
 
     judgments = read_judgments(args.data)
+    cache = fit_cache()
     dims = dimensions_of(judgments, args.dimension)
     for dim in dims:
         if not args.quiet:
@@ -252,6 +263,8 @@ def _analyses(args: argparse.Namespace, config: Any) -> Any:
             config=config,
             group_redundant=not args.no_grouping,
             group_threshold=args.group_threshold,
+            cache=cache,
+            log=None if args.quiet else lambda message: log(f"  {message}"),
         )
         if not args.quiet:
             if result.grouping_skipped:

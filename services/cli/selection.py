@@ -128,10 +128,16 @@ def _workers(requested: int | None) -> int:
     return max(1, requested)
 
 
+def _prefixed(prefix: str) -> Any:
+    """:func:`log` with ``prefix`` before each message."""
+    return lambda message: log(prefix + message)
+
+
 def run_loco_command(args: argparse.Namespace) -> int:
     from adaptive.prompts.loco import LocoConfig
     from evalset.files import read_judgments
-    from evalset.loco import loco_dimensions, loco_rows, run_loco
+    from evalset.loco import loco_dimensions, loco_folds, loco_rows
+    from services.cli.analysis import fit_cache
 
     config = LocoConfig(
         grid=args.grid,
@@ -144,6 +150,7 @@ def run_loco_command(args: argparse.Namespace) -> int:
     workers = _workers(args.workers)
     rows: list[dict[str, Any]] = []
     judgments = read_judgments(args.data)
+    cache = fit_cache()
     for dim, cells, data in loco_dimensions(judgments, dimensions_of(judgments, args.dimension)):
         if not args.quiet:
             where = "serially" if workers == 1 else f"on Ray with {workers} workers"
@@ -153,7 +160,14 @@ def run_loco_command(args: argparse.Namespace) -> int:
             )
         start = time.perf_counter()
         with progress_bar(f"loco {dim!r} folds", quiet=args.quiet) as progress:
-            results, info = run_loco(data, config, workers=workers, progress=progress)
+            results, info = loco_folds(
+                data,
+                config,
+                workers=workers,
+                progress=progress,
+                cache=cache,
+                log=None if args.quiet else _prefixed(f"loco {dim!r}: "),
+            )
         if not args.quiet:
             nodes = len(set(info.node_ids))
             log(f"loco {dim!r}: {time.perf_counter() - start:.1f} s on {nodes} node(s)")
@@ -183,6 +197,7 @@ def run_prune_command(args: argparse.Namespace) -> int:
     from adaptive.prompts.pruning import PruneConfig
     from evalset.files import read_judgments
     from evalset.pruning import prune_judgments
+    from services.cli.analysis import fit_cache
 
     config = PruneConfig(
         keep=args.keep,
@@ -195,6 +210,7 @@ def run_prune_command(args: argparse.Namespace) -> int:
         config,
         dimension=args.dimension,
         log=None if args.quiet else log,
+        cache=fit_cache(),
     )
     if args.information:
         import evalset
