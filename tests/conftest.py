@@ -51,7 +51,7 @@ if not os.environ.get("EVALSET_JAX_CACHE_DIR"):
 # and the tests' own fits share it too (JAX locks the directory: services/jax_cache.py)
 configure_jax()
 # no fit is read from an earlier one's (evalset/fit_cache.py) unless a test sets its own folder
-os.environ.setdefault("EVALSET_FIT_CACHE_DIR", "")
+os.environ["EVALSET_FIT_CACHE_DIR"] = ""
 
 from tests.factories import ThreadServer, fresh_pg_database  # noqa: E402
 
