@@ -20,7 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from adaptive.stopping.questions import QUESTION_FORMS
 from adaptive.stopping.rule import FAMILIES, DecisionRule, Family
-from adaptive.stopping.rule_options import RuleOptions, rule_options_model, rule_problems
+from adaptive.stopping.rule_options import RuleOptions
+from evalset.rules import rule_options_model, rule_problems
 from services.api.deps import ProjectId, State
 from services.api.errors import ApiError, error_responses
 from services.api.family_tally import FamilyReport as FamilyReport
