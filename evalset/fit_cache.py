@@ -119,14 +119,18 @@ class FitCache:
 
     def put(self, key: str, value: Any) -> None:
         """Store ``value`` under ``key`` (atomically), then keep the folder within its bound.
-        A folder that cannot be written leaves the cache empty, not the command failed."""
+        A folder that cannot be written, or a value that cannot be pickled, is not kept: the
+        command goes on."""
         try:
-            _private_dir(self.directory)
             data = pickle.dumps(
                 {"format": FORMAT, "key": key, "value": value}, protocol=pickle.HIGHEST_PROTOCOL
             )
-            if len(data) > self.max_bytes:
-                return
+        except Exception:  # a value that cannot be pickled is not kept
+            return
+        if len(data) > self.max_bytes:
+            return
+        try:
+            _private_dir(self.directory)
             fd, temp = tempfile.mkstemp(prefix=f".{key}.", suffix=TEMP_SUFFIX, dir=self.directory)
             try:
                 with os.fdopen(fd, "wb") as file:
