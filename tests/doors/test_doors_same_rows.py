@@ -113,7 +113,7 @@ def _cli(argv: list[str], capsys) -> tuple[str, str]:
 @pytest.fixture
 def fresh_jobs(served, monkeypatch) -> Iterator[object]:
     """The served project's background jobs, none run yet (whatever tests ran before)."""
-    from services.api.background import BackgroundJobs
+    from services.runtime.background import BackgroundJobs
 
     jobs = BackgroundJobs()
     monkeypatch.setattr(served[0].state, "jobs", jobs)
@@ -128,8 +128,8 @@ def test_item_fit_is_the_same_through_every_door(data, served, fresh_jobs, capsy
     fit per judgments seen, counted on a fresh set of background jobs whatever ran before,
     and one check for every level."""
     from evalset.item_fit import fit_items
-    from services.api import background
-    from services.api.item_fit import check_stored_items
+    from services.runtime import background
+    from services.api.routes.item_fit import check_stored_items
 
     base = ["items", "--data", str(data), "--format", "json", "--quiet"]
     cli = json.loads(_cli([*base, "--fit"], capsys)[0])
@@ -148,7 +148,7 @@ def test_item_fit_is_the_same_through_every_door(data, served, fresh_jobs, capsy
 
     significance_fits = background.significance_fits
     monkeypatch.setattr(background, "significance_fits", counted_fits)
-    monkeypatch.setattr("services.api.item_fit.check_stored_items", counted_check)
+    monkeypatch.setattr("services.api.routes.item_fit.check_stored_items", counted_check)
     url = f"/projects/{project_id}/item-fit"
     r = when_ready(lambda: api.get(url, headers=headers), "item_fit_pending")
     assert r.status_code == 200, r.text
