@@ -87,11 +87,13 @@ def scale_prompts(num_judgments: int) -> int:
     return max(2, (23 * num_judgments + 500) // 1000)
 
 
-def simulate_scale(num_judgments: int, *, num_systems: int = 13, seed: int = 0):
+def simulate_scale(
+    num_judgments: int, *, num_systems: int = 13, seed: int = 0, num_prompts: int | None = None
+):
     """A log of ``num_judgments`` judgments in the common schema, vectorised.
 
-    ``num_systems`` systems and every pair of them (78 for 13), :func:`scale_prompts`
-    prompts, every judgment a uniformly random (pair, prompt) cell (about 0.56
+    ``num_systems`` systems and every pair of them (78 for 13), ``num_prompts`` prompts
+    (default :func:`scale_prompts`: growing with the judgments), every judgment a uniformly random (pair, prompt) cell (about 0.56
     judgments a cell, so about 3 in 4 judged cells are judged once), the system shown
     first at random, annotators from a pool of 500. Outcomes are graded responses with
     truth drawn from the priors: skills ~ N(0, 1/2) (so theta = s_B - s_A ~ N(0, 1)),
@@ -100,7 +102,7 @@ def simulate_scale(num_judgments: int, *, num_systems: int = 13, seed: int = 0):
     import polars as pl
 
     rng = np.random.default_rng(seed)
-    num_prompts = scale_prompts(num_judgments)
+    num_prompts = num_prompts or scale_prompts(num_judgments)
     first, second = np.triu_indices(num_systems, k=1)
     skill = rng.normal(0.0, math.sqrt(0.5), num_systems)
     alpha = np.exp(rng.normal(0.0, 1.0, num_prompts))

@@ -54,6 +54,9 @@ class GRMData:
     num_systems: int | None = None
     cell: np.ndarray | None = None
     num_cells: int | None = None
+    #: the judgments the observations stand for when several were merged into one
+    #: (:func:`collapse_observations`); None: one observation each
+    num_judgments: int | None = None
 
     @property
     def has_cells(self) -> bool:
@@ -67,6 +70,11 @@ class GRMData:
     @property
     def num_obs(self) -> int:
         return int(self.y.shape[0])
+
+    @property
+    def judgments(self) -> int:
+        """The judgments behind the observations (the fit's tolerance grows with them)."""
+        return self.num_obs if self.num_judgments is None else int(self.num_judgments)
 
     def validate(self) -> None:
         n = self.num_obs
@@ -89,6 +97,50 @@ class GRMData:
             self.pair_a.shape != (self.num_comparisons,) or self.num_systems is None
         ):
             raise ValueError("pair_a/pair_b need one entry per comparison and num_systems")
+
+
+def collapse_observations(data: GRMData, cluster: np.ndarray) -> tuple[GRMData, np.ndarray]:
+    """The observations with every (cluster, comparison, item, category) merged into one whose
+    weight is the sum of theirs, and the merged observations' clusters.
+
+    Without cells the likelihood depends on a cluster's judgments only through their
+    weighted category counts per (comparison, item): the potential, its derivatives and each
+    cluster's score (:mod:`stan_free_models.robust`) are the same sums, grouped, so memory and
+    time grow with the cells and their categories, not with the judgments (a cell judged 20
+    times is at most 3 observations). ``cluster``: (N,) each observation's independent unit.
+
+    Example:
+        >>> d = GRMData(comparison=np.zeros(3, np.int32), item=np.zeros(3, np.int32),
+        ...     y=np.array([2, 0, 2], np.int32), weight=np.ones(3, np.float32),
+        ...     num_comparisons=1, num_items=1, num_categories=3)
+        >>> merged, unit = collapse_observations(d, np.zeros(3, np.int32))
+        >>> merged.y.tolist(), merged.weight.tolist(), merged.judgments, unit.tolist()
+        ([0, 2], [1.0, 2.0], 3, [0, 0])
+    """
+    if data.has_cells:
+        raise ValueError("observations with a cell effect are not merged")
+    cluster = np.asarray(cluster, np.int64)
+    if cluster.shape != (data.num_obs,):
+        raise ValueError(f"cluster must have shape ({data.num_obs},)")
+    num_clusters = int(cluster.max()) + 1 if data.num_obs else 1
+    radix = (num_clusters, data.num_comparisons, data.num_items, data.num_categories)
+    if np.prod(np.asarray(radix, np.float64)) >= 2.0**62:
+        raise ValueError("too many clusters, comparisons and items to merge observations")
+    key = cluster
+    for column, size in zip((data.comparison, data.item, data.y), radix[1:]):
+        key = key * size + np.asarray(column, np.int64)
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    weight = np.bincount(inverse, weights=data.weight.astype(np.float64), minlength=len(first))
+    merged = replace(
+        data,
+        comparison=data.comparison[first],
+        item=data.item[first],
+        y=data.y[first],
+        weight=weight.astype(data.weight.dtype),
+        num_judgments=data.judgments,
+    )
+    return merged, cluster[first].astype(np.int32)
 
 
 #: the smallest padded number of observations

@@ -78,7 +78,7 @@ def _plan(data: GRMData, priors: Priors, settings: LaplaceSettings, robust: bool
     grid = data.has_cells and settings.integrate_tau
     refine = (
         settings.refine_sweeps > 0
-        and data.num_obs < settings.refine_below * max(data.num_items, 1)
+        and data.judgments < settings.refine_below * max(data.num_items, 1)
         and settings.exact_items
         and not data.per_system
         and (grid or not data.has_cells)
@@ -103,7 +103,7 @@ class _Runner:
         # The potential sums over observations, so its gradient grows like sqrt(n) at a
         # fixed accuracy of the estimates: the tolerance scales with it (a runtime value,
         # so a new batch does not recompile).
-        scale = max(1.0, math.sqrt(plan.data.num_obs / 1000))
+        scale = max(1.0, math.sqrt(plan.data.judgments / 1000))
         tol = plan.settings.tol
         self.tol = jnp.asarray(tol * scale, dtype=jnp.float32)
         self.grad_limit = max(tol * 10, 1e-2) * scale

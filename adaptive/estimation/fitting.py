@@ -20,7 +20,7 @@ import numpy as np
 
 from adaptive.core.cells import RATING_HALF_RANGE, CellData
 from stan_free_models.fit_settings import DOOR_NUTS, LaplaceSettings, NutsSettings
-from stan_free_models.inference import GRMData
+from stan_free_models.inference import GRMData, collapse_observations
 from stan_free_models.laplace import fit_laplace
 from stan_free_models.model_key import DEFAULT_PRIORS, Priors
 from stan_free_models.nuts import fit_nuts
@@ -264,7 +264,12 @@ def fit_cells(
     )
     rng_key = jax.random.PRNGKey(config.seed)
     if config.method == "fast":
-        cluster = cluster_of_observations(cells, config.likelihood) if config.robust else None
+        cluster = None
+        if config.robust:
+            cluster = cluster_of_observations(cells, config.likelihood)
+            # a cell's judgments enter only through their category counts: one observation
+            # per (unit, comparison, item, category), so the fit grows with the cells
+            data, cluster = collapse_observations(data, cluster)
         return fit_laplace(
             data,
             rng_key=rng_key,
