@@ -1,9 +1,10 @@
 """The next batch's named snapshot, prepared from what the service keeps running.
 
 The live batch (``model: "snapshot"``) reads the newest posterior snapshot of each
-dimension (it never fits) and the project's running tally (:mod:`services.runtime.tally`),
-and builds the recommender's integer-indexed state with names; the prepared states are
-kept on the service state (bounded). ``model: "default"`` prepares the command line's
+dimension (it never fits; before a dimension's first one, a stand-in from the running
+decisions: :mod:`services.api.next_batch_decisions`) and the project's running tally
+(:mod:`services.runtime.tally`), and builds the recommender's integer-indexed state with
+names; the prepared states are kept on the service state (bounded). ``model: "default"`` prepares the command line's
 state (:mod:`services.api.next_batch_default`). Both end in a
 :class:`evalset.plan.NamedSnapshot` that :func:`evalset.plan.plan_batch` plans on.
 """
@@ -18,8 +19,16 @@ from adaptive.recommend import CellState, RecommenderState
 from adaptive.stopping.decisions import DecisionRule, Decisions
 from adaptive.stopping.rule import Family
 from evalset.plan import NamedSnapshot
-from services.api.errors import ApiError
 from services.api.family_tally import check_pairs
+from services.api.next_batch_decisions import (
+    DECISIONS,
+    DEFAULT,
+    SNAPSHOT,
+    Basis,
+    decisions_fit,
+    nothing_to_serve,
+    waiting_note,
+)
 from services.api.next_batch_default import default_model_state
 from services.runtime.tally import ProjectTally, concat, flip, take
 
@@ -34,12 +43,16 @@ if TYPE_CHECKING:
 
 class Prepared(NamedTuple):
     """A batch's starting point: the named snapshot, the cells' state, the cells the
-    annotator judged (None: no annotator) and each dimension's snapshot version."""
+    annotator judged (None: no annotator), each dimension's snapshot version (0: none yet)
+    and what the batch is chosen on (``snapshot``, ``decisions`` or ``default``, with a
+    note of what the service is doing while a first fit runs)."""
 
     snapshot: NamedSnapshot
     cells: CellState
     exclude: np.ndarray | None
     versions: dict[str, int]
+    basis: Basis = SNAPSHOT
+    basis_note: str | None = None
 
 
 def prepare_batch(
@@ -70,7 +83,14 @@ def prepare_batch(
     named = NamedSnapshot(
         snapshot, maps["names"], maps["in_family"], family.describe() if family else ""
     )
-    return Prepared(named, maps["cells"], maps["exclude"], maps["versions"])
+    return Prepared(
+        named,
+        maps["cells"],
+        maps["exclude"],
+        maps["versions"],
+        maps.get("basis", DEFAULT),
+        maps.get("basis_note"),
+    )
 
 
 def _prepare(
@@ -86,22 +106,25 @@ def _prepare(
     The judgments come from the project's running tally (:mod:`services.runtime.tally`):
     a request reads those stored since the last one, not the campaign's. The decisions
     are those of the family ``rule`` declares (``GET .../decisions``'s rows); only its
-    comparisons are served.
+    comparisons are served. A dimension with judgments but no snapshot yet (a fresh
+    service's first fit still running) is served on the decisions alone
+    (:mod:`services.api.next_batch_decisions`): ``basis`` says which.
     """
     found = {d: state.snapshot(project_id, d) for d in dims}
-    snaps = {d: s for d, s in found.items() if s is not None}
-    if not snaps:
-        raise ApiError(409, "no_snapshot", "no posterior snapshot yet: post judgments first")
     tally = state.tallies.project(project_id)
     with tally.lock:
         state.tallies.advance(state.store, project_id)
+        snaps, waiting = _fits(tally, found)
+        if not snaps:
+            raise nothing_to_serve(state, dims)
         check_pairs(rule, tally)
         family = tally.family(rule)
         decisions = tally.decide(rule, family)
         key = (
             state.store.url,  # one process may serve several stores (tests do)
             project_id,
-            tuple((d, s.version) for d, s in sorted(snaps.items())),
+            # a stand-in's strengths change with every judgment, a snapshot's never
+            tuple((d, s.version, s.num_judgments) for d, s in sorted(snaps.items())),
             tally.catalogue_version,
             tuple(tally.dimensions[d].num_judgments for d in sorted(snaps)),
             seed,
@@ -120,7 +143,22 @@ def _prepare(
             )
         snapshot, maps = hit
         exclude = _judged_by(tally, maps["names"], annotator) if annotator else None
-    return snapshot, {**maps, "exclude": exclude}
+        note = waiting_note(state, tally, waiting) if waiting else None
+    basis = {"basis": DECISIONS if waiting else SNAPSHOT, "basis_note": note}
+    return snapshot, {**maps, "exclude": exclude, **basis}
+
+
+def _fits(tally: ProjectTally, found: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Each dimension's newest snapshot, or its stand-in from the running decisions when it
+    has judgments but no snapshot yet (:mod:`services.api.next_batch_decisions`; their
+    dimensions: the second value); a dimension with neither is left out (nothing to serve)."""
+    waiting = [
+        d
+        for d, s in found.items()
+        if s is None and d in tally.dimensions and tally.dimensions[d].num_judgments
+    ]
+    snaps = {d: s for d, s in found.items() if s is not None}
+    return snaps | {d: decisions_fit(tally, d) for d in waiting}, waiting
 
 
 def _family_decisions(

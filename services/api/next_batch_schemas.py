@@ -123,7 +123,8 @@ class LeasedCell(BaseModel):
         description="judgments the comparison's decision likely still needs (null: not in sight)"
     )
     snapshot_version: int = Field(
-        description="the snapshot the cell was chosen on (model=default: the judgments it read)"
+        description="the snapshot the cell was chosen on (model=default: the judgments it "
+        "read; 0: its dimension has no snapshot yet, chosen on the running decisions)"
     )
 
 
@@ -179,4 +180,17 @@ class NextBatchPublic(BaseModel):
         default=None,
         description="with a question: which it serves and how far it is from an answer "
         "(null without one, and on a replayed request)",
+    )
+    basis: Literal["snapshot", "decisions", "default"] | None = Field(
+        default=None,
+        description="what the batch was chosen on: `snapshot`, every dimension's newest "
+        "posterior snapshot; `decisions`, a dimension without a snapshot yet (a fresh "
+        "service's first fit still running) served on its running decisions and the registered "
+        "design, the order theirs anyway (its cells' snapshot_version 0); `default`, "
+        "model=default's fit (null on a replayed request)",
+    )
+    basis_note: str | None = Field(
+        default=None,
+        description="with basis `decisions`: what the service is doing meanwhile (`first fit "
+        "running, N judgments waiting ...`)",
     )

@@ -6,6 +6,8 @@ The route parses the request into the one request type of every door
 :func:`evalset.plan.plan_batch` and stores it as a lease. Cells under an active lease are
 not handed out again until the lease expires; a repeated request with the same
 idempotency key returns the stored batch (:func:`services.api.idempotency.idempotent`).
+Before a dimension's first snapshot the batch is chosen on its running decisions alone
+(:mod:`services.api.next_batch_decisions`; the answer's ``basis`` says so).
 """
 
 from __future__ import annotations
@@ -205,8 +207,8 @@ def _pending(
     command line's batch, model=default: compared pairs only) the pending pairs it lacks."""
     rows = [r for r in asked.report.decisions.rows if r["dimension"] in request.dimensions]
     pending, missing = pending_targets(rows, prepared.snapshot.names.comparisons)
-    # the live snapshot has every pair of the systems (a dimension without a snapshot is
-    # not served at all)
+    # the live snapshot has every pair of the systems (so has a dimension's stand-in from
+    # its decisions before its first snapshot; a dimension without judgments has no pairs)
     return pending, missing if model == "default" else []
 
 
@@ -311,7 +313,7 @@ def _serve(
             now=now,
             request_hash=once.fingerprint,
         )
-    return _answer(lease, choice)
+    return _answer(lease, choice, plan.prepared)
 
 
 def _not_gold_since(
@@ -325,7 +327,7 @@ def _not_gold_since(
     return [c for c in cells if c.get("gold") or not repo.is_gold(keys, *_cell_key(c))]
 
 
-def _answer(lease: repo.LeaseRow, choice: _Choice) -> NextBatchPublic:
+def _answer(lease: repo.LeaseRow, choice: _Choice, prepared: Prepared) -> NextBatchPublic:
     # a concurrent request with the same key may have stored its batch first
     replayed = lease["cells"] != choice.cells
     public = _public(lease, replayed=replayed)
@@ -333,6 +335,7 @@ def _answer(lease: repo.LeaseRow, choice: _Choice) -> NextBatchPublic:
         public.not_served = [NotServed(**row) for row in choice.not_served]
         public.gold_unserved = choice.gold_unserved
         public.question = choice.question
+        public.basis, public.basis_note = prepared.basis, prepared.basis_note
     return public
 
 
