@@ -26,6 +26,7 @@ Everything here is numbers: (draws, ...) arrays in, arrays out.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
@@ -39,6 +40,8 @@ from scipy.special import expit
 MAX_LEVERAGE = 0.95
 #: draws whose cell means are computed at once (memory: this many x cells x categories)
 DRAW_CHUNK = 25
+#: threads computing chunks of draws (memory: this many chunks at once)
+THREADS = 2
 
 
 class NetEstimate(NamedTuple):
@@ -80,6 +83,21 @@ def cell_moments(
     return mean, np.maximum(probs @ values**2 - mean**2, 0.0)
 
 
+def cell_means(theta: np.ndarray, alpha: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """:func:`cell_moments`' mean alone, the same numbers (draw by draw, the costly part).
+
+    With 3 categories the signed values are -1, 0, +1, so the mean is P(+1) - P(-1), which
+    is what the dot product of :func:`cell_moments` sums to in floating point too (its
+    middle term is an exact 0 and the sum of two terms does not depend on their order).
+    """
+    if b.shape[-1] != 2:
+        return cell_moments(theta, alpha, b)[0]
+    cum = expit(alpha[..., None] * (theta[..., None] - b))  # P(y >= 1), P(y >= 2)
+    low = np.clip(1.0 - cum[..., 0], 0.0, 1.0)  # P(y = 0)
+    # C order, as the dot product's result: sums over its draws then add in the same order
+    return np.ascontiguousarray(np.clip(cum[..., 1], 0.0, 1.0) - low)
+
+
 class CellFit(NamedTuple):
     """(M,) per cell: the fit's mean and one judgment's variance there, and its leverage;
     (D, C) the model's Δ per draw (before centring)."""
@@ -105,19 +123,28 @@ def cell_fit(
     def per_comparison(x: np.ndarray) -> np.ndarray:
         return np.bincount(comp, weights=x, minlength=num_comparisons)[:num_comparisons]
 
-    # the cells' fitted means draw by draw, a chunk at a time (memory: chunk x cells)
+    # the cells' fitted means draw by draw, a chunk at a time (memory: chunk x cells), on
+    # two threads (numpy releases the GIL); the chunks are summed in their order, so the
+    # numbers do not depend on the threads
     num_draws = theta_draws.shape[0]
     sum_m = np.zeros(len(comp))
     sum_m2 = np.zeros(len(comp))
     model_draws = np.empty((num_draws, num_comparisons))
-    for lo in range(0, num_draws, DRAW_CHUNK):
+
+    def chunk(lo: int) -> tuple[int, np.ndarray]:
         hi = min(lo + DRAW_CHUNK, num_draws)
-        m, _ = cell_moments(
+        return hi, cell_means(
             theta_draws[lo:hi, comp], alpha_draws[lo:hi, item], b_draws[lo:hi, item]
         )
-        sum_m += m.sum(axis=0)
-        sum_m2 += (m**2).sum(axis=0)
-        model_draws[lo:hi] = [per_comparison(row) for row in m]
+
+    starts = list(range(0, num_draws, DRAW_CHUNK))
+    with ThreadPoolExecutor(max_workers=THREADS) as pool:
+        for wave in range(0, len(starts), THREADS):  # THREADS chunks in memory at a time
+            los = starts[wave : wave + THREADS]
+            for lo, (hi, m) in zip(los, pool.map(chunk, los)):
+                sum_m += m.sum(axis=0)
+                sum_m2 += (m**2).sum(axis=0)
+                model_draws[lo:hi] = [per_comparison(row) for row in m]
     mean_m = sum_m / num_draws
     if point is None:
         m_hat = mean_m
@@ -209,6 +236,7 @@ __all__ = [
     "CellFit",
     "NetEstimate",
     "cell_fit",
+    "cell_means",
     "cell_moments",
     "estimate_net",
 ]
