@@ -13,6 +13,7 @@ import pytest
 
 import evalset
 import evalset.analyses
+import evalset.fit_cache
 import evalset.loco
 from evalset.analyses import analyze, preset_config
 from evalset.fit_cache import SUFFIX, FitCache, default_cache
@@ -33,9 +34,13 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh cache folder, with the code's fingerprint of the test's start (a source edited
+    while the test runs would make a later fit miss: test_a_code_change_misses)."""
     folder = tmp_path / "fits"
     monkeypatch.setenv("EVALSET_FIT_CACHE_DIR", str(folder))
     monkeypatch.delenv("EVALSET_FIT_CACHE_MAX_MB", raising=False)
+    code = evalset.fit_cache.code_fingerprint()
+    monkeypatch.setattr(evalset.fit_cache, "code_fingerprint", lambda: code)
     return folder
 
 
@@ -217,3 +222,22 @@ def test_loco_folds_are_read_back(small, cache_dir, monkeypatch):
     loco_folds(data, LocoConfig(num_random=3), cache=default_cache())
     loco_folds(data, config, cache=None)
     assert len(calls) == 3
+
+
+def test_a_code_change_misses(tmp_path, monkeypatch):
+    package = tmp_path / "src" / "fitting_code"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "model.py").write_text("SCALE = 1.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "src"))
+    monkeypatch.setattr(evalset.fit_cache, "SOURCES", ("fitting_code",))
+    cache = FitCache(tmp_path / "fits", max_bytes=1 << 20)
+    cache.put(cache.key("analysis", "same inputs"), "fitted with SCALE = 1.0")
+    (package / "model.py").write_text("SCALE = 2.0\n")
+    edited = FitCache(tmp_path / "fits", max_bytes=1 << 20)  # the next command's
+    assert edited.key("analysis", "same inputs") != cache.key("analysis", "same inputs")
+    assert edited.get(edited.key("analysis", "same inputs")) is None
+    # a file's name goes in as well as its text: a new module changes it too
+    before = evalset.fit_cache.code_fingerprint()
+    (package / "extra.py").write_text("")
+    assert evalset.fit_cache.code_fingerprint() != before
