@@ -209,13 +209,20 @@ def _base(
         all_pairs=True,
         prior_seed=seed,
     )
-    responses = {
-        (r["prompt_id"], system): text
-        for r in prompt_rows
-        for system, text in (r.get("responses") or {}).items()
-    }
-    cells, _ = cell_state(names, (), responses=responses)
-    return snapshot, names, cells
+
+    def annotatable() -> CellState:
+        responses = {
+            (r["prompt_id"], system): text
+            for r in prompt_rows
+            for system, text in (r.get("responses") or {}).items()
+        }
+        return cell_state(names, (), responses=responses)[0]
+
+    # the (C, P) cells depend on the names and the catalogue alone: a dimension served on
+    # its decisions gets new strengths at every judgment, not a new table (nor does a
+    # first snapshot with the same names)
+    key = ("cells", state.store.url, project_id, tally.catalogue_version, names)
+    return snapshot, names, state.batch_bases.setdefault(key, annotatable)
 
 
 def _build(

@@ -227,6 +227,38 @@ def test_gold_cells_are_mixed_in_on_the_decisions(api, server):
     assert {c["item_id"] for c in marked} <= {g["item_id"] for g in gold}
 
 
+def test_a_routed_batch_is_drawn_on_the_decisions(api, server):
+    """route_by: the cells of the comparisons the judge saw are drawn by its routing, the
+    rates kept in the lease, before any snapshot as after."""
+    from services.store.repository.verdicts import fetch_routes
+
+    project_id, headers = _project(api)
+    _judge(api, project_id, headers)
+    verdicts = [
+        {
+            "judgment_id": f"v{a}{b}{i}",
+            "item_id": f"q{i}",
+            "system_a": a,
+            "system_b": b,
+            "annotator_id": "judge",
+            "winner": "ab"[i % 2],
+            "inconsistent": False,
+        }
+        for a, b in (("s1", "s2"), ("s2", "s3"))
+        for i in range(NUM_PROMPTS)
+    ]
+    r = api.post(
+        f"/projects/{project_id}/judge-verdicts", json={"verdicts": verdicts}, headers=headers
+    )
+    assert r.status_code == 200, r.text
+    got = _batch(api, project_id, headers, size=10, unit="judgment", route_by="judge")
+    assert got["basis"] == "decisions"
+    routed = [c for c in got["cells"] if c["reason"] == "routed"]
+    assert routed and all(c["snapshot_version"] == 0 for c in got["cells"])
+    with server.state.store.read() as conn:
+        assert len(fetch_routes(conn=conn, project_id=project_id)) == len(routed)
+
+
 def test_a_dimension_without_a_snapshot_is_served_beside_one_with(api, server):
     project_id, headers = _project(api, dimensions=("overall", "style"))
     for dimension in ("overall", "style"):
