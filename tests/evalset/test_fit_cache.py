@@ -241,3 +241,22 @@ def test_a_code_change_misses(tmp_path, monkeypatch):
     before = evalset.fit_cache.code_fingerprint()
     (package / "extra.py").write_text("")
     assert evalset.fit_cache.code_fingerprint() != before
+
+
+def test_a_folder_others_can_write_to_is_not_used(tmp_path):
+    from evalset.fit_cache import fetch
+
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    folder.chmod(0o777)  # another user could leave a pickle here
+    cache = FitCache(folder, max_bytes=1 << 20)
+    notes: list[str] = []
+    calls: list[int] = []
+    for _ in range(2):
+        fetch(cache, "analysis", lambda: ("inputs",), lambda: calls.append(1), log=notes.append)
+    assert len(calls) == 2 and list(folder.iterdir()) == []
+    assert "others can write to it" in notes[0]
+    folder.chmod(0o700)
+    for _ in range(2):
+        fetch(cache, "analysis", lambda: ("inputs",), lambda: calls.append(1) or "fit")
+    assert len(calls) == 3
