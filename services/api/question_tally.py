@@ -67,10 +67,12 @@ def ask_tally(
         raise _bad_question(str(exc)) from exc
     family = None
     if dimension is not None:
-        if dimension not in tally.dimensions:
-            known = list(tally.dimensions)
+        judged = [d for d, t in tally.dimensions.items() if t.num_judgments]
+        if dimension not in judged:
             raise ApiError(
-                404, "not_found", f"unknown dimension {dimension!r}; the project has {known}"
+                404,
+                "not_found",
+                f"no judgments of dimension {dimension!r}; the project has judgments of {judged}",
             )
         compared = [(dimension, a, b) for a, b in tally.dimensions[dimension].compared()]
         family = comparison_family(asked_rule, compared, systems=systems, dimensions=[dimension])

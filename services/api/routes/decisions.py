@@ -152,17 +152,19 @@ def decisions(
     judgments."""
     if question is not None:
         asked = read_question(state, project_id, rule, question)
-        return decisions_public(asked.family, asked.report.decisions.rows, asked.num_judgments)
+        made = asked.report.decisions
+        return decisions_public(asked.family, made.rows, asked.num_judgments, made.decisions.rule)
     report = read_family(state, project_id, rule)
-    return decisions_public(report.family, report.rows, report.num_judgments)
+    return decisions_public(report.family, report.rows, report.num_judgments, report.decisions.rule)
 
 
 def decisions_public(
-    family: Family, rows: list[dict[str, Any]], num_judgments: int
+    family: Family, rows: list[dict[str, Any]], num_judgments: int, rule: str
 ) -> DecisionsPublic:
-    """The answer of ``GET .../decisions`` for a family's decision rows."""
+    """The answer of ``GET .../decisions`` for a family's decision rows (``rule``: the rule
+    in words, stated also when the family has no comparison yet)."""
     return DecisionsPublic(
-        rule=rows[0]["rule"] if rows else "",
+        rule=rule,
         family=family.describe(),
         family_size=family.size,
         num_judgments=num_judgments,

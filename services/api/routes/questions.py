@@ -59,7 +59,7 @@ def answer(
     rows = asked.report.decisions.rows
     return AnswerPublic(
         question=str(asked.report.question),
-        rule=rows[0]["rule"] if rows else "",
+        rule=asked.report.decisions.decisions.rule,
         family=asked.family.describe(),
         num_judgments=asked.num_judgments,
         rows=[AnswerRow.model_validate(r) for r in asked.report.answers],
