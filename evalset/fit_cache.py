@@ -5,8 +5,10 @@ dimension; ``evalset prune`` its tiers' fits; ``evalset loco`` its folds. Each r
 kept in ``EVALSET_FIT_CACHE_DIR`` (unset: the user's cache folder, :func:`default_dir`,
 beside the compiled programs of ``EVALSET_JAX_CACHE_DIR``; empty: no cache), so the next
 command on the same judgments with the same settings reads it instead of fitting again.
-The command line and the notebook functions use it; the service does not (its snapshots
-are its own).
+The command line uses it, Python through the use cases' ``cache`` argument
+(:func:`evalset.analyses.analyze`, :func:`evalset.pruning.prune_judgments`,
+:func:`evalset.loco.loco_folds` with :func:`default_cache`); the service does not (its
+snapshots are its own).
 
 An entry's key (:meth:`FitCache.key`) is a digest of everything the result depends on: the
 judgments' content (:func:`frame_digest`: the dimension's rows in their order, which
