@@ -12,6 +12,7 @@ with no cell under lease the batch is the command line's, cell for cell.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from adaptive.recommend import RecommenderState
     from adaptive.stopping.decisions import DecisionRule
     from services.runtime.state import ServiceState
+    from services.runtime.tally import ProjectTally
 
 
 def _fits(frame: pl.DataFrame, seed: int) -> Any:
@@ -43,9 +45,11 @@ def default_model_state(
     annotator: str,
     rule: DecisionRule,
     route_by: str | None,
+    ask: Callable[[ProjectTally], Any] | None = None,
 ) -> tuple[RecommenderState, dict[str, Any]]:
     """The command line's recommender state of the stored judgments of ``dims`` and the
-    maps the route reads (as :func:`services.api.routes.next_batch._prepare` returns them)."""
+    maps the route reads (as :func:`services.api.next_batch_prepare._prepare` returns them);
+    ``ask``: the question, read on the tally with the prompts, under one hold of its lock."""
     from evalset.batch import recommend_state
     from evalset.plan import RecommendRequest
 
@@ -55,6 +59,11 @@ def default_model_state(
             "no routing (family, pairs and route_by apply to model=snapshot)"
         )
         raise ApiError(422, "validation_error", message, [{"field": "model", "message": message}])
+    tally = state.tallies.project(project_id)
+    with tally.lock:  # one look: the question (a bad one is a 422 before any fit) and prompts
+        state.tallies.advance(state.store, project_id)
+        asked = ask(tally) if ask else None
+        prompt_rows = state.tallies.prompts(state.store, project_id)
     sources = [
         s for d in dict.fromkeys(dims) if (s := state.load_source((project_id, d))) is not None
     ]
@@ -74,10 +83,6 @@ def default_model_state(
             f"the default model's fit of {fits.num_judgments} judgments is being computed; "
             "try again shortly",
         )
-    tally = state.tallies.project(project_id)
-    with tally.lock:
-        state.tallies.advance(state.store, project_id)
-        prompt_rows = state.tallies.prompts(state.store, project_id)
     responses: dict[tuple[str, ...], str] = {
         (r["prompt_id"], system): text
         for r in prompt_rows
@@ -92,5 +97,6 @@ def default_model_state(
         "versions": dict.fromkeys(names.dimensions, snapshot.version),
         "in_family": np.ones(len(names.comparisons), bool),
         "family": None,
+        "asked": asked,
     }
     return snapshot, maps

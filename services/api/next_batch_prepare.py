@@ -11,6 +11,7 @@ state (:mod:`services.api.next_batch_default`). Both end in a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -30,12 +31,16 @@ from services.api.next_batch_decisions import (
     waiting_note,
 )
 from services.api.next_batch_default import default_model_state
+from services.api.question_tally import AskedQuestion, ask_tally
 from services.runtime.tally import ProjectTally, concat, flip, take
 
 if TYPE_CHECKING:
     from evalset.plan import RecommendRequest
     from evalset.recommend_adapter import CellNames
     from services.runtime.state import ServiceState
+
+#: reads a request's question on the project's advanced tally, its lock held (None: no question)
+Asker = Callable[[ProjectTally], AskedQuestion] | None
 
 # evalset.recommend_adapter (and with it JAX, a second to import) loads at the first
 # request, not when the service starts: /health answers sooner after a restart
@@ -45,7 +50,8 @@ class Prepared(NamedTuple):
     """A batch's starting point: the named snapshot, the cells' state, the cells the
     annotator judged (None: no annotator), each dimension's snapshot version (0: none yet)
     and what the batch is chosen on (``snapshot``, ``decisions`` or ``default``, with a
-    note of what the service is doing while a first fit runs)."""
+    note of what the service is doing while a first fit runs); with a question, its answer
+    read at the same look of the tally as the batch's decisions."""
 
     snapshot: NamedSnapshot
     cells: CellState
@@ -53,6 +59,7 @@ class Prepared(NamedTuple):
     versions: dict[str, int]
     basis: Basis = SNAPSHOT
     basis_note: str | None = None
+    asked: AskedQuestion | None = None
 
 
 def prepare_batch(
@@ -64,7 +71,12 @@ def prepare_batch(
     route_by: str | None,
 ) -> Prepared:
     """The named snapshot of ``request.dimensions`` the batch is planned on: the newest
-    posteriors (``model="snapshot"``) or the command line's fit (``"default"``)."""
+    posteriors (``model="snapshot"``) or the command line's fit (``"default"``).
+
+    With ``request.question``, its answer in one family over exactly the dimensions asked
+    (:func:`services.api.question_tally.ask_tally`), read under the same hold of the tally's
+    lock, at the same look, as the batch's decisions: the live batch decides the question's
+    family (every pair it may need)."""
     dims = list(request.dimensions)
     annotator = request.annotator or ""
     if model == "default":
@@ -76,9 +88,12 @@ def prepare_batch(
             annotator=annotator,
             rule=request.rule,
             route_by=route_by,
+            ask=_asker(request),
         )
     else:
-        snapshot, maps = _prepare(state, project_id, dims, request.seed, annotator, request.rule)
+        snapshot, maps = _prepare(
+            state, project_id, dims, request.seed, annotator, request.rule, _asker(request)
+        )
     family = maps["family"]
     named = NamedSnapshot(
         snapshot, maps["names"], maps["in_family"], family.describe() if family else ""
@@ -90,7 +105,17 @@ def prepare_batch(
         maps["versions"],
         maps.get("basis", DEFAULT),
         maps.get("basis_note"),
+        maps.get("asked"),
     )
+
+
+def _asker(request: RecommendRequest) -> Asker:
+    """What reads ``request.question`` on the advanced tally (its lock held), over the
+    dimensions asked; None without a question."""
+    if not request.question:
+        return None
+    question, rule, dims = request.question, request.rule, request.dimensions
+    return lambda tally: ask_tally(tally, rule, question, within=dims)
 
 
 def _prepare(
@@ -100,6 +125,7 @@ def _prepare(
     seed: int,
     annotator: str,
     rule: DecisionRule,
+    ask: Asker = None,
 ) -> tuple[RecommenderState, dict[str, Any]]:
     """The recommender snapshot of the project's newest posteriors, with names.
 
@@ -108,18 +134,24 @@ def _prepare(
     are those of the family ``rule`` declares (``GET .../decisions``'s rows); only its
     comparisons are served. A dimension with judgments but no snapshot yet (a fresh
     service's first fit still running) is served on the decisions alone
-    (:mod:`services.api.next_batch_decisions`): ``basis`` says which.
+    (:mod:`services.api.next_batch_decisions`): ``basis`` says which. ``ask``: the question
+    read at the same look, its family's decisions the batch's.
     """
     found = {d: state.snapshot(project_id, d) for d in dims}
     tally = state.tallies.project(project_id)
     with tally.lock:
-        state.tallies.advance(state.store, project_id)
+        state.tallies.advance(state.store, project_id)  # the one look of the request
+        asked = ask(tally) if ask else None
         snaps, waiting = _fits(tally, found)
         if not snaps:
             raise nothing_to_serve(state, dims)
-        check_pairs(rule, tally)
-        family = tally.family(rule)
-        decisions = tally.decide(rule, family)
+        if asked:
+            made = asked.report.decisions
+            rule, family, decisions = made.rule, made.family, made.decisions
+        else:
+            check_pairs(rule, tally)
+            family = tally.family(rule)
+            decisions = tally.decide(rule, family)
         key = (
             state.store.url,  # one process may serve several stores (tests do)
             project_id,
@@ -145,7 +177,7 @@ def _prepare(
         exclude = _judged_by(tally, maps["names"], annotator) if annotator else None
         note = waiting_note(state, tally, waiting) if waiting else None
     basis = {"basis": DECISIONS if waiting else SNAPSHOT, "basis_note": note}
-    return snapshot, {**maps, "exclude": exclude, **basis}
+    return snapshot, {**maps, "exclude": exclude, "asked": asked, **basis}
 
 
 def _fits(tally: ProjectTally, found: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

@@ -11,6 +11,7 @@ from adaptive.recommend import DEFAULT_BURN_IN
 from adaptive.stopping.decisions import DecisionRule
 from adaptive.stopping.questions import QUESTION_FORMS
 from adaptive.stopping.rule_options import rule_options_model
+from services.api.question_tally import GivenQuestion
 from services.api.routes.decisions import http_rule
 from services.schemas import Id, JsonInt, Name
 from services.schemas_answers import AnswerRow
@@ -83,14 +84,13 @@ class NextBatchCreate(RuleBody):  # type: ignore[misc,valid-type]  # fields made
         "not marked in this answer (the lease records them); needs annotator_id",
     )
 
-    question: str | None = Field(
+    question: GivenQuestion = Field(
         default=None,
-        max_length=2000,
         description=f"the campaign's question: {QUESTION_FORMS} (docs/decisions.md, "
         "'Questions'): serve only the comparisons that can still change its answer (its "
         "pending ones, decided in the question's family), none once it is answered; the "
-        "answer's `question` says how far it is. Default: every open comparison of the "
-        "rule's family, as before",
+        "answer's `question` says how far it is. Default (or an empty string): every open "
+        "comparison of the rule's family, as before",
     )
 
     @model_validator(mode="after")

@@ -12,7 +12,10 @@ reads a file's decisions with. A bad question is a 422 in the command line's wor
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
+
+from pydantic import AfterValidator, Field
 
 from adaptive.stopping.questions import Question
 from services.api.errors import ApiError
@@ -38,6 +41,23 @@ def _bad_question(message: str) -> ApiError:
     return ApiError(422, "validation_error", text, [{"field": "question", "message": message}])
 
 
+#: the longest question a request may name
+MAX_QUESTION = 2000
+
+
+def given_question(text: str | None) -> str | None:
+    """The question a request names (the one validator of the body's ``question`` and the
+    ``question`` query parameter): an empty one names none, as if left out (``evalset
+    decisions --question ''`` asks none; ``GET .../answer`` then answers its default)."""
+    return text or None
+
+
+#: a request's question: ``""`` is no question, the same as leaving it out, at every door
+GivenQuestion = Annotated[
+    Annotated[str, Field(max_length=MAX_QUESTION)] | None, AfterValidator(given_question)
+]
+
+
 def parse_question(text: str | None) -> Question:
     """The question of a request (``top-k:3``, ``ranking``, ...), or a 422 naming the problem."""
     try:
@@ -51,10 +71,14 @@ def ask_tally(
     rule: DecisionRule,
     question: Question | str | None,
     dimension: str | None = None,
+    *,
+    within: Sequence[str] | None = None,
 ) -> AskedQuestion:
     """The question's answer on ``tally`` (advanced, its lock held); ``dimension``: that
-    dimension's part only, its own family (as ``evalset answer --dimension`` filters the file)."""
-    from adaptive.stopping.rule import comparison_family
+    dimension's part only, its own family (as ``evalset answer --dimension`` filters the file);
+    ``within``: one family over exactly those of the dimensions with judgments (as ``evalset
+    recommend --dimension D ...`` reads the file's judgments of those dimensions; every one of
+    them: the family of ``GET .../decisions``)."""
     from evalset.family import DecisionReport
     from evalset.questions import answer_decisions
 
@@ -67,19 +91,31 @@ def ask_tally(
         raise _bad_question(str(exc)) from exc
     family = None
     if dimension is not None:
-        judged = [d for d, t in tally.dimensions.items() if t.num_judgments]
+        judged = tally.judged_dimensions()
         if dimension not in judged:
             raise ApiError(
                 404,
                 "not_found",
                 f"no judgments of dimension {dimension!r}; the project has judgments of {judged}",
             )
-        compared = [(dimension, a, b) for a, b in tally.dimensions[dimension].compared()]
-        family = comparison_family(asked_rule, compared, systems=systems, dimensions=[dimension])
+        family = _family_over(tally, asked_rule, [dimension])
+    elif within is not None:
+        family = _family_over(
+            tally, asked_rule, [d for d in tally.judged_dimensions() if d in within]
+        )
     found = decide_family(tally, asked_rule, family)
     decided = DecisionReport(found.rows, asked_rule, found.family, found.decisions, [])
     report = answer_decisions(decided, question, systems)
     return AskedQuestion(report, found.family, found.num_judgments)
+
+
+def _family_over(tally: ProjectTally, rule: DecisionRule, dims: list[str]) -> Family:
+    """The family ``rule`` declares over ``dims`` alone (:meth:`ProjectTally.family` over
+    every dimension with judgments)."""
+    from adaptive.stopping.rule import comparison_family
+
+    compared = [(d, a, b) for d in dims for a, b in tally.dimensions[d].compared()]
+    return comparison_family(rule, compared, systems=sorted(tally.systems), dimensions=dims)
 
 
 def read_question(

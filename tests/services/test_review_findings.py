@@ -69,13 +69,12 @@ def test_decisions_of_a_project_without_judgments_still_state_the_rule(api):
     assert r.json()["rule"].startswith("anytime-valid"), r.json()
 
 
-@pytest.mark.xfail(strict=True, reason="next-batch reads a question over every dimension's family")
 def test_a_batch_for_one_dimensions_question_reads_that_dimensions_answer(api, tmp_path):
     """``dimensions: [D]`` with a question: the command line's batch (``evalset recommend
     --dimension D --question Q``) answers Q on D's judgments alone, D's own family, as
     ``GET .../answer?dimension=D`` and ``evalset answer --dimension D`` do. Once that answer
-    is reached the batch is empty; the route reads the question over every dimension's
-    family instead (one family across both), and keeps serving."""
+    is reached the batch is empty (the route read the question over every dimension's
+    family, one family across both, and kept serving)."""
     frame = pl.read_csv(MTBENCH)
     second = frame.gather_every(2).with_columns(pl.lit("helpfulness").alias("dimension"))
     frame = pl.concat([frame, second])

@@ -29,7 +29,7 @@ from services.api.family_tally import check_pair_systems as check_pair_systems
 from services.api.family_tally import check_pairs as check_pairs
 from services.api.family_tally import decide_family as decide_family
 from services.api.family_tally import read_family
-from services.api.question_tally import read_question
+from services.api.question_tally import GivenQuestion, read_question
 from services.schemas import PAIR_PATTERN, SchemaPattern
 
 router = APIRouter()
@@ -124,9 +124,8 @@ def rule_query(options: Annotated[RuleQuery, Query()]) -> DecisionRule:  # type:
 Rule = Annotated[DecisionRule, Depends(rule_query)]
 #: a campaign's question (``GET .../answer``, ``GET .../decisions``, the dashboard)
 QuestionParam = Annotated[
-    str | None,
+    GivenQuestion,  # "" is no question, as in a next-batch body (and at most 2,000 characters)
     Query(
-        max_length=2000,
         description=f"the campaign's question: {QUESTION_FORMS} (docs/decisions.md, 'Questions')",
     ),
 ]

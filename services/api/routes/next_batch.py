@@ -13,7 +13,6 @@ Before a dimension's first snapshot the batch is chosen on its running decisions
 from __future__ import annotations
 
 import uuid
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, cast
 
@@ -34,7 +33,7 @@ from services.api.next_batch_schemas import (
     NotServed,
     QuestionServed,
 )
-from services.api.question_tally import AskedQuestion, read_question
+from services.api.question_tally import AskedQuestion, parse_question
 from services.api.routes.gold import GoldPlan, plan_gold, secret_rng
 from services.schemas_answers import AnswerRow
 from services.store import repository as repo
@@ -167,19 +166,14 @@ def _plan(state: ServiceState, project_id: str, body: NextBatchCreate, now: date
     from evalset.recommend_adapter import UnknownName
 
     request = recommend_request(body, _dimensions(state, project_id, body))
-    asked = (
-        read_question(state, project_id, request.rule, body.question) if request.question else None
-    )
-    # the live batch's decisions are the question's family's (every pair it may need);
-    # model=default serves the command line's batch: its compared family, the same targets
-    family_rule = asked.report.decisions.rule if asked and body.model == "snapshot" else None
-    prepared = prepare_batch(
-        state,
-        project_id,
-        replace(request, rule=family_rule) if family_rule else request,
-        model=body.model,
-        route_by=body.route_by,
-    )
+    if request.question:
+        parse_question(request.question)  # a question that cannot parse: a 422 before anything
+    # the question is read over the dimensions asked (one family over exactly them, as
+    # ``evalset recommend --dimension D --question Q`` reads the file's judgments of them),
+    # at the same look as the batch: the live batch decides its family (every pair it may
+    # need); model=default serves the command line's batch: its compared family
+    prepared = prepare_batch(state, project_id, request, model=body.model, route_by=body.route_by)
+    asked = prepared.asked
     pending, missing = _pending(asked, request, prepared, body.model) if asked else (None, [])
     dims = list(request.dimensions)
     gold = plan_gold(
