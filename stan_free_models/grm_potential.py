@@ -75,4 +75,95 @@ def grm_potential(static: ModelKey, params: dict, args: tuple) -> jax.Array:
     return -log_joint
 
 
-__all__ = ["grm_potential"]
+# ------------------------------------------------------------------ per observation
+#
+# The potential is a sum of one term per observation, each depending on one ability (a
+# comparison's theta, a difference of two skills per system) and one item's parameters, and
+# a prior that is separable by parameter. Its Hessian by blocks (the global block, each
+# item's block and the cross terms) and each cluster's score are therefore sums of small
+# per-observation derivatives: one vectorised pass over the observations instead of a
+# Hessian-vector product over all of them per global direction.
+
+
+def _item_terms(static: ModelKey, item_vec: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(log alpha, thresholds b, the item's log prior with its transforms' Jacobians) of
+    an unconstrained item vector (..., 1 + m): :func:`grm_potential`'s item terms."""
+    priors = static.priors
+    log_alpha = item_vec[..., 0]
+    log_prior = _normal_log_prob(log_alpha, priors.alpha_scale)
+    if priors.symmetric:
+        ordered, log_det = _ordered(item_vec[..., 1:])
+        log_prior += log_det + ordered.sum(-1)
+        b = symmetric_from_half(jnp.exp(ordered), static.num_categories)
+    else:
+        b, log_det = _ordered(item_vec[..., 1:])
+        log_prior += log_det
+    return log_alpha, b, log_prior + _normal_log_prob(b, priors.b_scale).sum(-1)
+
+
+def _observation_log_lik(static: ModelKey, z: jax.Array, y: jax.Array, w: jax.Array):
+    """One observation's weighted log-likelihood at z = (theta, its item's vector)."""
+    log_alpha, b, _ = _item_terms(static, z[1:])
+    log_lik = graded_log_prob(y, jnp.exp(log_alpha) * (z[0] - b))
+    return jnp.where(w > 0, log_lik * w, 0.0)
+
+
+def _observation_points(static: ModelKey, g: jax.Array, items: jax.Array, args: tuple):
+    """(N, 1 + m): each observation's theta and its item's vector."""
+    comparison, item = args[0], args[1]
+    theta = g[args[5]] - g[args[4]] if static.num_systems is not None else g
+    return jnp.concatenate([theta[comparison][:, None], items[item]], axis=1)
+
+
+def _pair_matrix(static: ModelKey, args: tuple, num_global: int) -> jax.Array:
+    """(C, S): theta = A @ skills (+1 at each comparison's B, -1 at its A)."""
+    rows = jnp.arange(static.num_comparisons)
+    a = jnp.zeros((static.num_comparisons, num_global))
+    return a.at[rows, args[5]].add(1.0).at[rows, args[4]].add(-1.0)
+
+
+def grm_hessian_blocks(static: ModelKey, g: jax.Array, items: jax.Array, args: tuple):
+    """The no-cell potential's Hessian by blocks at (g, items): the global block (G, G),
+    the cross terms (G, P, 1 + m) and each item's block (P, 1 + m, 1 + m), from one pass
+    of per-observation second derivatives and the priors' (the same matrix as the
+    Hessian-vector products of :func:`grm_potential` give, summed in another order)."""
+    comparison, item, y, weight = args[:4]
+    num_c, num_p, width = static.num_comparisons, static.num_items, items.shape[1]
+    z = _observation_points(static, g, items, args)
+    minus = lambda zz, yy, ww: -_observation_log_lik(static, zz, yy, ww)  # noqa: E731
+    h = jax.vmap(jax.hessian(minus))(z, y, weight)  # (N, 1 + m, 1 + m)
+    h_tt = jax.ops.segment_sum(h[:, 0, 0], comparison, num_c)
+    h_ti = jnp.zeros((num_c, num_p, width), h.dtype).at[comparison, item].add(h[:, 0, 1:])
+    item_prior = jax.vmap(jax.hessian(lambda v: -_item_terms(static, v)[2]))(items)
+    d_blocks = jax.ops.segment_sum(h[:, 1:, 1:], item, num_p) + item_prior
+    prior_g = jnp.eye(g.shape[0], dtype=g.dtype) / static.priors.theta_scale**2
+    if static.num_systems is None:
+        return jnp.diag(h_tt) + prior_g, h_ti, d_blocks
+    pairs = _pair_matrix(static, args, g.shape[0])
+    h_gg = pairs.T @ (h_tt[:, None] * pairs) + prior_g
+    return h_gg, jnp.einsum("cs,cpk->spk", pairs, h_ti), d_blocks
+
+
+def grm_scores(static: ModelKey, g: jax.Array, items: jax.Array, args: tuple):
+    """``score(xg, xi)``: every observation's weighted log-likelihood gradient dotted with
+    the direction (xg, xi) (N,), the gradients computed once; and ``prior(xg, xi)``: the
+    priors' curvature along it, x^T H_prior x."""
+    comparison, item, y, weight = args[:4]
+    z = _observation_points(static, g, items, args)
+    lik = lambda zz, yy, ww: _observation_log_lik(static, zz, yy, ww)  # noqa: E731
+    grads = jax.vmap(jax.grad(lik))(z, y, weight)  # (N, 1 + m)
+    item_prior = jax.vmap(jax.hessian(lambda v: -_item_terms(static, v)[2]))(items)
+    per_system = static.num_systems is not None
+
+    def score(xg: jax.Array, xi: jax.Array) -> jax.Array:
+        xt = xg[args[5]] - xg[args[4]] if per_system else xg
+        return grads[:, 0] * xt[comparison] + jnp.sum(grads[:, 1:] * xi[item], axis=1)
+
+    def prior(xg: jax.Array, xi: jax.Array) -> jax.Array:
+        curvature = jnp.einsum("pk,pkl,pl->", xi, item_prior, xi)
+        return jnp.sum(xg**2) / static.priors.theta_scale**2 + curvature
+
+    return score, prior
+
+
+__all__ = ["grm_hessian_blocks", "grm_potential", "grm_scores"]

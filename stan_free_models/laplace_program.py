@@ -18,6 +18,7 @@ import optax.tree_utils as otu
 
 from stan_free_models.conditional import THETA_STEP_SCALE
 from stan_free_models.fit_settings import LaplaceSettings
+from stan_free_models.grm_potential import grm_hessian_blocks
 from stan_free_models.inference import TRACE_COUNTS, _potential_fn, _split_params, lbfgs_minimise
 from stan_free_models.model_key import ModelKey
 
@@ -74,7 +75,11 @@ def _compiled_program(static: ModelKey, program: LaplaceSettings, fixed_tau: boo
         def hvp(vg, vi):
             return jax.jvp(lambda a, b: grad_fn(a, b, args, log_tau), (g, items), (vg, vi))[1]
 
-        blocks = _hessian_blocks(hvp, g, items, num_item_params)
+        if static.num_cells is None:  # per-observation derivatives: one pass
+            raw = grm_hessian_blocks(static, g, items, args)
+        else:
+            raw = _hvp_blocks(hvp, g, items, num_item_params)
+        blocks = _hessian_blocks(*raw)
         out = _block_gaussian(rng_key, g, items, blocks, num_draws)
         if with_gain:
             out["item_gain"] = jnp.einsum("jkl,jlg->jkg", blocks["d_inv"], blocks["b_cross"])
@@ -96,12 +101,10 @@ def _compiled_program(static: ModelKey, program: LaplaceSettings, fixed_tau: boo
     return jax.jit(fit)
 
 
-def _hessian_blocks(hvp, g, items, num_item_params: int) -> dict:
-    """The Hessian at the mode by blocks, from Hessian-vector products (traced): the global
-    block, each prompt's K x K block and its inverse, the cross terms, and the Cholesky
-    factor of the global block's Schur complement."""
-    size_g = g.shape[0]
-    eye_g = jnp.eye(size_g, dtype=g.dtype)
+def _hvp_blocks(hvp, g, items, num_item_params: int) -> tuple:
+    """The Hessian at the mode by blocks from Hessian-vector products (traced; the model
+    with cells): the global block (G, G), the cross terms (G, P, K), the items' (P, K, K)."""
+    eye_g = jnp.eye(g.shape[0], dtype=g.dtype)
     # one Hessian-vector product per global direction, HVP_CHUNK at a time: a vmap of
     # all G at once holds G copies of every per-judgment intermediate (14 KB per
     # judgment with 200 systems), the chunks hold HVP_CHUNK; the numbers are the same
@@ -112,7 +115,14 @@ def _hessian_blocks(hvp, g, items, num_item_params: int) -> dict:
     )
     _, h_ii = jax.vmap(lambda v: hvp(jnp.zeros_like(g), v))(slot_dirs)
     # h_ii[k, j, l] = d2U / (d item_j,l d item_j,k): blocks (P, K, K)
-    d_blocks = jnp.transpose(h_ii, (1, 2, 0))
+    return h_gg, h_ig, jnp.transpose(h_ii, (1, 2, 0))
+
+
+def _hessian_blocks(h_gg, h_ig, d_blocks) -> dict:
+    """The Hessian's blocks (traced: the global block, the cross terms (G, P, K), the
+    items' (P, K, K)) with each prompt's inverse and the Cholesky factor of the global
+    block's Schur complement."""
+    eye_g = jnp.eye(h_gg.shape[0], dtype=h_gg.dtype)
     d_blocks = 0.5 * (d_blocks + jnp.swapaxes(d_blocks, 1, 2))
     d_inv = jnp.linalg.inv(d_blocks)
     b_cross = jnp.transpose(h_ig, (1, 2, 0))  # (P, K, G)

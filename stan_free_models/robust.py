@@ -40,6 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from stan_free_models.grm_potential import grm_scores
 from stan_free_models.inference import _potential_fn, _split_params
 from stan_free_models.model_key import ModelKey
 
@@ -55,6 +56,32 @@ class RobustMoments(NamedTuple):
     global_robust_var: np.ndarray
 
 
+def _autodiff_scores(objective, g, items, args):
+    """Every observation's score along a direction and the priors' curvature along it, by
+    differentiating the potential (traced; any model): as :func:`grm_scores`."""
+
+    def per_obs(xg, xi):
+        weight = args[3]
+
+        def directional(w):
+            new_args = args[:3] + (w,) + args[4:]
+            return jax.jvp(lambda a, b: objective(a, b, new_args), (g, items), (xg, xi))[1]
+
+        return -jax.grad(directional)(weight) * weight
+
+    def prior_curvature(xg, xi):
+        # x^T H_prior x: the potential's curvature along x with every judgment's weight 0
+        no_data = args[:3] + (jnp.zeros_like(args[3]),) + args[4:]
+
+        def grad_fn(a, b):
+            return jax.grad(objective, argnums=(0, 1))(a, b, no_data)
+
+        hg, hi = jax.jvp(grad_fn, (g, items), (xg, xi))[1]
+        return jnp.sum(hg * xg) + jnp.sum(hi * xi)
+
+    return per_obs, prior_curvature
+
+
 @functools.lru_cache(maxsize=16)
 def _compiled(static: ModelKey, num_clusters: int):
     potential = _potential_fn(static)
@@ -66,25 +93,14 @@ def _compiled(static: ModelKey, num_clusters: int):
         # one direction per real global parameter (the abilities or skills)
         e_g = jnp.eye(g.shape[0], dtype=g.dtype) * real_g[:, None]
 
+        if static.num_cells is None:
+            # the observations' log-likelihood gradients once, each direction a dot product
+            per_obs, prior_curvature = grm_scores(static, g, items, args)
+        else:
+            per_obs, prior_curvature = _autodiff_scores(objective, g, items, args)
+
         def scores(xg, xi):
-            weight = args[3]
-
-            def directional(w):
-                new_args = args[:3] + (w,) + args[4:]
-                return jax.jvp(lambda a, b: objective(a, b, new_args), (g, items), (xg, xi))[1]
-
-            per_obs = -jax.grad(directional)(weight) * weight
-            return jax.ops.segment_sum(per_obs, cluster, num_clusters)
-
-        def prior_curvature(xg, xi):
-            # x^T H_prior x: the potential's curvature along x with every judgment's weight 0
-            no_data = args[:3] + (jnp.zeros_like(args[3]),) + args[4:]
-
-            def grad_fn(a, b):
-                return jax.grad(objective, argnums=(0, 1))(a, b, no_data)
-
-            hg, hi = jax.jvp(grad_fn, (g, items), (xg, xi))[1]
-            return jnp.sum(hg * xg) + jnp.sum(hi * xi)
+            return jax.ops.segment_sum(per_obs(xg, xi), cluster, num_clusters)
 
         def one(e):
             # H^-1 (e, 0) by blocks: the Schur complement's inverse cov_g for the global
