@@ -20,7 +20,11 @@ import math
 import jax
 import jax.numpy as jnp
 
-from stan_free_models.graded_response import graded_log_prob, symmetric_from_half
+from stan_free_models.graded_response import (
+    graded_log_prob,
+    graded_log_probs_all,
+    symmetric_from_half,
+)
 from stan_free_models.model_key import ModelKey
 
 
@@ -34,6 +38,14 @@ def _ordered(raw: jax.Array) -> tuple[jax.Array, jax.Array]:
         return raw, jnp.zeros(raw.shape[:-1], raw.dtype)
     increments = jnp.concatenate([raw[..., :1], jnp.exp(raw[..., 1:])], axis=-1)
     return jnp.cumsum(increments, axis=-1), raw[..., 1:].sum(-1)
+
+
+def _log_lik(y: jax.Array, cum_logits: jax.Array, weight: jax.Array) -> jax.Array:
+    """log P(y) of each observation, or log P(c) of every category when the weights are
+    category counts ((..., K), :func:`stan_free_models.inference.collapse_observations`)."""
+    if weight.ndim > y.ndim:
+        return graded_log_probs_all(cum_logits)
+    return graded_log_prob(y, cum_logits)
 
 
 def grm_potential(static: ModelKey, params: dict, args: tuple) -> jax.Array:
@@ -70,7 +82,7 @@ def grm_potential(static: ModelKey, params: dict, args: tuple) -> jax.Array:
         log_joint += log_det.sum()
     log_joint += _normal_log_prob(b, priors.b_scale).sum()
     cum_logits = jnp.exp(log_alpha)[item][:, None] * (theta[comparison][:, None] - b[item])
-    log_lik = graded_log_prob(y, cum_logits)
+    log_lik = _log_lik(y, cum_logits, weight)
     log_joint += jnp.sum(jnp.where(weight > 0, log_lik * weight, 0.0))
     return -log_joint
 
@@ -104,8 +116,8 @@ def _item_terms(static: ModelKey, item_vec: jax.Array) -> tuple[jax.Array, jax.A
 def _observation_log_lik(static: ModelKey, z: jax.Array, y: jax.Array, w: jax.Array):
     """One observation's weighted log-likelihood at z = (theta, its item's vector)."""
     log_alpha, b, _ = _item_terms(static, z[1:])
-    log_lik = graded_log_prob(y, jnp.exp(log_alpha) * (z[0] - b))
-    return jnp.where(w > 0, log_lik * w, 0.0)
+    log_lik = _log_lik(y, jnp.exp(log_alpha) * (z[0] - b), w)
+    return jnp.sum(jnp.where(w > 0, log_lik * w, 0.0))
 
 
 def _observation_points(static: ModelKey, g: jax.Array, items: jax.Array, args: tuple):

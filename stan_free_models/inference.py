@@ -78,9 +78,13 @@ class GRMData:
 
     def validate(self) -> None:
         n = self.num_obs
-        for name in ("comparison", "item", "weight"):
+        for name in ("comparison", "item"):
             if getattr(self, name).shape != (n,):
                 raise ValueError(f"{name} must have shape ({n},)")
+        if self.weight.shape not in ((n,), (n, self.num_categories)):
+            raise ValueError(f"weight must have shape ({n},) or ({n}, {self.num_categories})")
+        if self.weight.ndim == 2 and self.has_cells:
+            raise ValueError("category counts (2-d weights) need data without cells")
         if n and (self.y.min() < 0 or self.y.max() >= self.num_categories):
             raise ValueError(f"y must lie in 0..{self.num_categories - 1}")
         if n and (
@@ -100,44 +104,46 @@ class GRMData:
 
 
 def collapse_observations(data: GRMData, cluster: np.ndarray) -> tuple[GRMData, np.ndarray]:
-    """The observations with every (cluster, comparison, item, category) merged into one whose
-    weight is the sum of theirs, and the merged observations' clusters.
+    """One observation per (cluster, comparison, item) whose weight is its weighted count of
+    each category ((M, K) weights), and the observations' clusters.
 
     Without cells the likelihood depends on a cluster's judgments only through their
     weighted category counts per (comparison, item): the potential, its derivatives and each
     cluster's score (:mod:`stan_free_models.robust`) are the same sums, grouped, so memory and
-    time grow with the cells and their categories, not with the judgments (a cell judged 20
-    times is at most 3 observations). ``cluster``: (N,) each observation's independent unit.
+    time grow with the cells, not with the judgments (a cell judged 20 times is one row).
+    ``cluster``: (N,) each observation's independent unit. The potential
+    (:func:`stan_free_models.grm_potential.grm_potential`) reads (M, K) weights as counts.
 
     Example:
         >>> d = GRMData(comparison=np.zeros(3, np.int32), item=np.zeros(3, np.int32),
         ...     y=np.array([2, 0, 2], np.int32), weight=np.ones(3, np.float32),
         ...     num_comparisons=1, num_items=1, num_categories=3)
         >>> merged, unit = collapse_observations(d, np.zeros(3, np.int32))
-        >>> merged.y.tolist(), merged.weight.tolist(), merged.judgments, unit.tolist()
-        ([0, 2], [1.0, 2.0], 3, [0, 0])
+        >>> merged.weight.tolist(), merged.judgments, unit.tolist()
+        ([[1.0, 0.0, 2.0]], 3, [0])
     """
-    if data.has_cells:
-        raise ValueError("observations with a cell effect are not merged")
+    if data.has_cells or data.weight.ndim != 1:
+        raise ValueError("only per-judgment observations without cells are merged")
     cluster = np.asarray(cluster, np.int64)
     if cluster.shape != (data.num_obs,):
         raise ValueError(f"cluster must have shape ({data.num_obs},)")
     num_clusters = int(cluster.max()) + 1 if data.num_obs else 1
-    radix = (num_clusters, data.num_comparisons, data.num_items, data.num_categories)
+    radix = (num_clusters, data.num_comparisons, data.num_items)
     if np.prod(np.asarray(radix, np.float64)) >= 2.0**62:
         raise ValueError("too many clusters, comparisons and items to merge observations")
-    key = cluster
-    for column, size in zip((data.comparison, data.item, data.y), radix[1:]):
-        key = key * size + np.asarray(column, np.int64)
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    weight = np.bincount(inverse, weights=data.weight.astype(np.float64), minlength=len(first))
+    key = (cluster * radix[1] + data.comparison) * radix[2] + data.item
+    _, first, row = np.unique(key, return_index=True, return_inverse=True)
+    row = row.reshape(-1)
+    k = data.num_categories
+    counts = np.bincount(
+        row * k + data.y, weights=data.weight.astype(np.float64), minlength=len(first) * k
+    )
     merged = replace(
         data,
         comparison=data.comparison[first],
         item=data.item[first],
-        y=data.y[first],
-        weight=weight.astype(data.weight.dtype),
+        y=np.zeros(len(first), data.y.dtype),  # unused: the weights hold the categories
+        weight=counts.reshape(len(first), k).astype(data.weight.dtype),
         num_judgments=data.judgments,
     )
     return merged, cluster[first].astype(np.int32)
@@ -163,7 +169,7 @@ def pad_data(data: GRMData) -> GRMData:
     n_pad = bucket(data.num_obs, OBS_BUCKET_MINIMUM) - data.num_obs
 
     def pad(x: np.ndarray, value: float | int = 0) -> np.ndarray:
-        return np.concatenate([x, np.full(n_pad, value, dtype=x.dtype)])
+        return np.concatenate([x, np.full((n_pad,) + x.shape[1:], value, dtype=x.dtype)])
 
     out = GRMData(
         comparison=pad(data.comparison.astype(np.int32)),

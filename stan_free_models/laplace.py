@@ -108,7 +108,11 @@ class _Runner:
         self.tol = jnp.asarray(tol * scale, dtype=jnp.float32)
         self.grad_limit = max(tol * 10, 1e-2) * scale
         self.fit = _compiled_laplace(
-            plan.static, plan.settings, plan.grid, plan.refine or plan.robust
+            plan.static,
+            plan.settings,
+            plan.grid,
+            plan.refine or plan.robust,
+            with_cond_mean=plan.settings.exact_items or plan.refine,
         )
         self.restarted = False
 
@@ -278,16 +282,17 @@ def _mixture(parts: list[_Component], num_draws: int) -> _Mixture:
     cursor = 0
     for (wk, out, log_tau, ll), n_k in zip(parts, counts):
         g_parts.append(np.asarray(out["g_draws"], np.float64)[:n_k])
-        i_parts.append(np.asarray(out["item_draws"], np.float64)[:n_k])
+        # the component's share alone, in float64 (the same numbers: float32 -> float64 is
+        # exact), not every draw of it: the item draws are the fit's largest array
+        i_parts.append(np.asarray(np.asarray(out["item_draws"])[:n_k], np.float64))
         if log_tau is not None:
             tau_parts.append(np.full(n_k, np.exp(log_tau)))
         if ll is not None:
             lapse_parts.append(np.full(n_k, _expit(ll)))
         comp_info.append((wk, cursor, cursor + int(n_k), out, log_tau))
         cursor += int(n_k)
-    return _Mixture(
-        np.concatenate(g_parts), np.concatenate(i_parts), tau_parts, lapse_parts, comp_info
-    )
+    item_draws = i_parts[0] if len(i_parts) == 1 else np.concatenate(i_parts)  # no copy of one
+    return _Mixture(np.concatenate(g_parts), item_draws, tau_parts, lapse_parts, comp_info)
 
 
 def _widen(run: _Runner, mix: _Mixture, cluster: np.ndarray) -> np.ndarray:

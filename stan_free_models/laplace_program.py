@@ -32,14 +32,25 @@ def _compiled_laplace(
     settings: LaplaceSettings,
     fixed_tau: bool = False,
     with_gain: bool = False,
+    with_cond_mean: bool = True,
 ):
     """The jitted MAP + Laplace fit of one model key and settings (compiled once per key:
-    :meth:`LaplaceSettings.program`, the part of the settings a program depends on)."""
-    return _compiled_program(static, settings.program(), bool(fixed_tau), bool(with_gain))
+    :meth:`LaplaceSettings.program`, the part of the settings a program depends on).
+    ``with_cond_mean``: also return each draw's items' conditional mean (draws x items, as
+    large as the item draws; only the exact item draws read it)."""
+    return _compiled_program(
+        static, settings.program(), bool(fixed_tau), bool(with_gain), bool(with_cond_mean)
+    )
 
 
 @functools.lru_cache(maxsize=32)
-def _compiled_program(static: ModelKey, program: LaplaceSettings, fixed_tau: bool, with_gain: bool):
+def _compiled_program(
+    static: ModelKey,
+    program: LaplaceSettings,
+    fixed_tau: bool,
+    with_gain: bool,
+    with_cond_mean: bool = True,
+):
     """MAP + Laplace; with ``fixed_tau`` the cell effect's log tau (with a lapse rate: logit
     lapse and log tau) is an argument, not fitted.
 
@@ -81,6 +92,8 @@ def _compiled_program(static: ModelKey, program: LaplaceSettings, fixed_tau: boo
             raw = _hvp_blocks(hvp, g, items, num_item_params)
         blocks = _hessian_blocks(*raw)
         out = _block_gaussian(rng_key, g, items, blocks, num_draws)
+        if not with_cond_mean:
+            del out["item_cond_mean"]
         if with_gain:
             out["item_gain"] = jnp.einsum("jkl,jlg->jkg", blocks["d_inv"], blocks["b_cross"])
             out["g_step"] = THETA_STEP_SCALE / jnp.sqrt(

@@ -84,3 +84,59 @@ def test_the_scores_are_the_potentials_own(num_categories, per_system, symmetric
     auto_score, auto_prior = _autodiff_scores(objective, g, items, args)
     np.testing.assert_allclose(score(xg, xi), auto_score(xg, xi), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(prior(xg, xi), auto_prior(xg, xi), rtol=1e-4)
+
+
+@pytest.mark.parametrize("num_categories, per_system, symmetric", VARIANTS)
+def test_category_counts_give_the_judgments_potential_blocks_and_cluster_scores(
+    num_categories, per_system, symmetric
+):
+    """Merged into per-(cluster, comparison, item) category counts, the observations give
+    the same potential, gradient, Hessian blocks and cluster scores as one by one."""
+    from stan_free_models.inference import collapse_observations
+
+    static, g, items, args, objective = _problem(num_categories, per_system, symmetric)
+    rng = np.random.default_rng(3)
+    num_real = 90
+    cluster = np.asarray(args[0][:num_real]) % 3  # units of several cells each
+    data = GRMData(
+        comparison=np.asarray(args[0][:num_real]),
+        item=np.asarray(args[1][:num_real]),
+        y=np.asarray(args[2][:num_real]),
+        weight=np.asarray(args[3][:num_real]),
+        num_comparisons=5,
+        num_items=12,
+        num_categories=num_categories,
+    )
+    if per_system:
+        pairs = np.array([(0, 1), (0, 2), (1, 2), (1, 3), (2, 3)])
+        data = GRMData(
+            **{**data.__dict__, "pair_a": pairs[:, 0], "pair_b": pairs[:, 1], "num_systems": 4}
+        )
+    merged, unit = collapse_observations(data, cluster)
+    assert merged.num_obs < data.num_obs and merged.judgments == num_real
+    np.testing.assert_allclose(merged.weight.sum(), data.weight.sum(), rtol=1e-6)
+    padded = pad_data(merged)
+    assert _static_key(padded, static.priors)._replace(num_obs=static.num_obs) == static
+    m_args = _dynamic_args(padded)
+    m_objective = lambda a, b: _potential_fn(static._replace(num_obs=padded.num_obs))(  # noqa: E731
+        _split_params(static, a, b), *m_args
+    )
+    np.testing.assert_allclose(m_objective(g, items), objective(g, items), rtol=1e-5)
+    grads = jax.grad(m_objective, argnums=(0, 1))(g, items)
+    for got, want in zip(grads, jax.grad(objective, argnums=(0, 1))(g, items)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    m_static = static._replace(num_obs=padded.num_obs)
+    for got, want in zip(
+        grm_hessian_blocks(m_static, g, items, m_args), grm_hessian_blocks(static, g, items, args)
+    ):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    xg = jnp.asarray(rng.normal(size=g.shape), jnp.float32)
+    xi = jnp.asarray(rng.normal(size=items.shape), jnp.float32)
+    merged_score = grm_scores(m_static, g, items, m_args)[0](xg, xi)[: merged.num_obs]
+    score = grm_scores(static, g, items, args)[0](xg, xi)[:num_real]
+    np.testing.assert_allclose(
+        np.bincount(unit, weights=np.asarray(merged_score, np.float64), minlength=3),
+        np.bincount(cluster, weights=np.asarray(score, np.float64), minlength=3),
+        rtol=1e-4,
+        atol=1e-4,
+    )
