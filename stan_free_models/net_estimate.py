@@ -131,20 +131,18 @@ def cell_fit(
     sum_m2 = np.zeros(len(comp))
     model_draws = np.empty((num_draws, num_comparisons))
 
-    def chunk(lo: int) -> tuple[int, np.ndarray]:
+    def chunk(lo: int) -> tuple[np.ndarray, np.ndarray]:
         hi = min(lo + DRAW_CHUNK, num_draws)
-        return hi, cell_means(
-            theta_draws[lo:hi, comp], alpha_draws[lo:hi, item], b_draws[lo:hi, item]
-        )
+        m = cell_means(theta_draws[lo:hi, comp], alpha_draws[lo:hi, item], b_draws[lo:hi, item])
+        model_draws[lo:hi] = [per_comparison(row) for row in m]  # its own rows
+        return m.sum(axis=0), (m**2).sum(axis=0)
 
     starts = list(range(0, num_draws, DRAW_CHUNK))
     with ThreadPoolExecutor(max_workers=THREADS) as pool:
         for wave in range(0, len(starts), THREADS):  # THREADS chunks in memory at a time
-            los = starts[wave : wave + THREADS]
-            for lo, (hi, m) in zip(los, pool.map(chunk, los)):
-                sum_m += m.sum(axis=0)
-                sum_m2 += (m**2).sum(axis=0)
-                model_draws[lo:hi] = [per_comparison(row) for row in m]
+            for part, part2 in pool.map(chunk, starts[wave : wave + THREADS]):
+                sum_m += part
+                sum_m2 += part2
     mean_m = sum_m / num_draws
     if point is None:
         m_hat = mean_m
