@@ -42,6 +42,8 @@ MAX_LEVERAGE = 0.95
 DRAW_CHUNK = 25
 #: threads computing chunks of draws (memory: this many chunks at once)
 THREADS = 2
+#: cells whose means a chunk computes at once (memory: chunk x this x categories)
+CELL_BLOCK = 16384
 
 
 class NetEstimate(NamedTuple):
@@ -133,7 +135,14 @@ def cell_fit(
 
     def chunk(lo: int) -> tuple[np.ndarray, np.ndarray]:
         hi = min(lo + DRAW_CHUNK, num_draws)
-        m = cell_means(theta_draws[lo:hi, comp], alpha_draws[lo:hi, item], b_draws[lo:hi, item])
+        # the means elementwise, a block of cells at a time (memory: the gathered draws of a
+        # block, not of every cell), into the chunk's C-ordered array: the same numbers
+        m = np.empty((hi - lo, len(comp)))
+        for c0 in range(0, len(comp), CELL_BLOCK):
+            c, j = comp[c0 : c0 + CELL_BLOCK], item[c0 : c0 + CELL_BLOCK]
+            m[:, c0 : c0 + CELL_BLOCK] = cell_means(
+                theta_draws[lo:hi, c], alpha_draws[lo:hi, j], b_draws[lo:hi, j]
+            )
         model_draws[lo:hi] = [per_comparison(row) for row in m]  # its own rows
         return m.sum(axis=0), (m**2).sum(axis=0)
 

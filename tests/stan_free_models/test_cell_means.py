@@ -41,7 +41,11 @@ def _plain_cell_fit(comp, item, k, num_comparisons, theta_draws, alpha_draws, b_
     return sum_m / num_draws, model
 
 
-def test_cell_fit_on_threads_is_the_plain_loop_bit_for_bit():
+@pytest.mark.parametrize("cell_block", [700, 100_000])
+def test_cell_fit_on_threads_is_the_plain_loop_bit_for_bit(monkeypatch, cell_block):
+    from stan_free_models import net_estimate
+
+    monkeypatch.setattr(net_estimate, "CELL_BLOCK", cell_block)  # blocks of cells, or one
     rng = np.random.default_rng(2)
     num_cells, num_comparisons, num_items, num_draws = 3000, 7, 40, 3 * DRAW_CHUNK + 4
     comp = rng.integers(num_comparisons, size=num_cells)
