@@ -282,9 +282,9 @@ def _mixture(parts: list[_Component], num_draws: int) -> _Mixture:
     cursor = 0
     for (wk, out, log_tau, ll), n_k in zip(parts, counts):
         g_parts.append(np.asarray(out["g_draws"], np.float64)[:n_k])
-        # the component's share alone, in float64 (the same numbers: float32 -> float64 is
-        # exact), not every draw of it: the item draws are the fit's largest array
-        i_parts.append(np.asarray(np.asarray(out["item_draws"])[:n_k], np.float64))
+        # the component's share alone, as the fit gave it (float32: the fit's largest array
+        # is not copied; the steps that read it convert to float64, which is exact)
+        i_parts.append(np.asarray(out["item_draws"])[:n_k])
         if log_tau is not None:
             tau_parts.append(np.full(n_k, np.exp(log_tau)))
         if ll is not None:
@@ -318,7 +318,7 @@ def _item_step(plan: _Plan, mix: _Mixture, lapse_draws, rng_key) -> tuple[_Mixtu
             plan.padded,
             mix.comp_info,
             mix.g_draws,
-            mix.item_draws,
+            np.asarray(mix.item_draws, np.float64),
             mix.tau_parts,
             jax.random.fold_in(rng_key, 11),
             priors=priors,
@@ -347,11 +347,35 @@ def _item_step(plan: _Plan, mix: _Mixture, lapse_draws, rng_key) -> tuple[_Mixtu
     }
 
 
+#: draws whose items are constrained at once (memory: this many float64 copies of a draw)
+ITEM_CHUNK = 256
+
+
+def _item_values(items: np.ndarray, priors: Priors, num_categories: int):
+    """(log alpha, b) of the item draws (D, P, 1 + m), in float64 (exact from float32),
+    a chunk of draws at a time: the numbers of :func:`_constrain_items` of the float64
+    draws, without a float64 copy of every draw, and log alpha its own array (not a view
+    that would keep every item draw alive)."""
+    num_draws, num_items = items.shape[:2]
+    log_alpha = np.empty((num_draws, num_items))
+    b = None
+    for lo in range(0, num_draws, ITEM_CHUNK):
+        la, bb = _constrain_items(
+            np.asarray(items[lo : lo + ITEM_CHUNK], np.float64), priors, num_categories
+        )
+        if b is None:
+            b = np.empty((num_draws,) + bb.shape[1:])
+        log_alpha[lo : lo + ITEM_CHUNK], b[lo : lo + ITEM_CHUNK] = la, bb
+    if b is None:  # no draws
+        return _constrain_items(np.asarray(items, np.float64), priors, num_categories)
+    return log_alpha, b
+
+
 def _named_draws(plan: _Plan, mix: _Mixture, lapse_draws) -> dict[str, np.ndarray]:
     """The draws in the model's own terms, one chain: (1, draws, ...)."""
     data, priors = plan.data, plan.static.priors
     g_draws, p = mix.g_draws, data.num_items
-    log_alpha, b = _constrain_items(mix.item_draws[:, :p], priors, data.num_categories)
+    log_alpha, b = _item_values(mix.item_draws[:, :p], priors, data.num_categories)
     draws: dict[str, np.ndarray] = {
         "log_alpha": log_alpha[None],
         "alpha": np.exp(log_alpha)[None],
