@@ -91,9 +91,7 @@ def _compiled_program(
         else:
             raw = _hvp_blocks(hvp, g, items, num_item_params)
         blocks = _hessian_blocks(*raw)
-        out = _block_gaussian(rng_key, g, items, blocks, num_draws)
-        if not with_cond_mean:
-            del out["item_cond_mean"]
+        out = _block_gaussian(rng_key, g, items, blocks, num_draws, with_cond_mean)
         if with_gain:
             out["item_gain"] = jnp.einsum("jkl,jlg->jkg", blocks["d_inv"], blocks["b_cross"])
             out["g_step"] = THETA_STEP_SCALE / jnp.sqrt(
@@ -152,7 +150,13 @@ def _hessian_blocks(h_gg, h_ig, d_blocks) -> dict:
     }
 
 
-def _block_gaussian(rng_key, g, items, blocks: dict, num_draws: int) -> dict:
+#: the most draws of the items computed at once (a divisor of the draws)
+DRAW_BLOCK = 250
+
+
+def _block_gaussian(
+    rng_key, g, items, blocks: dict, num_draws: int, with_cond_mean: bool = True
+) -> dict:
     """Draws from the Gaussian at the mode (traced): the global block from its Schur
     complement, each prompt's parameters from their conditional given it; and the
     marginal covariances (exact block inverse)."""
@@ -169,13 +173,30 @@ def _block_gaussian(rng_key, g, items, blocks: dict, num_draws: int) -> dict:
         z_g = jax.random.normal(key_g, (num_draws, g.shape[0]), dtype=g.dtype)
         z_i = jax.random.normal(key_i, (num_draws,) + items.shape, dtype=g.dtype)
     g_draws = g + jax.scipy.linalg.solve_triangular(chol_s.T, z_g.T, lower=False).T
-    # items | global: N(mu_i - D^-1 B (g - mu_g), D^-1)
-    shift = jnp.einsum("jkl,jlg,ng->njk", d_inv, b_cross, g_draws - g)
     chol_d = jnp.linalg.cholesky(d_inv)
-    return {
+
+    def item_block(xs):
+        # items | global: N(mu_i - D^-1 B (g - mu_g), D^-1)
+        gd, zi = xs
+        mean = items - jnp.einsum("jkl,jlg,ng->njk", d_inv, b_cross, gd - g)
+        draws = mean + jnp.einsum("jkl,njl->njk", chol_d, zi)
+        return (mean, draws) if with_cond_mean else (draws,)
+
+    # a block of draws at a time: the intermediates of one block, not of every draw (the
+    # draws of the items are the fit's largest arrays: draws x prompts x parameters)
+    block = max(b for b in range(1, min(num_draws, DRAW_BLOCK) + 1) if num_draws % b == 0)
+    parts = jax.lax.map(
+        item_block,
+        (
+            g_draws.reshape(num_draws // block, block, -1),
+            z_i.reshape((num_draws // block, block) + items.shape),
+        ),
+    )
+    parts = [x.reshape((num_draws,) + items.shape) for x in parts]
+    out = {"item_cond_mean": parts[0]} if with_cond_mean else {}
+    return out | {
         "g_draws": g_draws,
-        "item_draws": items - shift + jnp.einsum("jkl,njl->njk", chol_d, z_i),
-        "item_cond_mean": items - shift,
+        "item_draws": parts[-1],
         "item_chol": chol_d,
         "cov_g": cov_g,
         # marginal sd of each item block
