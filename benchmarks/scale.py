@@ -172,7 +172,7 @@ def run_size(
     only: set[str],
     profile_path: str | None,
     replay_budget: int | None = None,
-    fit_bytes_per_judgment: float = 9_000,
+    fit_bytes_per_judgment: float = 6_000,
 ) -> dict:
     """Every step at one size, in this process; returns the figures."""
     from named_snapshots import snapshot_from_posteriors
@@ -206,8 +206,9 @@ def run_size(
             )
 
     snap = base = None
-    # the fit holds 16 copies of the per-judgment intermediates while its Hessian runs (measured:
-    # 8.6 GB peak at 1M with 200 systems); on a shared machine, refuse rather than swap or OOM-kill
+    # the fit's memory is mostly its item draws (draws x prompts, and prompts grow with the
+    # judgments here: 5.7 GB peak at 1M with 20,000 prompts, issue 56); on a shared machine,
+    # refuse rather than swap or OOM-kill
     need, free = fit_bytes_per_judgment * num_judgments, available_bytes()
     if only & {"fit", "skill", "batch"} and need > 0.8 * free:
         out["fit_skipped"] = f"needs ~{need / 1e9:.0f} GB, {free / 1e9:.0f} GB available"
@@ -345,8 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--fit-bytes-per-judgment",
         type=float,
-        default=9_000,
-        help="the fast fit's expected memory per judgment (default 9000, measured); a size "
+        default=6_000,
+        help="the fast fit's expected memory per judgment (default 6000, measured); a size "
         "whose fit would need more than 80%% of the available memory skips the fit (0: never)",
     )
     parser.add_argument("--profile", help="cProfile the steps into this file (one size)")
