@@ -265,6 +265,7 @@ def child_env(cache: Path | None) -> dict[str, str]:
     """This process's environment without any compilation cache, then ``cache`` if given."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(CACHE_VARIABLES)}
     env["JAX_LOG_COMPILES"] = "1"  # the longest compile, from the side's stderr
+    env["EVALSET_FIT_CACHE_DIR"] = ""  # no fit results from an earlier run (evalset.fit_cache)
     if cache is not None:
         env["EVALSET_JAX_CACHE_DIR"] = env["JAX_COMPILATION_CACHE_DIR"] = str(cache)
     return env
