@@ -26,7 +26,6 @@ Everything here is numbers: (draws, ...) arrays in, arrays out.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
@@ -40,8 +39,6 @@ from scipy.special import expit
 MAX_LEVERAGE = 0.95
 #: draws whose cell means are computed at once (memory: this many x cells x categories)
 DRAW_CHUNK = 25
-#: threads computing chunks of draws (memory: this many chunks at once)
-THREADS = 2
 #: cells whose means a chunk computes at once (memory: chunk x this x categories)
 CELL_BLOCK = 16384
 
@@ -125,9 +122,8 @@ def cell_fit(
     def per_comparison(x: np.ndarray) -> np.ndarray:
         return np.bincount(comp, weights=x, minlength=num_comparisons)[:num_comparisons]
 
-    # the cells' fitted means draw by draw, a chunk at a time (memory: chunk x cells), on
-    # two threads (numpy releases the GIL); the chunks are summed in their order, so the
-    # numbers do not depend on the threads
+    # the cells' fitted means draw by draw, a chunk at a time (memory: chunk x cells), the
+    # chunks summed in their order (the core starts no threads: tests/test_architecture.py)
     num_draws = theta_draws.shape[0]
     sum_m = np.zeros(len(comp))
     sum_m2 = np.zeros(len(comp))
@@ -146,12 +142,10 @@ def cell_fit(
         model_draws[lo:hi] = [per_comparison(row) for row in m]  # its own rows
         return m.sum(axis=0), (m**2).sum(axis=0)
 
-    starts = list(range(0, num_draws, DRAW_CHUNK))
-    with ThreadPoolExecutor(max_workers=THREADS) as pool:
-        for wave in range(0, len(starts), THREADS):  # THREADS chunks in memory at a time
-            for part, part2 in pool.map(chunk, starts[wave : wave + THREADS]):
-                sum_m += part
-                sum_m2 += part2
+    for lo in range(0, num_draws, DRAW_CHUNK):
+        part, part2 = chunk(lo)
+        sum_m += part
+        sum_m2 += part2
     mean_m = sum_m / num_draws
     if point is None:
         m_hat = mean_m
