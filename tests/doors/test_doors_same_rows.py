@@ -128,8 +128,8 @@ def test_item_fit_is_the_same_through_every_door(data, served, fresh_jobs, capsy
     fit per judgments seen, counted on a fresh set of background jobs whatever ran before,
     and one check for every level."""
     from evalset.item_fit import fit_items
-    from services.runtime import background
     from services.api.routes.item_fit import check_stored_items
+    from services.runtime import background
 
     base = ["items", "--data", str(data), "--format", "json", "--quiet"]
     cli = json.loads(_cli([*base, "--fit"], capsys)[0])
