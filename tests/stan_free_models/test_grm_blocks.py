@@ -21,7 +21,13 @@ from stan_free_models.inference import (
 from stan_free_models.model_key import Priors
 from stan_free_models.robust import _autodiff_scores
 
-VARIANTS = [(3, False, False), (3, True, True), (7, False, False), (7, False, True)]
+#: the 7-category variants (the compile costs the default suite most) run in the slow suite
+VARIANTS = [
+    (3, False, False),
+    (3, True, True),
+    pytest.param(7, False, False, marks=pytest.mark.slow),
+    pytest.param(7, False, True, marks=pytest.mark.slow),
+]
 
 
 def _problem(num_categories: int, per_system: bool, symmetric: bool):
