@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 import httpx
-from load_test import Campaign, free_port, start_server
+from load_test import Campaign, free_port, register_campaign, start_server
 
 
 def _first_batch(client: httpx.Client, url: str, headers: dict, timeout: float) -> dict:
@@ -76,19 +76,7 @@ def _first_snapshot(client: httpx.Client, base: str, headers: dict, timeout: flo
 
 def _campaign(client: httpx.Client, campaign: Campaign, admin: dict) -> tuple[str, dict]:
     project = f"first-{int(time.time())}"
-    r = client.post("/projects", json={"project_id": project}, headers=admin)
-    r.raise_for_status()
-    headers = {"Authorization": f"Bearer {r.json()['token']}"}
-    client.post(
-        f"/projects/{project}/systems",
-        json={"systems": [{"system_id": s} for s in campaign.systems]},
-        headers=headers,
-    ).raise_for_status()
-    client.post(
-        f"/projects/{project}/prompts",
-        json={"prompts": [{"prompt_id": p, "text": p} for p in campaign.prompts]},
-        headers=headers,
-    ).raise_for_status()
+    headers = register_campaign(client, project, campaign, admin)
     return project, headers
 
 

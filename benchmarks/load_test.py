@@ -36,6 +36,24 @@ import numpy as np
 from latency import summarize_ms
 
 
+def register_campaign(client: httpx.Client, project: str, campaign: Campaign, admin: dict) -> dict:
+    """Create ``project`` and register the campaign's systems and prompts; its token's headers."""
+    r = client.post("/projects", json={"project_id": project}, headers=admin)
+    r.raise_for_status()
+    headers = {"Authorization": f"Bearer {r.json()['token']}"}
+    client.post(
+        f"/projects/{project}/systems",
+        json={"systems": [{"system_id": s} for s in campaign.systems]},
+        headers=headers,
+    ).raise_for_status()
+    client.post(
+        f"/projects/{project}/prompts",
+        json={"prompts": [{"prompt_id": p, "text": p} for p in campaign.prompts]},
+        headers=headers,
+    ).raise_for_status()
+    return headers
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -199,20 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with httpx.Client(base_url=base, timeout=60) as client:
             admin = {"Authorization": f"Bearer {args.admin_token}"} if args.admin_token else {}
-            token = client.post("/projects", json={"project_id": project}, headers=admin).json()[
-                "token"
-            ]
-            headers = {"Authorization": f"Bearer {token}"}
-            client.post(
-                f"/projects/{project}/systems",
-                json={"systems": [{"system_id": s} for s in campaign.systems]},
-                headers=headers,
-            ).raise_for_status()
-            client.post(
-                f"/projects/{project}/prompts",
-                json={"prompts": [{"prompt_id": p, "text": p} for p in campaign.prompts]},
-                headers=headers,
-            ).raise_for_status()
+            headers = register_campaign(client, project, campaign, admin)
             client.post(
                 f"/projects/{project}/judgments",
                 json={"judgments": campaign.batch(args.warmup)},
