@@ -353,7 +353,10 @@ class EventPublic(BaseModel):
     created_at: datetime
     kind: str = Field(
         description="published, rejected (failed its diagnostics; see detail), failed "
-        "(an error; see detail), superseded (a newer snapshot was stored), skipped, items"
+        "(an error; see detail), superseded (a newer snapshot was stored), skipped, items, "
+        "prepared (a padded size compiled ahead), compared (a full refit against the live "
+        "snapshot; detail: the comparison as JSON), compiled (a fit compiled a program for "
+        "longer than 5 s; seconds: that compile, detail: the program)"
     )
     method: str = Field(description="laplace (fast update), nuts (full refit) or items")
     version: int = Field(description="the snapshot version stored (0: none)")

@@ -12,6 +12,7 @@ import threading
 from datetime import UTC, datetime
 from typing import Any
 
+from services.runtime.fit_checks import COMPILE_LIMIT_SECONDS
 from services.runtime.refresher import Refresher, RefreshEvent
 from services.store import Store
 from services.store import repository as repo
@@ -25,6 +26,15 @@ BATCH = 500
 PRUNE_EVERY = 1000
 
 
+def _alarming(event: RefreshEvent) -> bool:
+    """A fit that failed or was rejected, a compile past the limit, a diverging live path."""
+    if event.kind in ("rejected", "failed"):
+        return True
+    if event.kind == "compiled":
+        return event.seconds > COMPILE_LIMIT_SECONDS
+    return event.kind == "compared" and '"diverging": true' in event.detail
+
+
 class RecordingRefresher(Refresher):
     """A :class:`Refresher` whose events (every fit, its outcome, why it was rejected) are
     logged and handed to ``sink`` (the service stores them: ``GET /projects/{id}/events``)."""
@@ -35,7 +45,7 @@ class RecordingRefresher(Refresher):
 
     def _record(self, event: RefreshEvent) -> None:
         super()._record(event)
-        level = logging.WARNING if event.kind in ("rejected", "failed") else logging.INFO
+        level = logging.WARNING if _alarming(event) else logging.INFO
         log.log(
             level,
             "%s %s %s v%s n=%s %.2fs %s",

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import Connection, func, select
 
 from services import schemas as s
+from services.runtime.fit_checks import ChecksPublic
 from services.runtime.store_health import WriteFailurePublic
 from services.store import tables as t
 from services.store.repository import as_utc
@@ -68,6 +69,10 @@ class ServiceHealth(s.HealthPublic):
         "fit of some dimension and kind failed (fits.failing)"
     )
     fits: FitsPublic
+    checks: ChecksPublic = Field(
+        default_factory=lambda: ChecksPublic(compared=0, diverging=0),
+        description="the live snapshots against full refits, and the fits' slowest compile",
+    )
     store_writable: bool = Field(
         default=True,
         description="false while a write of this replica failed because the store could "

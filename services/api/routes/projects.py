@@ -5,7 +5,7 @@ from validated requests to store calls (the answers from snapshots are in
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NamedTuple
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials
@@ -15,6 +15,7 @@ from services import schemas as s
 from services.api.deps import ProjectId, SettingsDep, State, _bearer
 from services.api.errors import ApiError, error_responses
 from services.api.limits import admin_token_ok
+from services.runtime.fit_checks import ChecksPublic, checks_public
 from services.runtime.fit_health import (
     FitFailurePublic,
     ServiceHealth,
@@ -91,24 +92,31 @@ def _health_audience(state: ServiceState, token: str | None) -> tuple[bool, str 
     return False, state.tokens.get(state.store, token, state.settings.token_cache_seconds)
 
 
-def _health_reads(
-    state: ServiceState, token: str | None
-) -> tuple[bool, bool, list[FitFailurePublic], list[s.ProjectFreshness] | None]:
+class _HealthReads(NamedTuple):
+    reachable: bool
+    admin: bool
+    failures: list[FitFailurePublic]
+    projects: list[s.ProjectFreshness] | None
+    checks: ChecksPublic
+
+
+def _health_reads(state: ServiceState, token: str | None) -> _HealthReads:
     """What ``/health`` reads from the store: whether it answered, whether the token is the
-    admin's, the failed fits, and the projects the token may see (None: none)."""
+    admin's, the failed fits, the projects the token may see (None: none) and the checks."""
     now = datetime.now(UTC)
     admin = False
     try:
         admin, own = _health_audience(state, token)
         with state.store.read() as conn:
             failures = fit_failures(conn)
+            checks = checks_public(conn, detail=admin)
             ids = repo.list_project_ids(conn=conn) if admin else [own] if own is not None else []
             projects = None
             if admin or own is not None:
                 projects = [_freshness(conn, project_id, now) for project_id in ids]
     except SQLAlchemyError:
-        return False, admin, [], None
-    return True, admin, failures, projects
+        return _HealthReads(False, admin, [], None, ChecksPublic(compared=0, diverging=0))
+    return _HealthReads(True, admin, failures, projects, checks)
 
 
 @router.get(
@@ -127,7 +135,7 @@ def health(
     judgments it does not include) only with a token: a project's token shows that
     project, the admin token every project (and which fits failed)."""
     token = credentials.credentials if credentials else None
-    reachable, admin, failures, projects = _health_reads(state, token)
+    reachable, admin, failures, projects, checks = _health_reads(state, token)
     alive = state.worker_alive()
     mode = state.settings.worker if state.streaming else "off"
     fits = fits_public(failures, detail=admin)
@@ -149,6 +157,7 @@ def health(
         ),
         projects=projects,
         fits=fits,
+        checks=checks,
         catching_up=state.starting or any(p.judgments_behind > 0 for p in projects or ()),
     )
 
