@@ -150,6 +150,72 @@ def profile_update(state, key: tuple[str, str]) -> dict:  # noqa: ANN001
     return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in out.items()}
 
 
+def record_publishes(refresher) -> list[tuple[float, int, int, str, float]]:  # noqa: ANN001
+    """A list that collects (wall time, last_seq, judgments, method, fit seconds) of every
+    snapshot the refresher stores from now on (the store keeps only the newest ten)."""
+    published: list[tuple[float, int, int, str, float]] = []
+    publish = refresher.publish_fn
+
+    def recorded(key, snapshot):  # noqa: ANN001, ANN202
+        version = publish(key, snapshot)
+        if version is not None:
+            published.append(
+                (
+                    time.time(),
+                    snapshot.last_seq,
+                    snapshot.num_judgments,
+                    snapshot.method,
+                    snapshot.fit_seconds,
+                )
+            )
+        return version
+
+    refresher.publish_fn = recorded
+    return published
+
+
+def slowest_batches(
+    published: list[tuple[float, int, int, str, float]], accepted: list[tuple[float, int]]
+) -> list[dict]:
+    """The five batches that waited longest for a stored snapshot including them, and the
+    gap before that snapshot (a long gap: a slow update; a short one: a missed update)."""
+    if not accepted:
+        return []
+    start = accepted[0][0]
+    rows = []
+    for at, seq in accepted:
+        after = [x for x in published if x[1] >= seq]
+        if not after:
+            continue
+        first = after[0]
+        before = [x for x in published if x[0] < first[0]]
+        rows.append(
+            {
+                "accepted_at_s": round(at - start, 1),
+                "waited_s": round(first[0] - at, 2),
+                "snapshot_judgments": first[2],
+                "method": first[3],
+                "fit_s": round(first[4], 2),
+                "gap_before_s": round(first[0] - before[-1][0], 2) if before else None,
+            }
+        )
+    return sorted(rows, key=lambda r: -r["waited_s"])[:5]
+
+
+def watch_compiles() -> list[tuple[str, float]]:
+    """A list that collects (program, seconds) of every XLA compile from now on."""
+    from jax import monitoring
+
+    compiles: list[tuple[str, float]] = []
+
+    def listen(event: str, seconds: float, **kwargs: object) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append((str(kwargs.get("fun_name", "?")), round(seconds, 2)))
+
+    monitoring.register_event_duration_secs_listener(listen)
+    return compiles
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--judgments", type=int, default=10_000, help="preloaded judgments")
@@ -197,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         cell_effect=args.cell_effect,
     )
     state = ServiceState.create(settings)
+    compiles = watch_compiles()
     project = f"fresh-{int(time.time())}"
     key = (project, "overall")
     t = time.perf_counter()
@@ -238,8 +305,10 @@ def main(argv: list[str] | None = None) -> int:
     refresher.wait_idle(3600)
     refresher.freshness.clear()
     refresher.events.clear()
+    published = record_publishes(refresher)
 
     ingest: list[float] = []
+    accepted: list[tuple[float, int]] = []  # (wall time, last_seq) of each batch
     next_at = time.monotonic()
     offset = len(rows) + args.batch
     batches = args.batches if args.duration is None else int(args.duration / args.interval)
@@ -256,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         with state.store.write() as conn:
             result = repo.add_judgments(conn=conn, project_id=project, judgments=batch)
         state.notify(project, result.dimensions, result.last_seq)
+        accepted.append((time.time(), result.last_seq))
         ingest.append(time.perf_counter() - t0)
         next_at += args.interval
         time.sleep(max(0.0, next_at - time.monotonic()))
@@ -294,8 +364,12 @@ def main(argv: list[str] | None = None) -> int:
             for e in refresher.events
             if e.seconds > 5.0
         ],
+        # every XLA compile of the run, the first fit's included: the longest three
+        "longest_compiles_s": sorted(compiles, key=lambda c: -c[1])[:3],
+        "compiles_over_30s": sum(1 for _, sec in compiles if sec > 30.0),
         "load_average": os.getloadavg(),
     }
+    report["slowest_batches"] = slowest_batches(published, accepted)
     if args.profile:
         report["one_update_profile"] = profile_update(state, key)
     state.stop()
