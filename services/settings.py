@@ -103,6 +103,26 @@ class Settings(BaseSettings):
             "(fits and compiles then never hold the request threads' GIL)"
         ),
     )
+    refits: Literal["local", "ray"] = Field(
+        default="local",
+        description="where the re-estimation fits run: in the worker itself, or as Ray tasks "
+        "(one CPU each) on the cluster of ray_address, for more keys than the worker has "
+        "cores or judgments past its memory; each snapshot then names its node "
+        "(diagnostics.fitted_on)",
+    )
+    ray_address: str | None = Field(
+        default=None,
+        description="with refits=ray, the Ray cluster to join (e.g. ray://head:10001 or "
+        "head:6379); default: the RAY_ADDRESS environment variable, else a Ray runtime "
+        "started on this machine",
+    )
+    refit_parallel: int = Field(
+        default=0,
+        ge=0,
+        description="keys fitted at once (a fast-update thread each; one key is never "
+        "fitted by two at a time); 0: 1 with refits=local, the Ray cluster's CPUs with "
+        "refits=ray",
+    )
     worker_nice: int = Field(
         default=5, ge=0, le=19, description="scheduling priority offset of the worker process"
     )

@@ -67,6 +67,7 @@ class RefreshBase:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._item_threads: list[threading.Thread] = []
+        self._connect_lock = threading.Lock()  # joins Ray once (refits="ray")
         #: (seconds from accepted batch to a published snapshot that includes it, method)
         self.freshness: list[tuple[float, str]] = []
         #: recent events, newest last (bounded)
@@ -154,19 +155,78 @@ class RefreshBase:
         *,
         with_base: bool = False,
     ) -> Snapshot | tuple[Snapshot, SkillBase | None]:
-        """Fit every judgment of ``source`` with ``method`` (seeded by the judgment count)."""
+        """Fit every judgment of ``source`` with ``method`` (seeded by the judgment count):
+        :func:`fit_source` here, or as a Ray task with ``refits="ray"``
+        (:func:`services.runtime.ray_fits.fit_on_ray`: the same result, and the node it
+        ran on as ``diagnostics["fitted_on"]``)."""
         cfg = self.config
-        seed = (cfg.seed + source.num_judgments) % 2**31
-        return fit_snapshot(
-            source.judgments,
-            dimension=source.dimension,
-            systems=source.systems,
-            config=stream_config(method, cell_effect=cfg.cell_effect, seed=seed, **options),
-            last_seq=source.last_seq,
-            previous=previous,
-            max_draws=cfg.snapshot_max_draws,
-            with_base=with_base,
-        )
+        kwargs: dict[str, Any] = {
+            "source": source,
+            "method": method,
+            "options": options,
+            "previous": previous,
+            "with_base": with_base,
+            "seed": (cfg.seed + source.num_judgments) % 2**31,
+            "cell_effect": cfg.cell_effect,
+            "max_draws": cfg.snapshot_max_draws,
+        }
+        if cfg.refits == "ray":
+            from services.runtime.ray_fits import fit_on_ray
+
+            self._join_ray()
+            return fit_on_ray(fit_source, **kwargs)
+        return fit_source(**kwargs)
+
+    def fit_parallel(self) -> int:
+        """Keys fitted at once: ``refit_parallel``, or by default 1 with ``refits="local"``
+        and the Ray cluster's CPUs with ``refits="ray"`` (joining it)."""
+        cfg = self.config
+        if cfg.refits != "ray":
+            return max(1, cfg.refit_parallel)
+        from services.runtime.ray_fits import cluster_cpus
+
+        self._join_ray()
+        return cfg.refit_parallel or cluster_cpus()
+
+    def _join_ray(self) -> None:
+        """Join the Ray cluster of ``ray_address`` once (:func:`services.runtime.ray_fits.connect`)."""
+        from services.runtime.ray_fits import connect
+
+        cfg = self.config
+        with self._connect_lock:
+            connect(cfg.ray_address, num_cpus=cfg.refit_parallel or None)
 
 
-__all__ = ["RefreshBase", "RefreshEvent"]
+def fit_source(
+    *,
+    source: Source,
+    method: str,
+    options: dict[str, Any],
+    previous: Snapshot | None,
+    with_base: bool,
+    seed: int,
+    cell_effect: bool,
+    max_draws: int,
+) -> Snapshot | tuple[Snapshot, SkillBase | None]:
+    """The refresher's fit: every judgment of ``source`` with ``method`` (``"fast"`` or
+    ``"nuts"``, its ``options``), warm-started from ``previous``; a module-level function of
+    picklable arguments, so that a Ray worker runs the same one
+    (:mod:`services.runtime.ray_fits`).
+
+    Returns:
+        the snapshot (at most ``max_draws`` draws), and with ``with_base`` its
+        :class:`SkillBase` (None when the fit cannot serve as one).
+    """
+    return fit_snapshot(
+        source.judgments,
+        dimension=source.dimension,
+        systems=source.systems,
+        config=stream_config(method, cell_effect=cell_effect, seed=seed, **options),
+        last_seq=source.last_seq,
+        previous=previous,
+        max_draws=max_draws,
+        with_base=with_base,
+    )
+
+
+__all__ = ["RefreshBase", "RefreshEvent", "fit_source"]

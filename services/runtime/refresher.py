@@ -50,8 +50,13 @@ class Refresher(RefreshBase):
         if self._threads:
             return self
         self._stop.clear()
+        # refit_parallel fast-update threads (one by default; with refits="ray", this joins
+        # the cluster and defaults to its CPUs); next_key gives each a key no other is fitting
         self._threads = [
-            threading.Thread(target=self._fast_loop, name="refresh-fast", daemon=True),
+            threading.Thread(
+                target=self._fast_loop, name="refresh-fast" + (f"-{i}" if i else ""), daemon=True
+            )
+            for i in range(self.fit_parallel())
         ]
         if self.config.nuts:
             self._threads.append(
@@ -80,11 +85,12 @@ class Refresher(RefreshBase):
                 )
                 if key is not None:
                     self._states[key].dirty = False
+                    self._states[key].fitting = True
                     self.busy = True
                     return key
-                self._wake.wait(
-                    timeout=0.05 if any(s.dirty for s in self._states.values()) else 1.0
-                )
+                # a dirty key being fitted wakes the threads when its fit ends (_fast_loop)
+                waiting = any(s.dirty and not s.fitting for s in self._states.values())
+                self._wake.wait(timeout=0.05 if waiting else 1.0)
         return None
 
     def _fast_loop(self) -> None:
@@ -97,8 +103,10 @@ class Refresher(RefreshBase):
             except Exception as exc:  # keep the worker alive; the error is reported
                 self._record(RefreshEvent(key, "failed", FAST, 0, 0, 0.0, repr(exc)))
             finally:
-                with self._lock:
-                    self.busy = False
+                with self._wake:
+                    self._states[key].fitting = False
+                    self.busy = any(s.fitting for s in self._states.values())
+                    self._wake.notify_all()  # another thread may take this key now
 
     def update(self, key: Hashable) -> Snapshot | None:
         """One fast update of ``key`` (also callable directly, e.g. in tests and benchmarks)."""
@@ -193,7 +201,8 @@ class Refresher(RefreshBase):
             # (a daemon thread killed inside XLA aborts the interpreter)
             daemon=False,
         )
-        self._item_threads = [t for t in self._item_threads if t.is_alive()] + [thread]
+        with self._lock:  # several fast-update threads may start one
+            self._item_threads = [t for t in self._item_threads if t.is_alive()] + [thread]
         thread.start()
 
     def _prepare_shapes(
@@ -265,7 +274,8 @@ class Refresher(RefreshBase):
         thread = threading.Thread(
             target=self._refresh_items, args=(key, base), name="refresh-items", daemon=True
         )
-        self._item_threads = [t for t in self._item_threads if t.is_alive()] + [thread]
+        with self._lock:
+            self._item_threads = [t for t in self._item_threads if t.is_alive()] + [thread]
         thread.start()
 
     def _refresh_items(self, key: Hashable, base: SkillBase) -> None:

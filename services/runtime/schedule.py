@@ -25,6 +25,7 @@ class KeyState:
 
     pending: list[tuple[int, float]] = field(default_factory=list)  # (seq, accepted at)
     dirty: bool = False
+    fitting: bool = False  # a fast-update thread is updating it (no other may take it)
     fast: Snapshot | None = None  # last fast snapshot (warm start)
     published_judgments: int = -1
     published_seq: int = -1
@@ -57,19 +58,27 @@ class UpdatePlan:
 
 
 def next_key(states: Mapping[K, KeyState], *, now: float, min_interval: float) -> K | None:
-    """The first key with unfitted judgments whose last fast update is ``min_interval`` old.
+    """The first key with unfitted judgments, not being fitted, whose last fast update is
+    ``min_interval`` old.
 
     Batches that arrive while a key is being fitted only mark it dirty, so they are
-    coalesced into its next update; ``min_interval`` (``FAST_MIN_INTERVAL_SECONDS``)
-    spaces the updates of one key further.
+    coalesced into its next update, which waits for that fit to end (with several
+    fast-update threads, ``refit_parallel``, a key is never fitted by two at once);
+    ``min_interval`` (``FAST_MIN_INTERVAL_SECONDS``) spaces the updates of one key further.
 
     Example:
         >>> states = {"a": KeyState(dirty=True, last_fast_at=9.5), "b": KeyState(dirty=True)}
         >>> next_key(states, now=10.0, min_interval=1.0), next_key(states, now=10.0, min_interval=0)
         ('b', 'a')
+        >>> states["a"].fitting = True
+        >>> next_key(states, now=10.0, min_interval=0)
+        'b'
+        >>> states["b"].fitting = True
+        >>> next_key(states, now=10.0, min_interval=0) is None
+        True
     """
     for key, state in states.items():
-        if state.dirty and now - state.last_fast_at >= min_interval:
+        if state.dirty and not state.fitting and now - state.last_fast_at >= min_interval:
             return key
     return None
 
