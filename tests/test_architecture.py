@@ -138,8 +138,9 @@ def test_the_import_graph_has_no_cycle():
     assert cycles == [], "\n".join(cycles)
 
 
-#: thread-starting names; locks (threading.RLock serialising runs of a cached sampler) and
-#: thread-local storage (NumPyro's handler stack, stan_free_models/threadsafe.py) are not threads
+#: thread-starting names; locks (threading.RLock serialising runs of a cached sampler),
+#: thread-local storage (NumPyro's handler stack, stan_free_models/threadsafe.py) and the
+#: calling thread's id (adaptive/estimation/compile_clock.py) are not threads
 THREAD_NAMES = {"Thread", "Timer", "ThreadPoolExecutor", "ProcessPoolExecutor", "start_new_thread"}
 THREAD_MODULES = {"concurrent", "multiprocessing", "_thread"}
 THREADING_ALLOWED = {
@@ -150,6 +151,7 @@ THREADING_ALLOWED = {
     "Semaphore",
     "BoundedSemaphore",
     "local",
+    "get_ident",
 }
 
 
