@@ -40,13 +40,13 @@ class CompileClock:
         self.longest: tuple[str, float] | None = None
         self._thread = threading.get_ident()
 
-    def _listen(self, event: str, duration: float, **kwargs: object) -> None:
+    def _listen(self, event: str, duration_secs: float, **kwargs: str | int) -> None:
         if event != BACKEND_COMPILE_EVENT or threading.get_ident() != self._thread:
             return
-        self.seconds += duration
+        self.seconds += duration_secs
         self.count += 1
-        if self.longest is None or duration > self.longest[1]:
-            self.longest = (str(kwargs.get("fun_name", "?")), duration)
+        if self.longest is None or duration_secs > self.longest[1]:
+            self.longest = (str(kwargs.get("fun_name", "?")), duration_secs)
 
     def __enter__(self) -> CompileClock:
         from jax import monitoring

@@ -12,7 +12,7 @@ import threading
 from datetime import UTC, datetime
 from typing import Any
 
-from services.runtime.fit_checks import COMPILE_LIMIT_SECONDS
+from services.runtime.refit_checks import COMPILE_LIMIT_SECONDS
 from services.runtime.refresher import Refresher, RefreshEvent
 from services.store import Store
 from services.store import repository as repo

@@ -21,13 +21,9 @@ from pydantic import BaseModel, Field
 from sqlalchemy import Connection, func, select
 
 from adaptive.estimation.divergence import DIVERGING_SD
+from services.runtime.refit_checks import COMPILE_EVENT_SECONDS, COMPILE_LIMIT_SECONDS
 from services.store import tables as t
 from services.store.repository import as_utc
-
-#: a fit that compiled longer than this (s) in one program stores a ``compiled`` event
-COMPILE_EVENT_SECONDS = 5.0
-#: a compile longer than this (s) is a fault: the log says so as a warning
-COMPILE_LIMIT_SECONDS = 30.0
 
 
 class DivergencePublic(BaseModel):

@@ -11,29 +11,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
+from adaptive.estimation.compile_clock import CompileClock
 from adaptive.estimation.skill_update import SkillBase
-from adaptive.estimation.snapshot import Snapshot
+from adaptive.estimation.snapshot import FAST, FULL, Snapshot
 from adaptive.estimation.streaming import Source, fit_snapshot, stream_config
+from services.runtime.refit_checks import compiled_event
+from services.runtime.refresh_event import RefreshEvent
 from services.runtime.schedule import KeyState
 from services.settings import Settings
-
-
-@dataclass(frozen=True)
-class RefreshEvent:
-    """One thing the worker did (returned diagnostics; the service decides what to log)."""
-
-    key: Hashable
-    # "published", "superseded" (the store kept a newer one), "rejected", "failed",
-    # "skipped", "items" (a new base fitted), "prepared" (the next padded size compiled)
-    kind: str
-    method: str
-    version: int
-    num_judgments: int
-    seconds: float
-    detail: str = ""
 
 
 class RefreshBase:
@@ -140,11 +128,11 @@ class RefreshBase:
         return version
 
     def _fast_fit(
-        self, source: Source, previous: Snapshot | None
+        self, source: Source, previous: Snapshot | None, key: Hashable = None
     ) -> tuple[Snapshot, SkillBase | None]:
         """A full MAP + Laplace fit of every judgment, warm-started from ``previous``."""
         options = {"num_draws": self.config.fast_num_draws}
-        return self._fit(source, "fast", options, previous, with_base=True)  # type: ignore[return-value]
+        return self._fit(source, "fast", options, previous, with_base=True, key=key)  # type: ignore[return-value]
 
     def _fit(
         self,
@@ -154,11 +142,29 @@ class RefreshBase:
         previous: Snapshot | None = None,
         *,
         with_base: bool = False,
+        key: Hashable = None,
     ) -> Snapshot | tuple[Snapshot, SkillBase | None]:
         """Fit every judgment of ``source`` with ``method`` (seeded by the judgment count):
         :func:`fit_source` here, or as a Ray task with ``refits="ray"``
         (:func:`services.runtime.ray_fits.fit_on_ray`: the same result, and the node it
-        ran on as ``diagnostics["fitted_on"]``)."""
+        ran on as ``diagnostics["fitted_on"]``). A compile past
+        :data:`~services.runtime.refit_checks.COMPILE_EVENT_SECONDS` is recorded under ``key``."""
+        result = self._dispatch(source, method, options, previous, with_base)
+        if key is not None:
+            snapshot = result if isinstance(result, Snapshot) else result[0]
+            event = compiled_event(key, snapshot, FULL if method == "nuts" else FAST)
+            if event is not None:
+                self._record(event)
+        return result
+
+    def _dispatch(
+        self,
+        source: Source,
+        method: str,
+        options: dict[str, Any],
+        previous: Snapshot | None,
+        with_base: bool,
+    ) -> Snapshot | tuple[Snapshot, SkillBase | None]:
         cfg = self.config
         kwargs: dict[str, Any] = {
             "source": source,
@@ -215,18 +221,27 @@ def fit_source(
 
     Returns:
         the snapshot (at most ``max_draws`` draws), and with ``with_base`` its
-        :class:`SkillBase` (None when the fit cannot serve as one).
+        :class:`SkillBase` (None when the fit cannot serve as one). The snapshot's
+        diagnostics say how long the fit compiled (:meth:`CompileClock.summary`:
+        ``compile_s``, ``compiles``, ``longest_compile``).
     """
-    return fit_snapshot(
-        source.judgments,
-        dimension=source.dimension,
-        systems=source.systems,
-        config=stream_config(method, cell_effect=cell_effect, seed=seed, **options),
-        last_seq=source.last_seq,
-        previous=previous,
-        max_draws=max_draws,
-        with_base=with_base,
-    )
+    with CompileClock() as clock:
+        result = fit_snapshot(
+            source.judgments,
+            dimension=source.dimension,
+            systems=source.systems,
+            config=stream_config(method, cell_effect=cell_effect, seed=seed, **options),
+            last_seq=source.last_seq,
+            previous=previous,
+            max_draws=max_draws,
+            with_base=with_base,
+        )
+    compiles = clock.summary()
+    if isinstance(result, Snapshot):
+        return replace(result, diagnostics={**result.diagnostics, **compiles})
+    snapshot, base = result
+    snapshot = replace(snapshot, diagnostics={**snapshot.diagnostics, **compiles})
+    return snapshot, None if base is None else replace(base, snapshot=snapshot)
 
 
 __all__ = ["RefreshBase", "RefreshEvent", "fit_source"]

@@ -21,11 +21,10 @@ from collections.abc import Hashable
 from dataclasses import replace
 from typing import cast
 
-import polars as pl
-
 from adaptive.estimation.skill_update import SkillBase, skill_snapshot
 from adaptive.estimation.snapshot import FAST, FULL, Snapshot
 from adaptive.estimation.streaming import Source
+from services.runtime.refit_checks import ITEMS, NUTS, SCRATCH, compared_event
 from services.runtime.refresh_base import RefreshBase, RefreshEvent
 from services.runtime.schedule import (
     KeyState,
@@ -36,7 +35,9 @@ from services.runtime.schedule import (
     nuts_too_large,
     padded,
     plan_update,
+    scratch_due,
 )
+from services.runtime.shapes import fit_rows, grow_to
 
 
 class Refresher(RefreshBase):
@@ -149,7 +150,7 @@ class Refresher(RefreshBase):
                     self._start_items_refresh(key, base)  # new prompts: refit items now
         new_base = None
         if snapshot is None:
-            snapshot, new_base = self._fast_fit(source, state.fast)
+            snapshot, new_base = self._fast_fit(source, state.fast, key)
         if not snapshot.diagnostics.get("converged", True):
             # an unconverged optimum is still published (it is the best guess) but says so,
             # and the next update starts from the default, not from it
@@ -187,7 +188,10 @@ class Refresher(RefreshBase):
     def _prepare_next(self, key: Hashable, state: KeyState, source: Source) -> None:
         """Compile the next padded sizes ``source`` grows into, on a thread of their own,
         when it is close to its own (:func:`~services.runtime.schedule.next_shapes`)."""
-        now = Shape(source.num_judgments, source.judgments["item_id"].n_unique())
+        frame = source.judgments
+        now = Shape(
+            fit_rows(frame, merged=not self.config.cell_effect), frame["item_id"].n_unique()
+        )
         growing, state.prompts = now.prompts > state.prompts > 0, now.prompts
         targets = next_shapes(now, state.prepared, prompts_growing=growing)
         if not targets:
@@ -213,25 +217,21 @@ class Refresher(RefreshBase):
                 self._prepare_shape(key, source, now, target)
 
     def _prepare_shape(self, key: Hashable, source: Source, now: Shape, target: Shape) -> None:
-        """Compile the fits of the ``target`` shape: fit this key's judgments, resampled to
-        that many, with new prompts where the prompts grow, and throw the result away
-        (the compiled programs stay)."""
+        """Compile the fits of the ``target`` shape (rows the fit sees, prompts): fit this
+        key's judgments grown onto unjudged cells and new prompts until they reach it
+        (:func:`~services.runtime.shapes.grow_to`), and throw the result away (the compiled
+        programs stay)."""
         started = time.monotonic()
-        detail = f"{target.judgments} judgments, {target.prompts} prompts"
+        detail = f"{target.judgments} rows, {target.prompts} prompts"
         try:
-            frame = source.judgments
-            new_prompts = target.prompts - now.prompts
-            extra = frame.sample(
-                n=max(target.judgments - frame.height, new_prompts), with_replacement=True, seed=0
+            grown = grow_to(
+                source.judgments,
+                rows=target.judgments,
+                prompts=target.prompts,
+                merged=not self.config.cell_effect,
             )
-            if new_prompts > 0:
-                names = [f"prepare-shape-{i}" for i in range(new_prompts)]
-                extra = extra.with_columns(
-                    pl.Series("item_id", names + extra["item_id"].to_list()[new_prompts:])
-                )
-            grown = frame.vstack(extra)
             source = replace(source, judgments=grown, num_judgments=grown.height)
-            self._fit(source, "fast", {"num_draws": self.config.fast_num_draws})
+            self._fit(source, "fast", {"num_draws": self.config.fast_num_draws}, key=key)
             seconds = time.monotonic() - started
             self._record(RefreshEvent(key, "prepared", FAST, 0, grown.height, seconds, detail))
         except Exception as exc:  # a later update compiles it instead; reported
@@ -285,7 +285,9 @@ class Refresher(RefreshBase):
             source = self.load_fn(key)
             if source is None:
                 return
-            _, new_base = self._fast_fit(source, base.snapshot)
+            _, new_base = self._fast_fit(source, base.snapshot, key)
+            if new_base is not None:  # the full fit against the skill-only live snapshot
+                self._compare(key, new_base.snapshot, ITEMS)
             if new_base is None:
                 detail = "the full fit did not converge; the previous items stay"
                 self._record(
@@ -322,6 +324,11 @@ class Refresher(RefreshBase):
                 due = [
                     k for k, s in self._states.items() if nuts_due(s, now=now, config=self.config)
                 ]
+                scratch = [
+                    k
+                    for k, s in self._states.items()
+                    if scratch_due(s, now=now, config=self.config)
+                ]
                 too_large = [
                     (k, s.published_judgments)
                     for k, s in self._states.items()
@@ -335,13 +342,14 @@ class Refresher(RefreshBase):
                     " so no scheduled NUTS refits; the fast updates' robust intervals stand"
                 )
                 self._record(RefreshEvent(key, "skipped", FULL, 0, n, 0.0, detail))
-            for key in due:
+            for key, fit in [(k, self.refit) for k in due] + [(k, self.scratch) for k in scratch]:
                 if self._stop.is_set():
                     return
                 try:
-                    self.refit(key)
+                    fit(key)
                 except Exception as exc:
-                    self._record(RefreshEvent(key, "failed", FULL, 0, 0, 0.0, repr(exc)))
+                    method = FULL if fit == self.refit else SCRATCH
+                    self._record(RefreshEvent(key, "failed", method, 0, 0, 0.0, repr(exc)))
 
     def refit(self, key: Hashable) -> Snapshot | None:
         """One full NUTS refit of ``key``; published only when its diagnostics pass."""
@@ -383,9 +391,37 @@ class Refresher(RefreshBase):
                 )
                 return None
             version = self._publish(key, snapshot, started)
-            return None if version is None else replace(snapshot, version=version)
+            if version is None:
+                return None
+            snapshot = replace(snapshot, version=version)
+            self._compare(key, snapshot, NUTS)
+            return snapshot
         finally:
             state.nuts_running = False
+
+    def scratch(self, key: Hashable) -> Snapshot | None:
+        """The scheduled full refit above ``nuts_max_judgments``: a fast fit of every
+        judgment from no warm start, compared with the live snapshot and not published."""
+        state = self._state(key)
+        state.nuts_running = True
+        try:
+            source = self.load_fn(key)
+            if source is None:
+                return None
+            options = {"num_draws": self.config.fast_num_draws}
+            snapshot = cast(Snapshot, self._fit(source, "fast", options, None, key=key))
+            state.nuts_judgments = source.num_judgments
+            state.nuts_at = time.monotonic()
+            self._compare(key, snapshot, SCRATCH)
+            return snapshot
+        finally:
+            state.nuts_running = False
+
+    def _compare(self, key: Hashable, full: Snapshot, kind: str) -> None:
+        """Record how far the live snapshot is from ``full`` (a ``compared`` event)."""
+        event = compared_event(key, full, self._state(key).fast, kind)
+        if event is not None:
+            self._record(event)
 
 
 __all__ = ["RefreshEvent", "Refresher"]

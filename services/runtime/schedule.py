@@ -1,7 +1,8 @@
 """When the re-estimation worker does what: pure functions of its state, testable without
 threads or a clock. :func:`next_key` (which key to update now), :func:`plan_update` (skill
 update or full fit, and whether to refresh the held items), :func:`nuts_due` (and
-:func:`nuts_too_large`), :func:`next_shape` (which padded size to compile ahead).
+:func:`nuts_too_large`; past it :func:`scratch_due`), :func:`next_shapes` (which padded
+sizes to compile ahead).
 The worker itself is :mod:`services.runtime.refresher`.
 """
 
@@ -186,6 +187,27 @@ def nuts_due(state: KeyState, *, now: float, config: Settings) -> bool:
     return new >= config.refit_every_judgments or waited >= config.refit_every_seconds
 
 
+def scratch_due(state: KeyState, *, now: float, config: Settings) -> bool:
+    """The scheduled full refit of a key past ``nuts_max_judgments`` is due: a fast fit from
+    no warm start, compared with the live snapshot, every ``REFIT_EVERY_SECONDS`` with new
+    judgments (only with ``nuts`` on: the same schedule's other half).
+
+    Example:
+        >>> s = Settings(nuts_max_judgments=1000, refit_every_seconds=600)
+        >>> state = KeyState(published_judgments=5000, nuts_judgments=4000, nuts_at=0.0)
+        >>> scratch_due(state, now=10.0, config=s), scratch_due(state, now=601.0, config=s)
+        (False, True)
+        >>> state.published_judgments = 900  # NUTS' own size: nuts_due schedules it
+        >>> scratch_due(state, now=601.0, config=s)
+        False
+    """
+    if state.nuts_running or state.published_judgments <= state.nuts_judgments:
+        return False
+    if not nuts_too_large(state, config):
+        return False
+    return now - state.nuts_at >= config.refit_every_seconds
+
+
 __all__ = [
     "PREPARE_SHARE",
     "KeyState",
@@ -197,4 +219,5 @@ __all__ = [
     "padded",
     "nuts_too_large",
     "plan_update",
+    "scratch_due",
 ]

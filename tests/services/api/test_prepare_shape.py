@@ -7,6 +7,7 @@ import pytest
 from adaptive.estimation import streaming as st
 from services.runtime.refresher import Refresher
 from services.runtime.schedule import PREPARE_SHARE, Shape, next_shapes, padded
+from services.runtime.shapes import fit_rows
 from services.settings import Settings
 from stan_free_models import robust
 from stan_free_models.engine import TRACE_COUNTS
@@ -70,10 +71,16 @@ def _compiles() -> tuple[int, int]:
     return TRACE_COUNTS["laplace"], robust._compiled.cache_info().misses
 
 
+def _shape(frame: object) -> Shape:
+    """The padded size the default model's fit of ``frame`` is compiled for."""
+    return padded(Shape(fit_rows(frame, merged=True), frame["item_id"].n_unique()))  # type: ignore[index]
+
+
 @pytest.mark.parametrize(
     ("start", "grown", "num_prompts"),
     [
-        pytest.param(int(PREPARE_SHARE * 128) + 2, 148, 8, id="judgments"),
+        # 13 prompts x 10 pairs: judged cells (the fit's rows) grow with the judgments
+        pytest.param(int(PREPARE_SHARE * 128) + 2, 130, 13, id="cells"),
         # every judgment on a prompt of its own: prompts and cells grow with the judgments
         pytest.param(30, 36, 400, id="prompts-and-cells"),
     ],
@@ -82,8 +89,8 @@ def test_an_update_crossing_into_a_prepared_size_compiles_nothing_new(
     start: int, grown: int, num_prompts: int
 ) -> None:
     campaign = Grows(start, num_prompts)
-    before = padded(Shape(start, campaign.all.head(start)["item_id"].n_unique()))
-    after = padded(Shape(grown, campaign.all.head(grown)["item_id"].n_unique()))
+    before = _shape(campaign.all.head(start))
+    after = _shape(campaign.all.head(grown))
     assert before != after  # the campaign grows into another padded size
     worker, prepared = _prepared(campaign)
     assert "not" not in prepared.detail and prepared.num_judgments >= start
@@ -93,3 +100,22 @@ def test_an_update_crossing_into_a_prepared_size_compiles_nothing_new(
     assert snapshot is not None and snapshot.num_judgments == grown
     assert _compiles() == compiled  # the prepared programs, not new ones
     assert [e.kind for e in worker.events].count("failed") == 0
+
+
+def test_judging_the_same_cells_again_needs_no_new_size() -> None:
+    """Past a padded number of judgments, but on the same 40 cells: the default model's fit
+    sees one row per cell, so nothing is prepared and the update compiles nothing."""
+    campaign = Grows(int(PREPARE_SHARE * 128) + 2, 8)  # 10 pairs x 8 prompts: 40 cells
+    assert _shape(campaign.all.head(campaign.num)) == _shape(campaign.all.head(200))
+    worker = Refresher(
+        load_fn=campaign.load,
+        publish_fn=campaign.publish,
+        latest_fn=lambda key: None,
+        config=Settings(nuts=False, fast_num_draws=20, snapshot_max_draws=20),
+    )
+    assert worker.update("k") is not None
+    compiled = _compiles()
+    campaign.num = 200
+    assert worker.update("k") is not None
+    assert _compiles() == compiled
+    assert [e.kind for e in worker.events if e.kind == "prepared"] == []

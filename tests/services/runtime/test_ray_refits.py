@@ -33,7 +33,7 @@ ROUNDS = (200, 240)
 FAST = {"nuts": False, "fast_num_draws": 200, "snapshot_max_draws": 200}
 #: what differs between two fits of the same judgments: when and how long, and where
 UNCOMPARED = {"created_at", "fit_seconds"}
-UNCOMPARED_DIAGNOSTICS = {"seconds", "fitted_on"}
+UNCOMPARED_DIAGNOSTICS = {"seconds", "fitted_on", "compile_s", "compiles", "longest_compile"}
 #: Ray and its dependencies emit these at start-up on some platforms (and JAX's fork warning
 #: when Ray starts its processes after JAX has); nothing else is allowed
 RAY_WARNINGS = [
@@ -143,7 +143,7 @@ def max_difference(a: st.Snapshot, b: st.Snapshot) -> float:
 class Sleeper(Watched):
     """A fit that only takes time: the scheduling of several fast-update threads alone."""
 
-    def _fit(self, source, method, options, previous=None, *, with_base=False):  # noqa: ANN001
+    def _fit(self, source, method, options, previous=None, *, with_base=False, key=None):  # noqa: ANN001
         time.sleep(0.1)
         return _fake_snapshot(source), None
 
