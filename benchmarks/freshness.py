@@ -358,6 +358,8 @@ def main(argv: list[str] | None = None) -> int:
         "failed_events": [e.detail for e in refresher.events if e.kind == "failed"],
         "nuts_refits": pct([e.seconds for e in refresher.events if e.method == FULL]),
         "events": sorted({f"{e.kind}/{e.method}" for e in refresher.events}),
+        # the scheduled checks: a full refit against the live snapshot (/health's checks)
+        "compared": [json.loads(e.detail) for e in refresher.events if e.kind == "compared"],
         # the slow ones, in order: what a batch waited for (a compile shows here)
         "updates_over_5s": [
             (e.kind, e.num_judgments, round(e.seconds, 1), e.detail)

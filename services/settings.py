@@ -167,14 +167,21 @@ class Settings(BaseSettings):
     refit_every_seconds: float = Field(
         default=600.0, gt=0, description="... or after this many seconds with new judgments"
     )
+    check_every_seconds: float = Field(
+        default=600.0,
+        ge=0,
+        description="above nuts_max_judgments, refit a dimension from no warm start this often "
+        "(with new judgments) and compare it with the live snapshot (/health's checks; a fit's "
+        "time and memory beside the live updates); 0: never",
+    )
     poll_seconds: float = Field(
         default=5.0, gt=0, description="how often to look for judgments written elsewhere"
     )
     prepare_next_shape: bool = Field(
         default=True,
-        description="past 80% of the judgments the fits' compiled programs are padded to, "
-        "compile the next padded size on a thread of its own, so the update that crosses "
-        "into it does not wait on a compile",
+        description="past 80% of the rows (judged cells, with the default model) or prompts "
+        "the fits' compiled programs are padded to, compile the next padded size on a thread "
+        "of its own, so the update that crosses into it does not wait on a compile",
     )
     nuts: bool = Field(default=True, description="run the scheduled NUTS refits at all")
     nuts_max_judgments: int = Field(
@@ -183,7 +190,7 @@ class Settings(BaseSettings):
         description="scheduled NUTS refits only up to this many judgments per dimension; "
         "above it a refit takes many minutes and slows every fast update meanwhile, and the "
         "fast updates' cluster-robust Laplace intervals are the answer (a 'skipped' event "
-        "says so once)",
+        "says so once) and check_every_seconds' checks compare them with a fit from scratch",
     )
     nuts_chains: int = Field(default=2, ge=1)
     # NUTS's run sizes of every door (stan_free_models.fit_settings.DOOR_NUTS); the service

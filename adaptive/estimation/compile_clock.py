@@ -6,7 +6,10 @@ program that grew with the data instead of with its padded size). JAX reports ev
 backend compile's duration to its monitoring listeners; :class:`CompileClock` listens
 while it is entered and keeps the compiles of the thread that entered it, so fits
 running on other threads (an items refresh beside a fast update) are not counted twice.
-Nothing is registered outside a ``with`` block.
+Nothing is registered outside a ``with`` block. JAX calls its listeners from a plain list:
+a clock that leaves while another thread's compile is being reported may make that
+report skip the next listener, so under concurrent fits a compile can go uncounted (never
+counted twice). Only XLA's compile is timed, not tracing or lowering.
 
 Example:
     >>> import jax, jax.numpy as jnp
@@ -63,7 +66,10 @@ class CompileClock:
     ) -> None:
         from jax import monitoring
 
-        monitoring.unregister_event_duration_listener(self._listen)
+        try:
+            monitoring.unregister_event_duration_listener(self._listen)
+        except (AssertionError, ValueError):  # the listeners were cleared meanwhile (JAX's own)
+            pass
 
     def summary(self) -> dict[str, object]:
         """``compile_s`` (total), ``compiles`` and ``longest_compile`` ([name, s] or None)."""

@@ -18,7 +18,7 @@ import json
 from datetime import datetime
 
 from pydantic import BaseModel, Field
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, case, func, select
 
 from adaptive.estimation.divergence import DIVERGING_SD
 from services.runtime.refit_checks import COMPILE_EVENT_SECONDS, COMPILE_LIMIT_SECONDS
@@ -40,9 +40,19 @@ class DivergencePublic(BaseModel):
         "full refit's posterior sd of that pair"
     )
     median_sd: float
+    mc_sd: float = Field(
+        default=0.0, description="the Monte Carlo error of a gap from the two fits' draws alone"
+    )
+    judgments_gap: float = Field(
+        default=0.0,
+        description="how many more or fewer judgments the live snapshot saw, as a share of the "
+        "full refit's (past 0.02 a comparison is never diverging: new judgments move answers)",
+    )
     flips: int = Field(description="pairs the full refit decides that the live snapshot reverses")
     worst: list[str] | None = Field(default=None, description="the pair of max_sd")
-    diverging: bool = Field(description=f"max_sd above {DIVERGING_SD}")
+    diverging: bool = Field(
+        description=f"max_sd above {DIVERGING_SD} plus three mc_sd, the fits at most 0.02 apart"
+    )
     full_judgments: int
     live_judgments: int
     compared_at: datetime
@@ -71,6 +81,8 @@ class ChecksPublic(BaseModel):
 
 #: the fields of :class:`DivergencePublic` a ``compared`` event's detail gives
 _FROM_DETAIL = (
+    "mc_sd",
+    "judgments_gap",
     "max_sd",
     "median_sd",
     "flips",
@@ -117,7 +129,7 @@ def checks_public(conn: Connection, *, detail: bool) -> ChecksPublic:
     slowest, over = conn.execute(
         select(
             func.max(e.seconds),
-            func.count().filter(e.seconds > COMPILE_LIMIT_SECONDS),
+            func.count(case((e.seconds > COMPILE_LIMIT_SECONDS, 1))),
         ).where(e.kind == "compiled")
     ).one()
     return ChecksPublic(

@@ -2,9 +2,10 @@
 
 The worker records every fit's outcome (:class:`~services.runtime.refresher.RefreshEvent`)
 and the service stores it (``GET /projects/{p}/events``); a fit that raised is a
-``failed`` event. Each (project, dimension) has three kinds of fit, each with its
+``failed`` event. Each (project, dimension) has four kinds of fit, each with its
 own newest outcome: the fast update (method ``laplace``), the items refresh
-(``items``: kind ``items`` when it succeeded) and the NUTS refit (``nuts``). One
+(``items``: kind ``items`` when it succeeded), the NUTS refit (``nuts``) and, past
+``nuts_max_judgments``, the scheduled check from no warm start (``scratch``). One
 whose newest outcome is a failure is *failing*, and makes ``/health`` say
 ``degraded`` until a fit of that kind succeeds again.
 
@@ -29,8 +30,9 @@ from services.runtime.store_health import WriteFailurePublic
 from services.store import tables as t
 from services.store.repository import as_utc
 
-#: kinds of event that end a fit (``superseded``: published by another writer first)
-OUTCOMES = ("published", "superseded", "rejected", "failed", "items")
+#: kinds of event that end a fit (``superseded``: published by another writer first;
+#: ``compared`` and ``checked``: a scheduled check that ran)
+OUTCOMES = ("published", "superseded", "rejected", "failed", "items", "compared", "checked")
 
 
 class FitFailurePublic(BaseModel):
@@ -38,7 +40,10 @@ class FitFailurePublic(BaseModel):
 
     project_id: str
     dimension: str
-    method: str = Field(description="laplace (fast update), items (items refresh) or nuts")
+    method: str = Field(
+        description="laplace (fast update), items (items refresh), nuts, or scratch (the "
+        "scheduled check from no warm start)"
+    )
     failed: int = Field(description="its failed fits in the event log")
     failing: bool = Field(description="its newest fit failed")
     last_failed_at: datetime

@@ -10,7 +10,8 @@ and a ``latest_fn`` (the newest stored snapshot, for warm starts after a
 restart). Its configuration is the service's :class:`~services.settings.Settings`.
 
 When to do what is decided by the pure functions of :mod:`services.runtime.schedule`; the
-keys' states, the fits and publishing are :class:`~services.runtime.refresh_base.RefreshBase`'s.
+keys' states, the fits and publishing are :class:`~services.runtime.refresh_base.RefreshBase`'s,
+the scheduled full refits and their checks :class:`~services.runtime.full_refits.FullRefits`'.
 """
 
 from __future__ import annotations
@@ -19,28 +20,28 @@ import threading
 import time
 from collections.abc import Hashable
 from dataclasses import replace
-from typing import cast
+
+import polars as pl
 
 from adaptive.estimation.skill_update import SkillBase, skill_snapshot
-from adaptive.estimation.snapshot import FAST, FULL, Snapshot
+from adaptive.estimation.snapshot import FAST, Snapshot
 from adaptive.estimation.streaming import Source
-from services.runtime.refit_checks import ITEMS, NUTS, SCRATCH, compared_event
-from services.runtime.refresh_base import RefreshBase, RefreshEvent
+from services.runtime.full_refits import FullRefits
+from services.runtime.refit_checks import ITEMS
+from services.runtime.refresh_base import RefreshEvent
 from services.runtime.schedule import (
+    PREPARE_SHARE,
     KeyState,
     Shape,
     next_key,
     next_shapes,
-    nuts_due,
-    nuts_too_large,
     padded,
     plan_update,
-    scratch_due,
 )
 from services.runtime.shapes import fit_rows, grow_to
 
 
-class Refresher(RefreshBase):
+class Refresher(FullRefits):
     """Re-estimates keys (e.g. (project, dimension)) on background threads after each batch:
     a fast update per key with new judgments, the held items' refreshes, the scheduled NUTS
     refits, and the next padded shape's compilation (the arguments: :class:`RefreshBase`)."""
@@ -189,9 +190,7 @@ class Refresher(RefreshBase):
         """Compile the next padded sizes ``source`` grows into, on a thread of their own,
         when it is close to its own (:func:`~services.runtime.schedule.next_shapes`)."""
         frame = source.judgments
-        now = Shape(
-            fit_rows(frame, merged=not self.config.cell_effect), frame["item_id"].n_unique()
-        )
+        now = Shape(self._rows(state, frame), frame["item_id"].n_unique())
         growing, state.prompts = now.prompts > state.prompts > 0, now.prompts
         targets = next_shapes(now, state.prepared, prompts_growing=growing)
         if not targets:
@@ -208,6 +207,21 @@ class Refresher(RefreshBase):
         with self._lock:  # several fast-update threads may start one
             self._item_threads = [t for t in self._item_threads if t.is_alive()] + [thread]
         thread.start()
+
+    def _rows(self, state: KeyState, frame: pl.DataFrame) -> int:
+        """The rows the fit of ``frame`` sees (:func:`fit_rows`), counted again only when
+        they may have reached the share of their padded size that prepares the next: each
+        new judgment adds at most one row (counting takes 0.3 s at 1M judgments)."""
+        merged = not self.config.cell_effect
+        if not merged:
+            return int(frame.height)
+        judgments, rows = state.rows_at
+        bound = rows + frame.height - judgments  # at most this many rows now
+        if judgments and bound < PREPARE_SHARE * padded(Shape(rows, 1)).judgments:
+            return rows  # a lower bound, below the share either way
+        rows = fit_rows(frame, merged=True)
+        state.rows_at = (frame.height, rows)
+        return rows
 
     def _prepare_shapes(
         self, key: Hashable, source: Source, now: Shape, targets: list[Shape]
@@ -231,7 +245,15 @@ class Refresher(RefreshBase):
                 merged=not self.config.cell_effect,
             )
             source = replace(source, judgments=grown, num_judgments=grown.height)
-            self._fit(source, "fast", {"num_draws": self.config.fast_num_draws}, key=key)
+            # off the update path by design: its compile time is the prepared event's, not
+            # a 'compiled' event's (those say what an update waited for)
+            self._fit(source, "fast", {"num_draws": self.config.fast_num_draws})
+            compiled = Shape(
+                fit_rows(grown, merged=not self.config.cell_effect), grown["item_id"].n_unique()
+            )
+            state = self._state(key)
+            with self._lock:  # the size compiled, if the stand-in overshot the target
+                state.prepared.add(padded(compiled))
             seconds = time.monotonic() - started
             self._record(RefreshEvent(key, "prepared", FAST, 0, grown.height, seconds, detail))
         except Exception as exc:  # a later update compiles it instead; reported
@@ -285,9 +307,10 @@ class Refresher(RefreshBase):
             source = self.load_fn(key)
             if source is None:
                 return
+            live = state.fast
             _, new_base = self._fast_fit(source, base.snapshot, key)
             if new_base is not None:  # the full fit against the skill-only live snapshot
-                self._compare(key, new_base.snapshot, ITEMS)
+                self._compare(key, new_base.snapshot, ITEMS, live)
             if new_base is None:
                 detail = "the full fit did not converge; the previous items stay"
                 self._record(
@@ -316,112 +339,6 @@ class Refresher(RefreshBase):
         finally:
             with self._lock:
                 state.items_running = False
-
-    def _nuts_loop(self) -> None:
-        while not self._stop.wait(0.2):
-            with self._lock:
-                now = time.monotonic()
-                due = [
-                    k for k, s in self._states.items() if nuts_due(s, now=now, config=self.config)
-                ]
-                scratch = [
-                    k
-                    for k, s in self._states.items()
-                    if scratch_due(s, now=now, config=self.config)
-                ]
-                too_large = [
-                    (k, s.published_judgments)
-                    for k, s in self._states.items()
-                    if not s.nuts_skip_noted and nuts_too_large(s, self.config)
-                ]
-                for k, _ in too_large:
-                    self._states[k].nuts_skip_noted = True
-            for key, n in too_large:
-                detail = (
-                    f"{n} judgments: past nuts_max_judgments ({self.config.nuts_max_judgments}),"
-                    " so no scheduled NUTS refits; the fast updates' robust intervals stand"
-                )
-                self._record(RefreshEvent(key, "skipped", FULL, 0, n, 0.0, detail))
-            for key, fit in [(k, self.refit) for k in due] + [(k, self.scratch) for k in scratch]:
-                if self._stop.is_set():
-                    return
-                try:
-                    fit(key)
-                except Exception as exc:
-                    method = FULL if fit == self.refit else SCRATCH
-                    self._record(RefreshEvent(key, "failed", method, 0, 0, 0.0, repr(exc)))
-
-    def refit(self, key: Hashable) -> Snapshot | None:
-        """One full NUTS refit of ``key``; published only when its diagnostics pass."""
-        started = time.monotonic()
-        state = self._state(key)
-        state.nuts_running = True
-        try:
-            source = self.load_fn(key)
-            if source is None:
-                return None
-            cfg = self.config
-            options = {
-                "num_chains": cfg.nuts_chains,
-                "num_warmup": cfg.nuts_warmup,
-                "num_samples": cfg.nuts_samples,
-                "min_ess": cfg.nuts_min_ess or None,
-            }
-            snapshot = self._fit(source, "nuts", options)
-            snapshot = cast(Snapshot, snapshot)  # with_base=False: the snapshot alone
-            diag = snapshot.diagnostics
-            max_rhat = diag.get("max_rhat")
-            passed = (max_rhat is None or max_rhat <= cfg.nuts_max_rhat) and int(
-                diag.get("num_divergences", 0)
-            ) <= cfg.nuts_max_divergences
-            snapshot = replace(snapshot, diagnostics={**diag, "passed": passed})
-            state.nuts_judgments = source.num_judgments
-            state.nuts_at = time.monotonic()
-            if not passed:
-                self._record(
-                    RefreshEvent(
-                        key,
-                        "rejected",
-                        FULL,
-                        0,
-                        source.num_judgments,
-                        time.monotonic() - started,
-                        f"max R-hat {max_rhat}, {diag.get('num_divergences')} divergences",
-                    )
-                )
-                return None
-            version = self._publish(key, snapshot, started)
-            if version is None:
-                return None
-            snapshot = replace(snapshot, version=version)
-            self._compare(key, snapshot, NUTS)
-            return snapshot
-        finally:
-            state.nuts_running = False
-
-    def scratch(self, key: Hashable) -> Snapshot | None:
-        """The scheduled full refit above ``nuts_max_judgments``: a fast fit of every
-        judgment from no warm start, compared with the live snapshot and not published."""
-        state = self._state(key)
-        state.nuts_running = True
-        try:
-            source = self.load_fn(key)
-            if source is None:
-                return None
-            options = {"num_draws": self.config.fast_num_draws}
-            snapshot = cast(Snapshot, self._fit(source, "fast", options, None, key=key))
-            state.nuts_judgments = source.num_judgments
-            state.nuts_at = time.monotonic()
-            self._compare(key, snapshot, SCRATCH)
-            return snapshot
-        finally:
-            state.nuts_running = False
-
-    def _compare(self, key: Hashable, full: Snapshot, kind: str) -> None:
-        """Record how far the live snapshot is from ``full`` (a ``compared`` event)."""
-        event = compared_event(key, full, self._state(key).fast, kind)
-        if event is not None:
-            self._record(event)
 
 
 __all__ = ["RefreshEvent", "Refresher"]

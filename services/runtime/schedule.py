@@ -40,6 +40,7 @@ class KeyState:
     items_running: bool = False
     prepared: set[Shape] = field(default_factory=set)  # padded sizes compiled ahead
     prompts: int = 0  # prompts at the last fast update (do they grow?)
+    rows_at: tuple[int, int] = (0, 0)  # (judgments, the fit's rows) when rows were last counted
 
 
 # ---------------------------------------------------------------- scheduling decisions
@@ -116,7 +117,11 @@ def plan_update(
 
 
 class Shape(NamedTuple):
-    """How many judgments and prompts a fit is compiled for (their padded buckets)."""
+    """How many observations and prompts a fit is compiled for (their padded buckets).
+
+    ``judgments`` is the fit's rows: the judgments themselves, or with the default model
+    (which merges a cell's judgments into one row) the judged cells
+    (:func:`services.runtime.shapes.fit_rows`)."""
 
     judgments: int
     prompts: int
@@ -188,12 +193,12 @@ def nuts_due(state: KeyState, *, now: float, config: Settings) -> bool:
 
 
 def scratch_due(state: KeyState, *, now: float, config: Settings) -> bool:
-    """The scheduled full refit of a key past ``nuts_max_judgments`` is due: a fast fit from
-    no warm start, compared with the live snapshot, every ``REFIT_EVERY_SECONDS`` with new
-    judgments (only with ``nuts`` on: the same schedule's other half).
+    """The scheduled check of a key past ``nuts_max_judgments`` is due: a fast fit from no
+    warm start, compared with the live snapshot, every ``CHECK_EVERY_SECONDS`` (0: never)
+    with new judgments (run by the NUTS thread, so only with ``nuts`` on).
 
     Example:
-        >>> s = Settings(nuts_max_judgments=1000, refit_every_seconds=600)
+        >>> s = Settings(nuts_max_judgments=1000, check_every_seconds=600)
         >>> state = KeyState(published_judgments=5000, nuts_judgments=4000, nuts_at=0.0)
         >>> scratch_due(state, now=10.0, config=s), scratch_due(state, now=601.0, config=s)
         (False, True)
@@ -203,9 +208,9 @@ def scratch_due(state: KeyState, *, now: float, config: Settings) -> bool:
     """
     if state.nuts_running or state.published_judgments <= state.nuts_judgments:
         return False
-    if not nuts_too_large(state, config):
+    if not config.check_every_seconds or not nuts_too_large(state, config):
         return False
-    return now - state.nuts_at >= config.refit_every_seconds
+    return now - state.nuts_at >= config.check_every_seconds
 
 
 __all__ = [

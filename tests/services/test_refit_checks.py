@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -99,3 +100,29 @@ def test_a_nuts_refit_is_compared_with_the_laplace_live_snapshot() -> None:
     d = _compared(worker, refit_checks.NUTS)
     assert d["pairs"] == 15 and d["flips"] == 0 and d["max_sd"] < 0.5, d
     assert d["full_method"] == st.FULL and d["live_method"] == st.FAST
+
+
+def test_a_failed_check_waits_for_its_schedule_and_a_passed_one_clears_it() -> None:
+    """Was: a failing check was retried every 0.2 s and /health stayed degraded after one
+    passed (a passed check stored no outcome)."""
+    from services.runtime.fit_health import OUTCOMES
+    from services.runtime.schedule import scratch_due
+
+    campaign = Campaign(300)
+    worker = _worker(campaign, nuts_max_judgments=100, check_every_seconds=600)
+    assert worker.update("k") is not None
+    state = worker._state("k")
+    state.nuts_at = -1e9  # long ago: due
+    assert scratch_due(state, now=0.0, config=worker.config)
+    load = worker.load_fn
+    worker.load_fn = lambda key: (_ for _ in ()).throw(RuntimeError("store gone"))
+    with pytest.raises(RuntimeError):
+        worker.scratch("k")
+    assert not scratch_due(state, now=time.monotonic(), config=worker.config)
+    worker.load_fn = load
+    state.nuts_at = -1e9
+    campaign.frame = simulate(310, seed=11)
+    assert worker.update("k") is not None
+    assert worker.scratch("k") is not None
+    outcome = [e for e in worker.events if e.method == refit_checks.SCRATCH][-1]
+    assert outcome.kind in OUTCOMES and outcome.kind == "compared"

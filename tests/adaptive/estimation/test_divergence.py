@@ -74,9 +74,40 @@ def test_snapshots_are_compared_on_the_systems_both_know_by_name() -> None:
     d = snapshot_divergence(full, live)
     assert d["max_sd"] == 0.0 and d["pairs"] == 3 and not d["diverging"]
     assert (d["full_judgments"], d["live_judgments"], d["live_method"]) == (100, 120, "laplace")
-    moved = replace(live, skill=live.skill + np.array([0.5, 0.0, 0.0, 0.0]))
+    moved = replace(live, skill=live.skill + np.array([0.5, 0.0, 0.0, 0.0]), num_judgments=101)
     d = snapshot_divergence(full, moved)
     assert d["diverging"] and d["max_sd"] > DIVERGING_SD and set(d["worst"]) >= {"c"}
+    assert d["judgments_gap"] == 0.01
+    # 20% more judgments: new judgments alone move answers that far, so it is not a fault
+    d = snapshot_divergence(full, replace(moved, num_judgments=120))
+    assert d["max_sd"] > DIVERGING_SD and not d["diverging"] and d["judgments_gap"] == 0.2
+
+
+def test_two_draw_sets_of_one_posterior_differ_by_their_monte_carlo_error() -> None:
+    """50 systems, 200 full draws against 500 live ones: the largest of 1,225 gaps is a few
+    mc_sd, below the diverging line, and mc_sd follows the draws (or a NUTS ESS)."""
+    means = list(np.linspace(-1, 1, 50))
+    full = _snapshot(_draws(means, 0.3, n=200, seed=7), tuple(f"s{i}" for i in range(50)))
+    live = replace(full, skill=_draws(means, 0.3, n=500, seed=8), method="laplace")
+    d = snapshot_divergence(full, live)
+    assert d["mc_sd"] == pytest.approx(np.sqrt(1 / 200 + 1 / 500), rel=0.15)
+    assert d["mc_sd"] < d["max_sd"] < 5 * d["mc_sd"] and not d["diverging"], d
+    nuts = replace(full, diagnostics={"min_ess_bulk": 50.0})
+    assert snapshot_divergence(nuts, live)["mc_sd"] == pytest.approx(
+        np.sqrt(1 / 50 + 1 / 500), rel=0.15
+    )
+
+
+def test_the_covariance_form_equals_the_pairwise_draws() -> None:
+    rng = np.random.default_rng(9)
+    full = rng.normal(size=(3000, 6)) @ rng.normal(size=(6, 6))  # correlated skills
+    live = full[::-1] + rng.normal(0, 0.05, size=6)
+    a, b = np.triu_indices(6, k=1)
+    diffs = full[:, b] - full[:, a]
+    gap = np.abs((live[:, b] - live[:, a]).mean(0) - diffs.mean(0)) / diffs.std(0)
+    d = pair_divergence(full, live)
+    assert d["max_sd"] == pytest.approx(gap.max(), rel=1e-9)
+    assert d["median_sd"] == pytest.approx(np.median(gap), rel=1e-9)
 
 
 def test_snapshots_of_two_dimensions_are_refused() -> None:
