@@ -9,7 +9,9 @@ until it answers 200 and polls ``GET .../snapshots`` until the first posterior s
 stored. Prints, as JSON: seconds from the post's answer to the first 200 from next-batch
 (and the 409s before it), the first batch's ``basis`` and ``basis_note``, seconds to the
 first snapshot, and the ratio of the two; then the basis of a batch asked once the snapshot
-exists. ``--out`` appends the row to a JSON-lines file.
+exists. ``--wait-nuts`` also waits for the first scheduled NUTS refit and reports
+``/health``'s checks (its comparison with the live snapshot, the slowest compile of any
+fit). ``--out`` appends the row to a JSON-lines file.
 
 Example:
     nice python benchmarks/first_batch.py --judgments 3000 --out research/load/first_batch.jsonl
@@ -74,6 +76,39 @@ def _first_snapshot(client: httpx.Client, base: str, headers: dict, timeout: flo
         time.sleep(0.25)
 
 
+def _first_nuts(client: httpx.Client, base: str, headers: dict, timeout: float) -> dict:
+    """Seconds until the first scheduled NUTS refit ended (published, rejected or failed),
+    and how."""
+    start = time.monotonic()
+    while True:
+        r = client.get(f"{base}/events", headers=headers)
+        r.raise_for_status()
+        ended = [
+            e
+            for e in r.json()["events"]
+            if e["method"] == "nuts" and e["kind"] in ("published", "rejected", "failed")
+        ]
+        if ended:
+            e = ended[0]
+            return {
+                "first_nuts_s": time.monotonic() - start,
+                "first_nuts": {k: e[k] for k in ("kind", "seconds", "num_judgments", "detail")},
+            }
+        if time.monotonic() - start > timeout:
+            raise RuntimeError(f"no NUTS refit ended after {timeout} s")
+        time.sleep(1.0)
+
+
+def _checks(client: httpx.Client, admin: dict, timeout: float = 60.0) -> dict:
+    """``/health``'s checks once a comparison is stored (the events are written in batches)."""
+    start = time.monotonic()
+    while True:
+        checks = client.get("/health", headers=admin).json()["checks"]
+        if checks["compared"] or time.monotonic() - start > timeout:
+            return checks
+        time.sleep(0.5)
+
+
 def _campaign(client: httpx.Client, campaign: Campaign, admin: dict) -> tuple[str, dict]:
     project = f"first-{int(time.time())}"
     headers = register_campaign(client, project, campaign, admin)
@@ -116,6 +151,11 @@ def measure(args: argparse.Namespace) -> dict:
                     f"/projects/{project}/next-batch", json={"size": 20}, headers=headers
                 )
                 after.raise_for_status()
+                if args.wait_nuts:
+                    nuts = _first_nuts(client, f"/projects/{project}", headers, 3600)
+                    row["first_nuts_s"] = round(nuts["first_nuts_s"] + snapshot_s, 1)
+                    row["first_nuts"] = nuts["first_nuts"]
+                row["checks"] = _checks(client, admin, 60.0 if args.wait_nuts else 0.0)
         finally:
             proc.terminate()
             try:
@@ -156,6 +196,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--no-nuts", action="store_true", help="no scheduled NUTS refits (EVALSET_NUTS=false)"
+    )
+    parser.add_argument(
+        "--wait-nuts",
+        action="store_true",
+        help="also wait for the first scheduled NUTS refit to end (published or rejected), "
+        "and report /health's checks (its divergence from the live snapshot when published, "
+        "the slowest compile of any fit)",
     )
     parser.add_argument("--out", help="append the row to this JSON-lines file")
     args = parser.parse_args(argv)
