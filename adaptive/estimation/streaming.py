@@ -140,7 +140,31 @@ def fit_snapshot(
     return snapshot
 
 
+def with_diagnostics(
+    result: Snapshot | tuple[Snapshot, SkillBase | None], **extra: Any
+) -> Snapshot | tuple[Snapshot, SkillBase | None]:
+    """:func:`fit_snapshot`'s result with ``extra`` added to its snapshot's diagnostics
+    (and to its skill base's snapshot, which is the same fit): new objects, not edits.
+
+    Example:
+        >>> import numpy as np
+        >>> z = np.zeros(0)
+        >>> s = Snapshot("d", 0, 1, 1, FAST, 0.0, 0.0, {"converged": True}, (), (), z, z, z, z,
+        ...              z, z, z)
+        >>> with_diagnostics(s, compile_s=0.5).diagnostics, s.diagnostics
+        ({'converged': True, 'compile_s': 0.5}, {'converged': True})
+    """
+    from dataclasses import replace
+
+    if isinstance(result, Snapshot):
+        return replace(result, diagnostics={**result.diagnostics, **extra})
+    snapshot, base = result
+    snapshot = replace(snapshot, diagnostics={**snapshot.diagnostics, **extra})
+    return snapshot, None if base is None else replace(base, snapshot=snapshot)
+
+
 __all__ = [
+    "with_diagnostics",
     "FAST",
     "FULL",
     "SkillBase",

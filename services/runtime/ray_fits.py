@@ -32,6 +32,7 @@ import numpy as np
 
 from adaptive.estimation.skill_update import SkillBase
 from adaptive.estimation.snapshot import Snapshot
+from adaptive.estimation.streaming import with_diagnostics
 
 try:
     import ray
@@ -75,11 +76,7 @@ def to_host(value: Any) -> Any:
 def with_node(result: FitResult, node_id: str) -> FitResult:
     """``result`` with ``diagnostics["fitted_on"] = node_id`` in its snapshot (and in its
     skill base's, which is the same fit)."""
-    if isinstance(result, Snapshot):
-        return dataclasses.replace(result, diagnostics={**result.diagnostics, "fitted_on": node_id})
-    snapshot, base = result
-    snapshot = with_node(snapshot, node_id)  # type: ignore[assignment]
-    return snapshot, None if base is None else dataclasses.replace(base, snapshot=snapshot)
+    return with_diagnostics(result, fitted_on=node_id)
 
 
 if ray is not None:

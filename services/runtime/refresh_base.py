@@ -11,13 +11,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Hashable
-from dataclasses import replace
 from typing import Any
 
 from adaptive.estimation.compile_clock import CompileClock
 from adaptive.estimation.skill_update import SkillBase
 from adaptive.estimation.snapshot import FAST, FULL, Snapshot
-from adaptive.estimation.streaming import Source, fit_snapshot, stream_config
+from adaptive.estimation.streaming import Source, fit_snapshot, stream_config, with_diagnostics
 from services.runtime.refit_checks import compiled_event
 from services.runtime.refresh_event import RefreshEvent
 from services.runtime.schedule import KeyState
@@ -236,12 +235,7 @@ def fit_source(
             max_draws=max_draws,
             with_base=with_base,
         )
-    compiles = clock.summary()
-    if isinstance(result, Snapshot):
-        return replace(result, diagnostics={**result.diagnostics, **compiles})
-    snapshot, base = result
-    snapshot = replace(snapshot, diagnostics={**snapshot.diagnostics, **compiles})
-    return snapshot, None if base is None else replace(base, snapshot=snapshot)
+    return with_diagnostics(result, **clock.summary())
 
 
 __all__ = ["RefreshBase", "RefreshEvent", "fit_source"]
