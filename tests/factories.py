@@ -43,6 +43,65 @@ def missing(reason: str) -> None:
     pytest.skip(reason)
 
 
+# ---------------------------------------------------------------- the worker's store side
+
+
+class MemoryKey:
+    """One key's judgments and published snapshots in memory: a refresher's ``load_fn``,
+    ``publish_fn`` and ``latest_fn`` without a store."""
+
+    def __init__(self, frame: pl.DataFrame) -> None:
+        self.frame = frame
+        self.published: list[Any] = []
+
+    def load(self, key: object) -> Any:
+        from adaptive.estimation.source import Source
+
+        return Source(self.frame, "overall", SYSTEMS, self.frame.height, self.frame.height)
+
+    def publish(self, key: object, snapshot: Any) -> int:
+        self.published.append(snapshot)
+        return len(self.published)
+
+    def latest(self, key: object) -> None:
+        return None
+
+
+def add_event(
+    store: Any,
+    *,
+    dimension: str,
+    kind: str,
+    method: str,
+    second: int,
+    detail: str = "",
+    seconds: float = 1.0,
+) -> None:
+    """Store one refit event of project ``p``, created ``second`` s into 2025-01-01."""
+    from datetime import UTC, datetime
+
+    from services.store import repository as repo
+
+    with store.write() as conn:
+        repo.add_events(
+            conn=conn,
+            events=[
+                {
+                    "project_id": "p",
+                    "dimension": dimension,
+                    "created_at": datetime(2025, 1, 1, 0, second // 60, second % 60, tzinfo=UTC),
+                    "kind": kind,
+                    "method": method,
+                    "version": 0,
+                    "num_judgments": 10,
+                    "seconds": seconds,
+                    "detail": detail,
+                    "replica": "test",
+                }
+            ],
+        )
+
+
 # ---------------------------------------------------------------- simulated judgments
 
 #: five judged systems; the last one is registered but never judged

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterator
 from itertools import count
 from pathlib import Path
 
@@ -13,34 +12,24 @@ import httpx
 from services.runtime.fit_checks import COMPILE_LIMIT_SECONDS, checks_public
 from services.settings import Settings
 from services.store import Store
-from services.store import repository as repo
-from tests.factories import ThreadServer
+from tests.factories import ThreadServer, add_event
 
 ADMIN = "admin-token-for-checks-0123456789"
 
 
-def _adder(store: Store) -> object:
+def _adder(store: Store) -> Callable[..., None]:
     seq: Iterator[int] = count(1)
 
     def add(dimension: str, kind: str, method: str, detail: str = "", seconds: float = 1.0) -> None:
-        with store.write() as conn:
-            repo.add_events(
-                conn=conn,
-                events=[
-                    {
-                        "project_id": "p",
-                        "dimension": dimension,
-                        "created_at": datetime(2026, 1, 1, 0, 0, next(seq), tzinfo=UTC),
-                        "kind": kind,
-                        "method": method,
-                        "version": 0,
-                        "num_judgments": 10,
-                        "seconds": seconds,
-                        "detail": detail,
-                        "replica": "test",
-                    }
-                ],
-            )
+        add_event(
+            store,
+            dimension=dimension,
+            kind=kind,
+            method=method,
+            second=next(seq),
+            detail=detail,
+            seconds=seconds,
+        )
 
     return add
 

@@ -11,20 +11,12 @@ from adaptive.estimation import streaming as st
 from services.runtime import refit_checks
 from services.runtime.refresher import Refresher
 from services.settings import Settings
-from tests.factories import SYSTEMS, simulate
+from tests.factories import MemoryKey, simulate
 
 
-class Campaign:
+class Campaign(MemoryKey):
     def __init__(self, num: int, num_prompts: int = 12) -> None:
-        self.frame = simulate(num, seed=11, num_prompts=num_prompts)
-        self.published: list[st.Snapshot] = []
-
-    def load(self, key: object) -> st.Source:
-        return st.Source(self.frame, "overall", SYSTEMS, self.frame.height, self.frame.height)
-
-    def publish(self, key: object, snapshot: st.Snapshot) -> int:
-        self.published.append(snapshot)
-        return len(self.published)
+        super().__init__(simulate(num, seed=11, num_prompts=num_prompts))
 
 
 def _worker(campaign: Campaign, **settings: object) -> Refresher:

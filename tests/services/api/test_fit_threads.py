@@ -14,7 +14,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -31,9 +30,16 @@ from services.runtime.fit_health import fit_failures
 from services.runtime.refresher import Refresher, RefreshEvent
 from services.settings import Settings
 from services.store import Store
-from services.store import repository as repo
 from stan_free_models import threadsafe
-from tests.factories import SYSTEMS, ThreadServer, judgments, simulate, wait_for
+from tests.factories import (
+    SYSTEMS,
+    MemoryKey,
+    ThreadServer,
+    add_event,
+    judgments,
+    simulate,
+    wait_for,
+)
 
 
 def test_the_engine_makes_numpyros_handler_stack_per_thread() -> None:
@@ -126,22 +132,11 @@ def test_the_per_thread_stack_behaves_like_the_list_numpyro_uses() -> None:
     assert not stack
 
 
-class Campaign:
+class Campaign(MemoryKey):
     """Every key sees the same small campaign (the worker's store side, in memory)."""
 
     def __init__(self, num: int) -> None:
-        self.frame = simulate(num, seed=7, num_prompts=6)
-        self.published: list[st.Snapshot] = []
-
-    def load(self, key: object) -> st.Source:
-        return st.Source(self.frame, "overall", SYSTEMS, self.frame.height, self.frame.height)
-
-    def publish(self, key: object, snapshot: st.Snapshot) -> int:
-        self.published.append(snapshot)
-        return len(self.published)
-
-    def latest(self, key: object) -> st.Snapshot | None:
-        return None
+        super().__init__(simulate(num, seed=7, num_prompts=6))
 
 
 #: the service's defaults but tiny: few draws, a short NUTS run, no diagnostics gate
@@ -311,24 +306,9 @@ def test_a_kind_of_fit_is_failing_until_its_own_next_fit_succeeds(tmp_path: Path
     seq = iter(range(1, 100))
 
     def add(dimension: str, kind: str, method: str, detail: str = "") -> None:
-        with store.write() as conn:
-            repo.add_events(
-                conn=conn,
-                events=[
-                    {
-                        "project_id": "p",
-                        "dimension": dimension,
-                        "created_at": datetime(2025, 1, 1, 0, 0, next(seq), tzinfo=UTC),
-                        "kind": kind,
-                        "method": method,
-                        "version": 0,
-                        "num_judgments": 10,
-                        "seconds": 1.0,
-                        "detail": detail,
-                        "replica": "test",
-                    }
-                ],
-            )
+        add_event(
+            store, dimension=dimension, kind=kind, method=method, second=next(seq), detail=detail
+        )
 
     def failing() -> dict[tuple[str, str], tuple[int, bool, str]]:
         with store.read() as conn:
