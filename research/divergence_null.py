@@ -24,9 +24,25 @@ from adaptive.estimation.snapshot import Snapshot
 def _snapshot(skill: np.ndarray, diagnostics: dict) -> Snapshot:
     z = np.zeros(0, np.int64)
     s = skill.shape[1]
-    return Snapshot("d", 1, 1000, 1000, "nuts", 0.0, 0.0, diagnostics,
-                    tuple(f"s{i}" for i in range(s)), (), z, z, z, z, skill,
-                    np.zeros((1, 0)), np.zeros((1, 0, 2)))
+    return Snapshot(
+        "d",
+        1,
+        1000,
+        1000,
+        "nuts",
+        0.0,
+        0.0,
+        diagnostics,
+        tuple(f"s{i}" for i in range(s)),
+        (),
+        z,
+        z,
+        z,
+        z,
+        skill,
+        np.zeros((1, 0)),
+        np.zeros((1, 0, 2)),
+    )
 
 
 def _ar1(rng: np.random.Generator, n: int, s: int, rho: float) -> np.ndarray:
@@ -60,9 +76,16 @@ def main() -> None:
                 d = snapshot_divergence(full, replace(full, skill=live, method="laplace"))
                 flagged += d["diverging"]
                 max_sd.append(d["max_sd"])
-            rows.append({"systems": systems, "full_draws": kind, "reps": 200,
-                         "flagged": flagged, "max_sd_median": round(float(np.median(max_sd)), 3),
-                         "max_sd_p95": round(float(np.quantile(max_sd, 0.95)), 3)})
+            rows.append(
+                {
+                    "systems": systems,
+                    "full_draws": kind,
+                    "reps": 200,
+                    "flagged": flagged,
+                    "max_sd_median": round(float(np.median(max_sd)), 3),
+                    "max_sd_p95": round(float(np.quantile(max_sd, 0.95)), 3),
+                }
+            )
             print(rows[-1])
     out = Path(__file__).parent / "checks" / "divergence_null.jsonl"
     out.write_text("".join(json.dumps(r) + "\n" for r in rows))
